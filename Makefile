@@ -1,0 +1,41 @@
+# Set-up and checks. Every target installs what it needs first (uv, the locked environment).
+SHELL := /bin/bash
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+UV := $(PYTHON) -m uv
+VENV := .venv
+RUN := $(UV) run --frozen
+
+.PHONY: install lint typecheck layers test test-fast bench demo clean
+
+$(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
+	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+install: $(VENV)/.installed
+
+lint: install
+	$(RUN) ruff check .
+	$(RUN) ruff format --check packages tests benchmarks examples
+
+typecheck: install
+	$(RUN) mypy
+
+layers: install
+	$(RUN) lint-imports
+
+test: lint typecheck layers
+	$(RUN) pytest -q
+
+test-fast: install
+	$(RUN) pytest -q -x -m "not slow"
+
+bench: install
+	$(RUN) python benchmarks/run.py
+
+demo: install
+	$(RUN) agentica demo
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

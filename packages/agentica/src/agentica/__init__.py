@@ -1,0 +1,79 @@
+"""agentica: an async-first agent framework.
+
+```python
+from agentica import Agent, OpenAILike, tool
+
+@tool
+async def fetch(url: str) -> str:
+    "Fetch a web page."
+    ...
+
+agent = Agent(model=OpenAILike(id="qwen2.5", base_url="http://127.0.0.1:8000/v1"), tools=[fetch])
+print((await agent.run("Summarise example.org")).content)
+```
+
+The public surface is what this module exports (guarded by a test); the submodules ``messages``,
+``errors``, ``models``, ``tools``, ``run``, ``context`` and ``testing`` hold the rest.
+"""
+
+from agentica.agent import Agent
+from agentica.context import HistoryPolicy
+from agentica.errors import (
+    AgenticaError,
+    ConcurrentRunError,
+    GuardrailTripped,
+    LimitExceeded,
+    ModelError,
+    OutputValidationError,
+    RunCancelled,
+    ToolError,
+    UsageError,
+)
+from agentica.messages import RunUsage, Usage
+from agentica.models import ModelPrice, ModelSettings, OpenAIChat, OpenAILike, RetryPolicy
+from agentica.run import RunLimits, RunResponse, RunStream
+from agentica.tools import (
+    Function,
+    FunctionCall,
+    Retry,
+    RunContext,
+    StopRun,
+    Tool,
+    ToolSettings,
+    tool,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgenticaError",
+    "ConcurrentRunError",
+    "Function",
+    "FunctionCall",
+    "GuardrailTripped",
+    "HistoryPolicy",
+    "LimitExceeded",
+    "ModelError",
+    "ModelPrice",
+    "ModelSettings",
+    "OpenAIChat",
+    "OpenAILike",
+    "OutputValidationError",
+    "Retry",
+    "RetryPolicy",
+    "RunCancelled",
+    "RunContext",
+    "RunLimits",
+    "RunResponse",
+    "RunStream",
+    "RunUsage",
+    "StopRun",
+    "Tool",
+    "ToolError",
+    "ToolSettings",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "tool",
+]

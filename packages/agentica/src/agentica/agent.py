@@ -1,0 +1,291 @@
+"""``Agent``: configuration plus the memory of one conversation (the agent is its own session).
+
+```python
+agent = Agent(model=OpenAILike(id="qwen2.5", base_url="http://127.0.0.1:8000/v1"),
+              tools=[fetch], instructions="Answer briefly.")
+print((await agent.run("What is on example.org?")).content)
+print((await agent.run("And in one word?")).content)   # remembers the first turn
+```
+
+An agent holds no per-run state: each run keeps its own state inside the run loop, so the same
+model and tools serve any number of agents at once. One agent object is one conversation: a second
+run while one is in progress raises ``ConcurrentRunError``; ``clone()`` gives a fresh conversation
+with the same configuration, and ``as_tool()`` lets another agent delegate to this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from agentica._http import aclose_loop_sessions
+from agentica.context import HistoryPolicy
+from agentica.errors import UsageError
+from agentica.messages import RunUsage
+from agentica.models.base import Model, ModelSettings, OutputSchema
+from agentica.run.limits import RunLimits
+from agentica.run.loop import RunInput, output_schema_for, run_events
+from agentica.run.result import AgentMemory, RunResponse
+from agentica.run.stream import RunStream
+from agentica.tools.context import RunContext
+from agentica.tools.execution import ToolSettings
+from agentica.tools.function import Function
+from agentica.tools.toolkit import Tool, ToolLike, resolve_functions
+
+__all__ = ["Agent", "Instructions"]
+
+Instructions = str | Callable[[RunContext[Any]], str | Awaitable[str]]
+
+_DEFAULT_LIMITS = RunLimits()
+_DEFAULT_TOOL_SETTINGS = ToolSettings()
+_DEFAULT_HISTORY = HistoryPolicy()
+_DEFAULT_MODEL_SETTINGS = ModelSettings()
+
+
+class Agent:
+    """An LLM agent: a model, tools and instructions, plus the memory of its conversation.
+
+    Args:
+        model: the model to call (``OpenAIChat``, ``OpenAILike``, a scripted model, ...).
+        tools: functions, ``Function`` objects (``@tool``) and ``Tool`` groups.
+        instructions: the system prompt, or a function of the ``RunContext`` returning it.
+        name: a short name (used in events, logs and as the tool name of ``as_tool()``).
+        description: what the agent does (the tool description of ``as_tool()``).
+        model_settings: settings for every model call of this agent.
+        limits: ``RunLimits`` for every run (a run may pass its own).
+        tool_settings: how a turn's tool calls are executed (concurrency cap, timeout).
+        history: how much of earlier runs is replayed (``HistoryPolicy``).
+        output_type: a type the final answer must validate against (a pydantic model, a
+            dataclass, ``list[int]``, ...); the run's ``output`` is then the validated value.
+        user_id, session_id: who the conversation belongs to (passed to tools in the context).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_functions",
+        "_output_adapter",
+        "_running",
+        "_tools",
+        "description",
+        "history",
+        "instructions",
+        "limits",
+        "memory",
+        "model",
+        "model_settings",
+        "name",
+        "output_type",
+        "session_id",
+        "tool_settings",
+        "user_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Sequence[ToolLike] = (),
+        instructions: Instructions | None = None,
+        name: str = "agent",
+        description: str | None = None,
+        model_settings: ModelSettings | None = None,
+        limits: RunLimits | None = None,
+        tool_settings: ToolSettings | None = None,
+        history: HistoryPolicy | None = None,
+        output_type: Any = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        if model is None or not callable(getattr(model, "response", None)):
+            raise UsageError(
+                "Agent(model=...) needs a model, e.g. OpenAILike(id='qwen2.5', "
+                "base_url='http://127.0.0.1:8000/v1') or OpenAIChat(id='gpt-4o-mini')"
+            )
+        if not isinstance(tools, list | tuple):
+            raise UsageError("tools must be a list of functions, Function objects or Tool groups")
+        self.model = model
+        self._tools = tuple(tools)
+        self.instructions = instructions
+        self.name = name
+        self.description = description
+        self.model_settings = model_settings or _DEFAULT_MODEL_SETTINGS
+        self.limits = limits or _DEFAULT_LIMITS
+        self.tool_settings = tool_settings or _DEFAULT_TOOL_SETTINGS
+        self.history = history or _DEFAULT_HISTORY
+        self.output_type = None if output_type is str else output_type
+        self.user_id = user_id
+        self.session_id = session_id
+        self.memory = AgentMemory()
+        self._functions: Mapping[str, Function] | None = None
+        self._output_adapter: tuple[TypeAdapter[Any], OutputSchema] | None = None
+        self._running = False
+
+    # ----------------------------------------------------------------- configuration
+
+    @property
+    def tools(self) -> tuple[ToolLike, ...]:
+        """The tools as given (use ``clone(tools=...)`` for an agent with other tools)."""
+        return self._tools
+
+    @property
+    def toolkits(self) -> tuple[Tool, ...]:
+        """The ``Tool`` groups among the tools."""
+        return tuple(t for t in self._tools if isinstance(t, Tool))
+
+    @property
+    def functions(self) -> Mapping[str, Function]:
+        """Every tool function by name (resolved once, on first use)."""
+        if self._functions is None:
+            self._functions = resolve_functions(self._tools)
+        return self._functions
+
+    def output_adapter(self) -> tuple[TypeAdapter[Any], OutputSchema]:
+        """The validator and schema for ``output_type`` (built once)."""
+        if self.output_type is None:
+            raise UsageError(f"agent {self.name!r} has no output_type")
+        if self._output_adapter is None:
+            self._output_adapter = output_schema_for(self.output_type)
+        return self._output_adapter
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    @property
+    def usage(self) -> RunUsage:
+        """Totals of every run of this conversation."""
+        return self.memory.usage
+
+    def clone(self, **changes: Any) -> Agent:
+        """A new agent (a fresh conversation) with this configuration and ``changes`` applied."""
+        config: dict[str, Any] = {
+            "model": self.model,
+            "tools": self._tools,
+            "instructions": self.instructions,
+            "name": self.name,
+            "description": self.description,
+            "model_settings": self.model_settings,
+            "limits": self.limits,
+            "tool_settings": self.tool_settings,
+            "history": self.history,
+            "output_type": self.output_type,
+            "user_id": self.user_id,
+            "session_id": None,
+        }
+        unknown = set(changes) - set(config)
+        if unknown:
+            raise UsageError(f"clone() got unknown settings: {', '.join(sorted(unknown))}")
+        config.update(changes)
+        twin = Agent(**config)
+        if "tools" not in changes:
+            twin._functions = self._functions
+        if "output_type" not in changes:
+            twin._output_adapter = self._output_adapter
+        return twin
+
+    # ----------------------------------------------------------------- running
+
+    def run_stream(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        limits: RunLimits | None = None,
+        model_settings: ModelSettings | None = None,
+        stream_model: bool = True,
+    ) -> RunStream:
+        """Start a run and return its ``RunStream`` of events (the run starts when iterated)."""
+        return RunStream(
+            run_events(
+                self,
+                input,
+                deps=deps,
+                limits=limits,
+                model_settings=model_settings,
+                stream=stream_model,
+            )
+        )
+
+    async def run(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        limits: RunLimits | None = None,
+        model_settings: ModelSettings | None = None,
+    ) -> RunResponse:
+        """Run to completion and return the ``RunResponse`` (consumes ``run_stream``)."""
+        stream = self.run_stream(
+            input, deps=deps, limits=limits, model_settings=model_settings, stream_model=False
+        )
+        async with stream:
+            async for _ in stream:
+                pass
+        return stream.response
+
+    def run_sync(
+        self,
+        input: RunInput,
+        *,
+        deps: Any = None,
+        limits: RunLimits | None = None,
+        model_settings: ModelSettings | None = None,
+    ) -> RunResponse:
+        """``run()`` for scripts: starts an event loop, runs, closes the loop's connections."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise UsageError(
+                "run_sync() cannot be used inside a running event loop (async code, Jupyter): "
+                "use `await agent.run(...)` instead"
+            )
+
+        async def main() -> RunResponse:
+            try:
+                return await self.run(
+                    input, deps=deps, limits=limits, model_settings=model_settings
+                )
+            finally:
+                await aclose_loop_sessions()
+
+        return asyncio.run(main())
+
+    def as_tool(self, *, name: str | None = None, description: str | None = None) -> Function:
+        """This agent as a tool another agent can call; each call runs in a fresh conversation.
+
+        Sub-agent calls run in the same TaskGroup as the caller's other tools, and their usage is
+        added to the calling run's usage.
+        """
+        template = self
+
+        async def delegate(ctx: RunContext[Any], task: str) -> str:
+            """Args:
+            task: the complete task, with every detail the agent needs to do it alone.
+            """
+            sub = template.clone()
+            try:
+                response = await sub.run(task, deps=ctx.deps)
+            finally:
+                ctx.usage.merge(sub.memory.usage)
+            return response.content or ""
+
+        tool_name = name or re.sub(r"[^a-zA-Z0-9_-]", "_", self.name)[:64] or "agent"
+        return Function.from_callable(
+            delegate,
+            name=tool_name,
+            description=description
+            or self.description
+            or f"Give a self-contained task to the '{self.name}' agent and get its final answer.",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.functions)}, "
+            f"runs={len(self.memory.runs)})"
+        )

@@ -1,0 +1,1 @@
+"""The ``agentica`` command line: ``agentica run`` streams a run to the terminal."""

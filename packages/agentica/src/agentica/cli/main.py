@@ -1,0 +1,129 @@
+"""``agentica`` command-line entry point.
+
+```
+agentica run "task" [--model ID] [--base-url URL] [--api-key KEY] [--tool module:function ...]
+```
+Streams the run to the terminal (text as it arrives, one line per tool call, a summary line).
+Exit status: 0 on success, 1 when the run failed (the typed error is printed), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from agentica import __version__
+from agentica.agent import Agent
+from agentica.errors import AgenticaError, UsageError
+from agentica.models.base import Model, ModelSettings
+from agentica.models.openai import OpenAIChat, OpenAILike
+from agentica.run.limits import RunLimits
+
+__all__ = ["build_model", "main"]
+
+
+def build_model(model: str | None, base_url: str | None, api_key: str | None) -> Model:
+    """The model named on the command line (or by ``$AGENTICA_MODEL`` / ``$AGENTICA_BASE_URL``)."""
+    model = model or os.environ.get("AGENTICA_MODEL")
+    base_url = base_url or os.environ.get("AGENTICA_BASE_URL")
+    api_key = api_key or os.environ.get("AGENTICA_API_KEY")
+    if base_url:
+        return OpenAILike(id=model or "default", base_url=base_url, api_key=api_key)
+    if model:
+        return OpenAIChat(id=model, api_key=api_key)
+    raise UsageError(
+        "no model configured: pass --model ID (with --base-url URL for an OpenAI-compatible "
+        "server), or set AGENTICA_MODEL / AGENTICA_BASE_URL"
+    )
+
+
+def _load_tool(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise UsageError(f"--tool takes module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import {module_name!r} for --tool {spec!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agentica.cli.render import EventPrinter
+
+    console = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    sys.path.insert(0, os.getcwd())
+    model = build_model(args.model, args.base_url, args.api_key)
+    agent = Agent(
+        model=model,
+        tools=[_load_tool(spec) for spec in args.tool],
+        instructions=args.instructions,
+        model_settings=ModelSettings(temperature=args.temperature, max_tokens=args.max_tokens),
+        limits=RunLimits(max_turns=args.max_turns),
+    )
+    printer = EventPrinter(console, show_reasoning=args.reasoning)
+    try:
+        async with agent.run_stream(args.task) as stream:
+            async for event in stream:
+                printer(event)
+    except AgenticaError as exc:
+        printer._end_text()
+        err.print(f"[bold red]{type(exc).__name__}[/]: {exc}", markup=True, highlight=False)
+        return 1
+    finally:
+        await model.aclose()
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentica", description="The agentica agent framework.")
+    parser.add_argument("--version", action="version", version=f"agentica {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run an agent on a task and stream it")
+    run.add_argument("task", help="what the agent should do")
+    run.add_argument("--model", help="model id (default: $AGENTICA_MODEL)")
+    run.add_argument("--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--api-key", help="API key (default: $AGENTICA_API_KEY or $OPENAI_API_KEY)")
+    run.add_argument("--instructions", help="system prompt")
+    run.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNCTION",
+        help="a tool to give the agent (repeatable)",
+    )
+    run.add_argument("--temperature", type=float, default=None)
+    run.add_argument("--max-tokens", type=int, default=None, help="output tokens per model call")
+    run.add_argument("--max-turns", type=int, default=100, help="model calls per run")
+    run.add_argument("--reasoning", action="store_true", help="show reasoning text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            code = asyncio.run(_run(args))
+        else:  # pragma: no cover - argparse rejects unknown commands
+            code = 2
+    except UsageError as exc:
+        print(f"agentica: {exc}", file=sys.stderr)
+        code = 2
+    except KeyboardInterrupt:
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

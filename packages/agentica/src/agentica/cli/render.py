@@ -1,0 +1,86 @@
+"""Readable terminal output for a run's event stream (rich).
+
+Text streams as it arrives; each tool call shows as one line when it starts and one when it ends
+(name, arguments, duration, the start of its result or error); the run ends with a summary line of
+turns, tool calls, tokens, cost and time.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from agentica.run.events import (
+    ReasoningDelta,
+    RunCompleted,
+    RunEvent,
+    TextDelta,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from agentica.run.result import RunResponse
+
+__all__ = ["EventPrinter", "summary_line"]
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_line(response: RunResponse) -> str:
+    usage = response.usage
+    cost = "unknown cost" if usage.cost is None else f"${usage.cost:.4f}"
+    return (
+        f"{usage.requests} model calls · {usage.tool_calls} tool calls · "
+        f"{usage.input_tokens} in / {usage.output_tokens} out tokens · {cost} · "
+        f"{response.duration:.1f} s"
+    )
+
+
+class EventPrinter:
+    """Prints run events to a rich ``Console`` as they arrive."""
+
+    def __init__(self, console: Console, *, show_reasoning: bool = False) -> None:
+        self.console = console
+        self.show_reasoning = show_reasoning
+        self._in_text = False
+
+    def _end_text(self) -> None:
+        if self._in_text:
+            self.console.print()
+            self._in_text = False
+
+    def __call__(self, event: RunEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.console.print(event.text, end="", markup=False, highlight=False)
+            self._in_text = True
+        elif isinstance(event, ReasoningDelta) and self.show_reasoning:
+            self.console.print(Text(event.text, style="dim italic"), end="")
+            self._in_text = True
+        elif isinstance(event, ToolCallStarted):
+            self._end_text()
+            call = event.call
+            self.console.print(
+                Text.assemble(
+                    ("→ ", "cyan"),
+                    (call.name, "bold cyan"),
+                    (f" {_clip(call.call.arguments, 120)}", "dim"),
+                )
+            )
+        elif isinstance(event, ToolCallCompleted):
+            call = event.call
+            ok = call.status == "success"
+            self.console.print(
+                Text.assemble(
+                    ("✓ " if ok else "✗ ", "green" if ok else "red"),
+                    (call.name, "bold"),
+                    (f" {call.duration:.2f}s ", "dim"),
+                    (_clip(call.content, 160), "" if ok else "red"),
+                )
+            )
+        elif isinstance(event, RunCompleted):
+            self._end_text()
+            if not event.response.content and event.response.output is None:
+                self.console.print(Text("(the model gave no answer)", style="yellow"))
+            self.console.print(Text(summary_line(event.response), style="dim"))

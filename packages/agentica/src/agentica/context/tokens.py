@@ -1,0 +1,71 @@
+"""Token counting: how many tokens a text or a conversation costs a model.
+
+``estimate_tokens`` is the documented fallback used when no tokenizer for the model is known:
+UTF-8 bytes / 4, which is close for English and code (about 4 characters per token) and for CJK
+text (3 bytes per character, roughly 0.75 tokens per character). Exact counters per model family
+plug in through the ``TokenCounter`` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from agentica.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = ["EstimateCounter", "TokenCounter", "estimate_tokens"]
+
+_PER_MESSAGE = 4  # role and separators
+_PER_IMAGE = 765  # a high-detail 512x512 tile in OpenAI's accounting; a fair middle value
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of ``text``: UTF-8 bytes / 4, rounded up."""
+    n = len(text) if text.isascii() else len(text.encode("utf-8"))
+    return (n + 3) // 4
+
+
+class TokenCounter(Protocol):
+    """Counts tokens of text and messages for one model family."""
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Iterable[Message]) -> int: ...
+
+
+class EstimateCounter:
+    """The fallback counter: ``estimate_tokens`` on every text part of every message."""
+
+    __slots__ = ()
+
+    def count_text(self, text: str) -> int:
+        return estimate_tokens(text)
+
+    def count_message(self, message: Message) -> int:
+        count = _PER_MESSAGE
+        if isinstance(message, (SystemMessage, ToolMessage)):
+            count += estimate_tokens(message.content)
+        elif isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                count += estimate_tokens(message.content)
+            else:
+                for part in message.content:
+                    count += (
+                        _PER_IMAGE if isinstance(part, ImagePart) else estimate_tokens(part.text)
+                    )
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                count += estimate_tokens(message.content)
+            for call in message.tool_calls:
+                count += 8 + estimate_tokens(call.name) + estimate_tokens(call.arguments)
+        return count
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        return sum(self.count_message(m) for m in messages)

@@ -1,0 +1,49 @@
+"""Model providers: the ``Model`` protocol and its adapters.
+
+- ``Model``, ``ModelRequest``, ``ModelResponse``, ``ModelSettings``: the protocol (base.py)
+- ``OpenAIChat``, ``OpenAILike``: OpenAI Chat Completions and compatible servers (openai.py)
+- ``RetryPolicy``: backoff for failed requests (retry.py)
+- ``ModelPrice``, ``price_for``: prices and cost (pricing.py)
+
+No adapter imports its HTTP library until its first request, so ``import agentica`` stays fast.
+"""
+
+from __future__ import annotations
+
+from agentica.models.base import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    OutputSchema,
+    ResponseDone,
+    StreamAssembler,
+    ToolChoice,
+    collect_stream,
+    new_tool_call_id,
+)
+from agentica.models.openai import OpenAIChat, OpenAILike
+from agentica.models.pricing import KNOWN_PRICES, ModelPrice, cost_of, price_for
+from agentica.models.retry import RetryPolicy
+
+__all__ = [
+    "KNOWN_PRICES",
+    "Model",
+    "ModelPrice",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "OpenAIChat",
+    "OpenAILike",
+    "OutputSchema",
+    "ResponseDone",
+    "RetryPolicy",
+    "StreamAssembler",
+    "ToolChoice",
+    "collect_stream",
+    "cost_of",
+    "new_tool_call_id",
+    "price_for",
+]

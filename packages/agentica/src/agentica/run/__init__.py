@@ -1,0 +1,46 @@
+"""The run: loop, events, limits, responses and the memory of a conversation.
+
+- ``run_events``: the one run loop (loop.py)
+- ``RunStream``: the handle of a run (stream.py)
+- ``RunEvent`` and its members: what a run yields (events.py)
+- ``RunLimits``: turns, tool calls, tokens, cost, time (limits.py)
+- ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)
+"""
+
+from agentica.run.events import (
+    ModelRequestStarted,
+    ModelResponseReceived,
+    ReasoningDelta,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+    TextDelta,
+    ToolCallCompleted,
+    ToolCallDelta,
+    ToolCallStarted,
+)
+from agentica.run.limits import RunLimits
+from agentica.run.loop import RunInput, output_schema_for, run_events
+from agentica.run.result import AgentMemory, RunRecord, RunResponse
+from agentica.run.stream import RunStream
+
+__all__ = [
+    "AgentMemory",
+    "ModelRequestStarted",
+    "ModelResponseReceived",
+    "ReasoningDelta",
+    "RunCompleted",
+    "RunEvent",
+    "RunInput",
+    "RunLimits",
+    "RunRecord",
+    "RunResponse",
+    "RunStarted",
+    "RunStream",
+    "TextDelta",
+    "ToolCallCompleted",
+    "ToolCallDelta",
+    "ToolCallStarted",
+    "output_schema_for",
+    "run_events",
+]

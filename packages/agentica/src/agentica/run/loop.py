@@ -1,0 +1,462 @@
+"""The run loop: the one code path every run takes, as an async generator of ``RunEvent``.
+
+One turn is: check the limits, call the model (streamed or not), record the reply; if it asked
+for tools, run them with the three-phase protocol (started events in call order, concurrent
+execution, results in call order) and loop; otherwise validate the final answer and finish.
+``Agent.run()`` consumes this stream; nothing else drives a model.
+
+Each handler below is small and does one thing; the state of a run lives in ``_RunState``, never
+on the agent, so the agent object only carries configuration and memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from agentica.context import assemble_history, repair_tool_pairs
+from agentica.errors import (
+    ConcurrentRunError,
+    LimitExceeded,
+    ModelResponseError,
+    OutputValidationError,
+    RunCancelled,
+    UsageError,
+)
+from agentica.messages import (
+    AssistantMessage,
+    ContentPart,
+    Message,
+    RunUsage,
+    SystemMessage,
+    UserMessage,
+)
+from agentica.models.base import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OutputSchema,
+    ResponseDone,
+)
+from agentica.models.pricing import ModelPrice, cost_of, price_for
+from agentica.run.events import (
+    ModelRequestStarted,
+    ModelResponseReceived,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+    ToolCallCompleted,
+    ToolCallStarted,
+)
+from agentica.run.limits import RunLimits
+from agentica.run.result import RunRecord, RunResponse
+from agentica.tools.call import FunctionCall, render_result
+from agentica.tools.context import RunContext
+from agentica.tools.control import StopRun
+from agentica.tools.execution import execute_calls
+from agentica.tools.function import _strip_titles
+
+if TYPE_CHECKING:
+    from agentica.agent import Agent
+
+__all__ = ["RunInput", "output_schema_for", "run_events"]
+
+T = TypeVar("T")
+RunInput = str | UserMessage | list[ContentPart]
+_UNSET: Any = object()
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
+
+
+@dataclass(slots=True, kw_only=True)
+class _RunState:
+    run_id: str
+    ctx: RunContext[Any]
+    limits: RunLimits
+    settings: ModelSettings
+    request_tools: tuple[Any, ...]
+    output_schema: OutputSchema | None
+    price: ModelPrice | None
+    started_at: float
+    started: float
+    deadline: float | None
+    messages: list[Message]
+    new_messages: list[Message]
+    usage: RunUsage
+    calls: list[FunctionCall] = field(default_factory=list)
+    turn: int = 0
+    output_retries: int = 0
+
+
+def _user_message(user_input: RunInput) -> UserMessage:
+    if isinstance(user_input, UserMessage):
+        return user_input
+    if isinstance(user_input, str | list):
+        return UserMessage(content=user_input)
+    raise UsageError(
+        f"agent.run() takes a str, a UserMessage or a list of content parts, "
+        f"not {type(user_input).__name__}"
+    )
+
+
+def _price_of(model: Model) -> ModelPrice | None:
+    price = getattr(model, "price", _UNSET)
+    return price_for(model.id) if price is _UNSET else price
+
+
+def output_schema_for(output_type: Any) -> tuple[TypeAdapter[Any], OutputSchema]:
+    """The validator and the JSON schema the model is asked to follow for ``output_type``."""
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
+        schema = _strip_titles(adapter.json_schema())
+    except Exception as exc:
+        raise UsageError(f"cannot use {output_type!r} as output_type: {exc}") from exc
+    name = re.sub(r"[^a-zA-Z0-9_-]", "_", getattr(output_type, "__name__", "output"))[:64]
+    if schema.get("type") != "object":  # providers want an object at the top
+        schema = {"type": "object", "properties": {"value": schema}, "required": ["value"]}
+    return adapter, OutputSchema(name=name or "output", schema=schema)
+
+
+async def _instructions(agent: Agent, ctx: RunContext[Any]) -> str | None:
+    text = agent.instructions
+    if callable(text):
+        value = text(ctx)
+        text = await value if inspect.isawaitable(value) else value
+    parts = [text] if text else []
+    parts.extend(t.instructions for t in agent.toolkits if t.instructions)
+    if agent.memory.summary:
+        parts.append(f"Summary of the earlier conversation:\n{agent.memory.summary}")
+    return "\n\n".join(str(p) for p in parts) or None
+
+
+async def _start(
+    agent: Agent,
+    user_input: RunInput,
+    deps: Any,
+    limits: RunLimits | None,
+    model_settings: ModelSettings | None,
+) -> _RunState:
+    user = _user_message(user_input)
+    limits = limits or agent.limits
+    usage = RunUsage()
+    run_id = uuid.uuid4().hex
+    ctx: RunContext[Any] = RunContext(
+        run_id=run_id,
+        deps=deps,
+        usage=usage,
+        agent=agent,
+        user_id=agent.user_id,
+        session_id=agent.session_id,
+    )
+    system = await _instructions(agent, ctx)
+    window = getattr(agent.model, "context_window", None)
+    policy = agent.history
+    budget = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
+    history = (
+        assemble_history(
+            [r.messages for r in agent.memory.runs], budget_tokens=budget, policy=policy
+        )
+        if agent.memory.runs
+        else []
+    )
+    messages: list[Message] = [SystemMessage(content=system)] if system else []
+    messages.extend(history)
+    messages.append(user)
+    output_schema = agent.output_adapter()[1] if agent.output_type is not None else None
+    started = time.monotonic()
+    deadline = (
+        asyncio.get_running_loop().time() + limits.max_wall_time
+        if limits.max_wall_time is not None
+        else None
+    )
+    return _RunState(
+        run_id=run_id,
+        ctx=ctx,
+        limits=limits,
+        settings=agent.model_settings.merged(model_settings),
+        request_tools=tuple(f.definition for f in agent.functions.values()),
+        output_schema=output_schema,
+        price=_price_of(agent.model),
+        started_at=time.time(),
+        started=started,
+        deadline=deadline,
+        messages=messages,
+        new_messages=[user],
+        usage=usage,
+    )
+
+
+def _check_limits(state: _RunState) -> None:
+    limits, usage = state.limits, state.usage
+    if limits.max_turns is not None and state.turn >= limits.max_turns:
+        raise LimitExceeded(
+            "max_turns", limits.max_turns, f"the model was called {state.turn} times"
+        )
+    if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
+        raise LimitExceeded("max_tokens", limits.max_tokens, f"{usage.total_tokens} tokens used")
+    if limits.max_cost is not None and usage.cost is not None and usage.cost >= limits.max_cost:
+        raise LimitExceeded("max_cost", limits.max_cost, f"${usage.cost:.4f} spent")
+    if (
+        limits.max_wall_time is not None
+        and time.monotonic() - state.started >= limits.max_wall_time
+    ):
+        raise LimitExceeded("max_wall_time", limits.max_wall_time, "the run took too long")
+
+
+async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
+    """Await ``awaitable`` but no longer than the run's wall-time limit."""
+    if state.deadline is None:
+        return await awaitable
+    scope = asyncio.timeout_at(state.deadline)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():
+            assert state.limits.max_wall_time is not None
+            raise LimitExceeded(
+                "max_wall_time", state.limits.max_wall_time, "the run took too long"
+            ) from None
+        raise
+
+
+async def _model_events(
+    agent: Agent, state: _RunState, stream: bool
+) -> AsyncGenerator[RunEvent | ResponseDone, None]:
+    request = ModelRequest(
+        messages=list(state.messages),
+        tools=state.request_tools,
+        settings=state.settings,
+        output_schema=state.output_schema,
+    )
+    if not stream:
+        yield ResponseDone(await _within(state, agent.model.response(request)))
+        return
+    events = agent.model.response_stream(request)
+    try:
+        while True:
+            try:
+                event = await _within(state, anext(events))
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
+    message = response.message
+    state.usage.add_request(response.usage, cost_of(response.usage, state.price))
+    state.messages.append(message)
+    state.new_messages.append(message)
+    return message
+
+
+def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) -> list[FunctionCall]:
+    limit = state.limits.max_tool_calls
+    if limit is not None and state.usage.tool_calls + len(message.tool_calls) > limit:
+        raise LimitExceeded(
+            "max_tool_calls",
+            limit,
+            f"{state.usage.tool_calls} calls made and {len(message.tool_calls)} more requested",
+        )
+    functions = agent.functions
+    calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
+    state.usage.tool_calls += len(calls)
+    state.calls.extend(calls)
+    return calls
+
+
+def _record_results(state: _RunState, calls: Sequence[FunctionCall]) -> StopRun | None:
+    stop = None
+    for call in calls:
+        result = call.to_message()
+        state.messages.append(result)
+        state.new_messages.append(result)
+        if stop is None and isinstance(call.control, StopRun):
+            stop = call.control
+    return stop
+
+
+def _parse_output(agent: Agent, state: _RunState, text: str | None) -> tuple[bool, Any]:
+    """(True, value) when the answer matches ``output_type``; else (False, retry prompt)."""
+    adapter = agent.output_adapter()[0]
+    raw = (text or "").strip()
+    fenced = _FENCE.match(raw)
+    if fenced:
+        raw = fenced.group(1)
+    wrapped = (
+        state.output_schema is not None
+        and "value" in state.output_schema.schema.get("required", ())
+        and state.output_schema.schema.get("properties", {}).keys() == {"value"}
+    )
+    try:
+        if wrapped:
+            data = json.loads(raw)
+            value = adapter.validate_python(data["value"] if isinstance(data, dict) else data)
+        else:
+            value = adapter.validate_json(raw)
+        return True, value
+    except (ValidationError, ValueError, KeyError) as exc:
+        return False, (
+            f"Your final answer does not match the required output schema: {exc}. "
+            "Reply again with only a JSON value that matches the schema."
+        )
+
+
+def _finish(
+    agent: Agent,
+    state: _RunState,
+    message: AssistantMessage | None,
+    stop: StopRun | None,
+    output: Any = _UNSET,
+) -> RunResponse:
+    if stop is not None:
+        content = None if stop.content is None else render_result(stop.content)
+        output = stop.content
+        reason: Literal["completed", "stopped"] = "stopped"
+    else:
+        content = message.content if message is not None else None
+        output = content if output is _UNSET else output
+        reason = "completed"
+    duration = time.monotonic() - state.started
+    agent.memory.runs.append(
+        RunRecord(
+            run_id=state.run_id,
+            messages=state.new_messages,
+            usage=state.usage,
+            status="completed",
+            started_at=state.started_at,
+            duration=duration,
+        )
+    )
+    return RunResponse(
+        run_id=state.run_id,
+        content=content,
+        output=output,
+        messages=state.new_messages,
+        tool_calls=state.calls,
+        usage=state.usage,
+        model=agent.model.id,
+        stop_reason=reason,
+        duration=duration,
+    )
+
+
+def _record_failure(agent: Agent, state: _RunState, exc: BaseException) -> None:
+    cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit | RunCancelled)
+    agent.memory.runs.append(
+        RunRecord(
+            run_id=state.run_id,
+            messages=repair_tool_pairs(
+                state.new_messages, reason="cancelled" if cancelled else "interrupted"
+            ),
+            usage=state.usage,
+            status="cancelled" if cancelled else "failed",
+            started_at=state.started_at,
+            duration=time.monotonic() - state.started,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    )
+
+
+async def run_events(
+    agent: Agent,
+    user_input: RunInput,
+    *,
+    deps: Any = None,
+    limits: RunLimits | None = None,
+    model_settings: ModelSettings | None = None,
+    stream: bool = True,
+) -> AsyncGenerator[RunEvent, None]:
+    """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure."""
+    if agent.is_running:
+        raise ConcurrentRunError(
+            f"agent {agent.name!r} is already running: an agent is one conversation. Await the "
+            "running run first, or use agent.clone() for an independent session."
+        )
+    agent._running = True
+    state: _RunState | None = None
+    try:
+        state = await _start(agent, user_input, deps, limits, model_settings)
+        yield RunStarted(
+            run_id=state.run_id,
+            agent=agent.name,
+            input=state.new_messages[0].text
+            if isinstance(state.new_messages[0], UserMessage)
+            else "",
+        )
+        while True:
+            _check_limits(state)
+            state.turn += 1
+            yield ModelRequestStarted(turn=state.turn)
+            response: ModelResponse | None = None
+            async with aclosing(_model_events(agent, state, stream)) as model_events:
+                async for event in model_events:
+                    if isinstance(event, ResponseDone):
+                        response = event.response
+                    else:
+                        yield event
+            if response is None:
+                raise ModelResponseError(
+                    f"the stream of model {agent.model.id!r} ended without a final reply",
+                    provider=agent.model.provider,
+                    model=agent.model.id,
+                    retryable=True,
+                )
+            message = _record_reply(state, response)
+            yield ModelResponseReceived(message=message, turn=state.turn)
+            if message.tool_calls:
+                calls = _prepare_calls(agent, state, message)
+                for call in calls:  # phase 1: started events, in call order
+                    yield ToolCallStarted(call=call)
+                await _within(  # phase 2: all calls concurrently
+                    state,
+                    execute_calls(
+                        calls,
+                        state.ctx,
+                        agent.tool_settings,
+                        known_tools=tuple(agent.functions),
+                    ),
+                )
+                stop = _record_results(state, calls)  # phase 3: results, in call order
+                for call in calls:
+                    yield ToolCallCompleted(call=call)
+                if stop is not None:
+                    yield RunCompleted(response=_finish(agent, state, None, stop))
+                    return
+                continue
+            if agent.output_type is None:
+                yield RunCompleted(response=_finish(agent, state, message, None))
+                return
+            ok, value = _parse_output(agent, state, message.content)
+            if ok:
+                yield RunCompleted(response=_finish(agent, state, message, None, output=value))
+                return
+            if state.output_retries >= state.limits.max_output_retries:
+                raise OutputValidationError(
+                    f"the model's answer did not match {agent.output_type!r} after "
+                    f"{state.output_retries} retries: {value}"
+                )
+            state.output_retries += 1
+            retry = UserMessage(content=value)
+            state.messages.append(retry)
+            state.new_messages.append(retry)
+    except BaseException as exc:
+        if state is not None:
+            _record_failure(agent, state, exc)
+        raise
+    finally:
+        agent._running = False

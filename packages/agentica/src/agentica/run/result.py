@@ -1,0 +1,80 @@
+"""The outcome of a run (``RunResponse``) and the memory of a conversation (``AgentMemory``).
+
+An agent is its own session: ``AgentMemory`` holds the record of every run (``RunRecord``: input,
+the messages the run added, usage, status) and an optional summary of older turns. The next run
+replays it through the token-budgeted history assembly, so multi-turn needs no session code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentica.messages import Message, RunUsage
+from agentica.tools.call import FunctionCall
+
+__all__ = ["AgentMemory", "RunRecord", "RunResponse"]
+
+
+@dataclass(slots=True, kw_only=True)
+class RunResponse:
+    """What a finished run produced.
+
+    Attributes:
+        content: the final answer text (``None`` if the model gave none).
+        output: the structured output when the agent has an ``output_type``, else ``content``.
+        messages: the messages this run added to the conversation (user input first).
+        tool_calls: every tool call of the run, in order, with arguments, results and errors.
+        usage: requests, tool calls, tokens and cost (``None`` when a price is unknown).
+        stop_reason: ``"completed"`` (the model answered) or ``"stopped"`` (a tool returned
+            ``StopRun``).
+        duration: seconds the run took.
+    """
+
+    run_id: str
+    content: str | None
+    output: Any
+    messages: list[Message]
+    tool_calls: list[FunctionCall]
+    usage: RunUsage
+    model: str
+    stop_reason: Literal["completed", "stopped"]
+    duration: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    """One run as the session remembers it."""
+
+    run_id: str
+    messages: list[Message]
+    usage: RunUsage
+    status: Literal["completed", "failed", "cancelled"]
+    started_at: float
+    duration: float
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class AgentMemory:
+    """The conversation an agent carries: its runs, in order, and a summary of older turns."""
+
+    runs: list[RunRecord] = field(default_factory=list)
+    summary: str | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        """Every message of every run, oldest first."""
+        return [m for run in self.runs for m in run.messages]
+
+    @property
+    def usage(self) -> RunUsage:
+        """The session's totals over all runs."""
+        total = RunUsage()
+        for run in self.runs:
+            total.merge(run.usage)
+        return total
+
+    def clear(self) -> None:
+        self.runs.clear()
+        self.summary = None

@@ -1,0 +1,386 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
+
+It speaks the real Chat Completions wire format (JSON and server-sent-event streams with
+tool-call deltas and usage), checks that every tool result answers a pending ``tool_call_id``
+(answering HTTP 400 like the real API otherwise), waits a configurable latency per request, and
+can misbehave on demand: HTTP errors, bodies that are not JSON, streams cut short, hangs.
+
+```python
+async with FakeOpenAIServer(lambda body: "hello") as server:
+    model = OpenAILike(id="fake", base_url=server.base_url)
+```
+
+Run it as a process (the benchmarks do): ``python -m agentica.testing.openai_server
+--responder package.module:function --latency 0.1`` prints ``PORT <n>`` once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import inspect
+import itertools
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from agentica.messages import AssistantMessage, ToolCall
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+__all__ = [
+    "BadBody",
+    "FakeOpenAIServer",
+    "HTTPFault",
+    "Hang",
+    "ServerReply",
+    "TruncatedStream",
+    "tool_pair_error",
+]
+
+
+@dataclass(slots=True)
+class HTTPFault:
+    """Answer with this HTTP status, body and headers."""
+
+    status: int
+    body: Any = field(default_factory=lambda: {"error": {"message": "injected failure"}})
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class BadBody:
+    """Answer 200 with this raw body (for example, text that is not JSON)."""
+
+    body: bytes = b"this is not json"
+
+
+@dataclass(slots=True)
+class TruncatedStream:
+    """Stream ``reply`` but close the connection after ``chunks`` chunks, without ``[DONE]``."""
+
+    reply: AssistantMessage | str
+    chunks: int = 1
+
+
+@dataclass(slots=True)
+class Hang:
+    """Wait this many seconds before answering anything."""
+
+    seconds: float = 3600.0
+
+
+ServerReply: TypeAlias = AssistantMessage | str | HTTPFault | BadBody | TruncatedStream | Hang
+Responder: TypeAlias = Callable[[dict[str, Any]], ServerReply | Awaitable[ServerReply]]
+
+
+def tool_pair_error(messages: list[dict[str, Any]]) -> str | None:
+    """The API's complaint about unanswered or unknown tool calls in ``messages``, if any."""
+    pending: dict[str, str] = {}
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                return (
+                    f"Invalid parameter: messages[{index}] with role 'tool' must be a response to "
+                    f"a preceding message with 'tool_calls' (unknown tool_call_id {call_id!r})."
+                )
+            del pending[call_id]
+            continue
+        if pending:
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                f"responding to each 'tool_call_id'. Missing: {', '.join(pending)} "
+                f"(before messages[{index}])."
+            )
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                if not call.get("id"):
+                    return f"messages[{index}].tool_calls has a call without an id"
+                pending[call["id"]] = call.get("function", {}).get("name", "")
+    if pending:
+        return f"Tool calls without results at the end of messages: {', '.join(pending)}."
+    return None
+
+
+def _usage(body: dict[str, Any], message: AssistantMessage) -> dict[str, int]:
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    completion = (
+        len(message.content or "") // 4
+        + sum(len(c.arguments) // 4 + 5 for c in message.tool_calls)
+        + 1
+    )
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+class FakeOpenAIServer:
+    """A scripted Chat Completions server; ``responder(request_body)`` decides each reply.
+
+    Args:
+        responder: returns the reply for a request body: a string (text), an
+            ``AssistantMessage`` (text and/or tool calls; ids are filled in if empty), or a fault
+            (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``); may be async.
+        latency: seconds to wait before answering each request.
+        validate_tool_pairs: answer 400 when the messages break tool-call pairing.
+    """
+
+    def __init__(
+        self,
+        responder: Responder,
+        *,
+        latency: float = 0.0,
+        validate_tool_pairs: bool = True,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        record: bool = True,
+    ) -> None:
+        self.responder = responder
+        self.latency = latency
+        self.validate_tool_pairs = validate_tool_pairs
+        self.host = host
+        self.port = port
+        self.record = record
+        self.requests: list[dict[str, Any]] = []
+        self._ids = itertools.count(1)
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    async def start(self) -> FakeOpenAIServer:
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=1024)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1]
+        self._runner = runner
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeOpenAIServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error(400, "We could not parse the JSON body of your request.")
+        if self.record:
+            self.requests.append(body)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self.validate_tool_pairs:
+            problem = tool_pair_error(body.get("messages") or [])
+            if problem:
+                return self._error(400, problem)
+        reply = self.responder(body)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if isinstance(reply, Hang):
+            await asyncio.sleep(reply.seconds)
+            return self._error(504, "hung")
+        if isinstance(reply, HTTPFault):
+            payload = reply.body if isinstance(reply.body, bytes | str) else json.dumps(reply.body)
+            return web.Response(
+                status=reply.status,
+                body=payload,
+                headers=reply.headers,
+                content_type="application/json",
+            )
+        if isinstance(reply, BadBody):
+            return web.Response(status=200, body=reply.body, content_type="application/json")
+        truncate_after: int | None = None
+        if isinstance(reply, TruncatedStream):
+            truncate_after = reply.chunks
+            reply = reply.reply
+        message = AssistantMessage(content=reply) if isinstance(reply, str) else reply
+        message = AssistantMessage(
+            content=message.content,
+            reasoning=message.reasoning,
+            tool_calls=[
+                ToolCall(id=c.id or f"call_{next(self._ids)}", name=c.name, arguments=c.arguments)
+                for c in message.tool_calls
+            ],
+        )
+        model = body.get("model", "fake")
+        if body.get("stream"):
+            return await self._stream(request, body, message, model, truncate_after)
+        return web.json_response(self._completion(body, message, model))
+
+    def _error(self, status: int, text: str) -> web.Response:
+        from aiohttp import web
+
+        return web.json_response(
+            {
+                "error": {
+                    "message": text,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+            status=status,
+        )
+
+    def _completion(
+        self, body: dict[str, Any], message: AssistantMessage, model: str
+    ) -> dict[str, Any]:
+        wire: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.reasoning:
+            wire["reasoning_content"] = message.reasoning
+        if message.tool_calls:
+            wire["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ]
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": wire,
+                    "finish_reason": "tool_calls" if message.tool_calls else "stop",
+                }
+            ],
+            "usage": _usage(body, message),
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        message: AssistantMessage,
+        model: str,
+        truncate_after: int | None,
+    ) -> web.StreamResponse:
+        from aiohttp import web
+
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        base = {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+        chunks: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        if message.reasoning:
+            chunks.append(chunk({"reasoning_content": message.reasoning}))
+        for word in (message.content or "").split(" ") if message.content else []:
+            chunks.append(chunk({"content": word + " "}))
+        if message.content:  # the last word has no trailing space
+            last = chunks[-1]["choices"][0]["delta"]
+            last["content"] = last["content"][:-1]
+        for index, c in enumerate(message.tool_calls):
+            half = len(c.arguments) // 2
+            chunks.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments[:half]},
+                            }
+                        ]
+                    }
+                )
+            )
+            chunks.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "function": {"arguments": c.arguments[half:]},
+                            }
+                        ]
+                    }
+                )
+            )
+        chunks.append(chunk({}, "tool_calls" if message.tool_calls else "stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunks.append(base | {"choices": [], "usage": _usage(body, message)})
+        for number, data in enumerate(chunks):
+            if truncate_after is not None and number >= truncate_after:
+                if request.transport is not None:
+                    request.transport.close()  # an abrupt end, as when a server dies
+                return response
+            await response.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _load(path: str) -> Responder:
+    module, _, name = path.partition(":")
+    responder = getattr(importlib.import_module(module), name)
+    assert callable(responder)
+    return responder  # type: ignore[no-any-return]
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    server = FakeOpenAIServer(
+        _load(args.responder), latency=args.latency, port=args.port, record=False
+    )
+    await server.start()
+    sys.stdout.write(f"PORT {server.port}\n")
+    sys.stdout.flush()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--responder", required=True, help="module:function deciding replies")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""``FunctionCall``: one invocation of a tool, with its arguments, result, error and id.
+
+``execute()`` is the only way a tool runs. It never raises an ordinary exception: an unknown tool,
+arguments that do not validate, a timeout, a ``ToolError`` or any other exception become an error
+result the model reads (so one failure cannot cancel or lose its siblings); only cancellation
+propagates. Control values (``StopRun``, ``Retry``) returned by the tool are kept in ``control``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import time
+from concurrent.futures import Executor
+from typing import Any, Literal
+
+import pydantic_core
+
+from agentica.errors import ToolError
+from agentica.messages import ToolCall, ToolMessage
+from agentica.tools.context import RunContext
+from agentica.tools.control import Retry, StopRun
+from agentica.tools.function import ArgumentsError, Function
+
+__all__ = ["FunctionCall", "render_result"]
+
+
+def render_result(value: Any) -> str:
+    """The text the model sees for a tool's return value (JSON unless it is already a string)."""
+    if isinstance(value, str):
+        return value
+    return pydantic_core.to_json(value, fallback=repr).decode()
+
+
+class FunctionCall:
+    """One call of a tool in a model turn.
+
+    Attributes:
+        call: the ``ToolCall`` the model sent (id, name, raw arguments).
+        function: the resolved ``Function``, or ``None`` when the model named an unknown tool.
+        result: the tool's return value (after control values are unwrapped).
+        error: the error text sent to the model, when the call failed.
+        exception: the exception the tool raised, if any (for logs and tests).
+        control: a ``StopRun`` or ``Retry`` the tool returned, if any.
+        status: ``"pending"``, ``"success"`` or ``"error"``.
+        duration: seconds the call took.
+    """
+
+    __slots__ = (
+        "call",
+        "control",
+        "duration",
+        "error",
+        "exception",
+        "function",
+        "result",
+        "status",
+    )
+
+    def __init__(self, call: ToolCall, function: Function | None) -> None:
+        self.call = call
+        self.function = function
+        self.result: Any = None
+        self.error: str | None = None
+        self.exception: BaseException | None = None
+        self.control: StopRun | Retry | None = None
+        self.status: Literal["pending", "success", "error"] = "pending"
+        self.duration = 0.0
+
+    @property
+    def id(self) -> str:
+        return self.call.id
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    @property
+    def content(self) -> str:
+        """The text the model receives for this call."""
+        if self.error is not None:
+            return self.error
+        return render_result(self.result)
+
+    def to_message(self) -> ToolMessage:
+        return ToolMessage(
+            tool_call_id=self.call.id,
+            name=self.call.name,
+            content=self.content,
+            is_error=self.status == "error",
+        )
+
+    def fail(self, message: str, exception: BaseException | None = None) -> None:
+        """Record a failure whose ``message`` goes to the model."""
+        self.status = "error"
+        self.error = message
+        self.exception = exception
+
+    async def execute(
+        self,
+        ctx: RunContext[Any],
+        *,
+        executor: Executor | None = None,
+        default_timeout: float | None = None,
+        known_tools: tuple[str, ...] = (),
+    ) -> None:
+        """Run the tool and record its outcome. Raises only ``asyncio.CancelledError``."""
+        started = time.perf_counter()
+        try:
+            await self._execute(ctx, executor, default_timeout, known_tools)
+        finally:
+            self.duration = time.perf_counter() - started
+
+    async def _execute(
+        self,
+        ctx: RunContext[Any],
+        executor: Executor | None,
+        default_timeout: float | None,
+        known_tools: tuple[str, ...],
+    ) -> None:
+        function = self.function
+        if function is None:
+            available = ", ".join(known_tools) or "none"
+            self.fail(
+                f"Unknown tool '{self.call.name}'. Available tools: {available}. "
+                "Call one of these, or answer in plain text."
+            )
+            return
+        try:
+            kwargs = function.validate_arguments(self.call.arguments)
+        except ArgumentsError as exc:
+            self.fail(str(exc))
+            return
+        if function.context_param is not None:
+            kwargs[function.context_param] = ctx
+        timeout = function.timeout if function.timeout is not None else default_timeout
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                if function.is_async:
+                    result = await function.entrypoint(**kwargs)
+                else:
+                    loop = asyncio.get_running_loop()
+                    call = functools.partial(function.entrypoint, **kwargs)
+                    result = await loop.run_in_executor(
+                        executor, contextvars.copy_context().run, call
+                    )
+                if inspect.isawaitable(result):
+                    result = await result
+        except ToolError as exc:
+            self.fail(str(exc) or f"tool '{function.name}' failed", exc)
+            return
+        except TimeoutError as exc:
+            if deadline.expired():
+                self.fail(
+                    f"Tool '{function.name}' timed out after {timeout:g} s and was abandoned.",
+                    exc,
+                )
+            else:
+                self.fail(f"Tool '{function.name}' failed: TimeoutError: {exc}", exc)
+            return
+        except Exception as exc:
+            self.fail(f"Tool '{function.name}' failed: {type(exc).__name__}: {exc}", exc)
+            return
+        if isinstance(result, Retry):
+            self.control = result
+            self.fail(result.message)
+            return
+        if isinstance(result, StopRun):
+            self.control = result
+            result = result.content
+        self.result = result
+        self.status = "success"
+
+    def __repr__(self) -> str:
+        return f"<FunctionCall {self.call.name} id={self.call.id} {self.status}>"

@@ -1,0 +1,86 @@
+"""``Tool``: a named group of functions (a toolkit), and how an agent's tool list is resolved.
+
+Subclass ``Tool`` and decorate methods with ``@tool`` to ship several related functions that share
+state (a client, a directory); or build one from functions: ``Tool("math", [add, mul])``.
+``resolve_functions`` flattens what an agent was given (functions, ``Function`` objects, ``Tool``
+groups) into one name -> ``Function`` map and rejects duplicate names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias
+
+from agentica.errors import UsageError
+from agentica.tools.function import Function
+
+__all__ = ["Tool", "ToolLike", "resolve_functions"]
+
+
+class Tool:
+    """A container of related ``Function`` objects.
+
+    Args:
+        name: the group's name (default: the class name).
+        functions: functions to include besides the ``@tool`` methods of a subclass.
+        instructions: optional text added to the agent's instructions when the group is used.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        functions: Iterable[Callable[..., Any] | Function] = (),
+        *,
+        instructions: str | None = None,
+    ) -> None:
+        self.name = name or type(self).__name__
+        self.instructions = instructions
+        self.functions: dict[str, Function] = {}
+        for klass in reversed(type(self).__mro__):
+            for attr, value in vars(klass).items():
+                if isinstance(value, Function):
+                    self._add(getattr(self, attr))
+        for fn in functions:
+            self.register(fn)
+
+    def register(self, fn: Callable[..., Any] | Function, **options: Any) -> Function:
+        """Add a function to the group and return its ``Function``."""
+        function = Function.from_callable(fn, **options)
+        self._add(function)
+        return function
+
+    def _add(self, function: Function) -> None:
+        self.functions[function.name] = function
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name}: {', '.join(self.functions)}>"
+
+
+ToolLike: TypeAlias = Callable[..., Any] | Function | Tool
+
+
+def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
+    """Flatten ``tools`` into a name -> ``Function`` map, rejecting duplicate names."""
+    out: dict[str, Function] = {}
+
+    def add(function: Function) -> None:
+        if function.name in out and out[function.name] is not function:
+            raise UsageError(
+                f"two tools are named {function.name!r}; give one another name with "
+                "@tool(name=...) or Function.from_callable(fn, name=...)"
+            )
+        out[function.name] = function
+
+    for item in tools:
+        if isinstance(item, Tool):
+            for function in item.functions.values():
+                add(function)
+        elif isinstance(item, Function):
+            add(item)
+        elif callable(item):
+            add(Function.from_callable(item))
+        else:
+            raise UsageError(
+                f"cannot use {item!r} as a tool: pass a function, a Function or a Tool"
+            )
+    return out
