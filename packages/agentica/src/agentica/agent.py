@@ -182,7 +182,7 @@ class Agent:
         config.update(changes)
         twin = Agent(**config)
         if "tools" not in changes:
-            twin._functions = self._functions
+            twin._functions = self.functions
         if "output_type" not in changes:
             twin._output_adapter = self._output_adapter
         return twin

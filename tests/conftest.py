@@ -1,0 +1,65 @@
+"""Shared test fixtures.
+
+- Network: pytest-socket allows loopback only (see ``addopts`` in pyproject.toml).
+- Blocking calls: every async test runs its loop in debug mode and fails if a callback blocked
+  the loop for longer than ``SLOW_CALLBACK`` seconds.
+- ``fake_openai``: start a ``FakeOpenAIServer`` on 127.0.0.1 for the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agentica.testing import FakeOpenAIServer
+
+SLOW_CALLBACK = 0.3
+
+
+class _SlowCallbackCatcher(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Executing") and "took" in message:
+            self.messages.append(message)
+
+
+@pytest.fixture(autouse=True)
+async def _no_blocking_calls(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    if request.node.get_closest_marker("allow_blocking"):
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    loop.set_debug(True)
+    loop.slow_callback_duration = SLOW_CALLBACK
+    catcher = _SlowCallbackCatcher()
+    logger = logging.getLogger("asyncio")
+    logger.addHandler(catcher)
+    try:
+        yield
+    finally:
+        logger.removeHandler(catcher)
+    assert not catcher.messages, f"the event loop was blocked: {catcher.messages}"
+
+
+@pytest.fixture
+async def fake_openai() -> AsyncIterator[Callable[..., Awaitable[FakeOpenAIServer]]]:
+    """``server = await fake_openai(responder, latency=...)``; stopped after the test."""
+    servers: list[FakeOpenAIServer] = []
+
+    async def start(responder: Any, **kwargs: Any) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(responder, **kwargs)
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
