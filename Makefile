@@ -32,7 +32,7 @@ test-fast: install
 	$(RUN) pytest -q -x -m "not slow"
 
 bench: install
-	$(RUN) python benchmarks/run.py
+	$(RUN) python benchmarks/run.py $(ARGS)
 
 demo: install
 	$(RUN) agentica demo

@@ -8,8 +8,6 @@ import time
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
-
 from agentica import (
     Agent,
     ConcurrentRunError,
@@ -42,6 +40,7 @@ from agentica.run.events import (
     ToolCallStarted,
 )
 from agentica.testing import FunctionModel, ScriptedModel, call, model_error, text, tool_calls
+from pydantic import BaseModel
 
 
 @tool
@@ -142,7 +141,7 @@ def test_run_sync_and_misuse_inside_a_loop() -> None:
     assert agent.run_sync("hi").content == "sync works"
 
     async def inside() -> None:
-        with pytest.raises(UsageError, match="await agent.run"):
+        with pytest.raises(UsageError, match=r"await agent\.run"):
             agent.run_sync("no")
 
     asyncio.run(inside())

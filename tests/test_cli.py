@@ -1,4 +1,4 @@
-"""``agentica run`` as a user runs it: a real subprocess against a local OpenAI-compatible server."""
+"""``agentica run`` as a user runs it: a subprocess against a local OpenAI-compatible server."""
 
 from __future__ import annotations
 

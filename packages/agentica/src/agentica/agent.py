@@ -265,8 +265,10 @@ class Agent:
         template = self
 
         async def delegate(ctx: RunContext[Any], task: str) -> str:
-            """Args:
-            task: the complete task, with every detail the agent needs to do it alone.
+            """Give a task to the agent.
+
+            Args:
+                task: the complete task, with every detail the agent needs to do it alone.
             """
             sub = template.clone()
             try:

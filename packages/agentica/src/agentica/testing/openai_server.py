@@ -10,7 +10,7 @@ async with FakeOpenAIServer(lambda body: "hello") as server:
     model = OpenAILike(id="fake", base_url=server.base_url)
 ```
 
-Run it as a process (the benchmarks do): ``python -m agentica.testing.openai_server
+Run it as a process (the benchmarks do): ``python -m agentica.testing
 --responder package.module:function --latency 0.1`` prints ``PORT <n>`` once it listens.
 """
 
@@ -164,7 +164,11 @@ class FakeOpenAIServer:
 
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # Cancel a handler when its client disconnects (as a real server does), so a ``Hang``
+        # the client gave up on does not hold ``stop()`` for aiohttp's 60 s shutdown timeout.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, handler_cancellation=True
+        )
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, backlog=1024)
         await site.start()

@@ -57,7 +57,9 @@ def _strip_titles(schema: Any) -> Any:
         for key, value in schema.items():
             if key == "title" and isinstance(value, str):
                 continue
-            if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            if key in ("default", "const", "enum", "examples"):  # values, not schemas
+                out[key] = value
+            elif key in ("properties", "$defs", "definitions") and isinstance(value, dict):
                 out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
             else:
                 out[key] = _strip_titles(value)
@@ -70,7 +72,7 @@ def _strip_titles(schema: Any) -> Any:
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The description and the per-parameter descriptions of a docstring."""
     doc = inspect.cleandoc(doc)
-    if not re.search(r"^\s*(Args|Arguments|Parameters|Params)\s*:?\s*$|:param\s", doc, re.M):
+    if not re.search(r"^\s*(Args|Arguments|Parameters|Params)\s*:?\s*$|[:@]param\s", doc, re.M):
         return doc, {}
     import docstring_parser
 
@@ -78,6 +80,31 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     parts = [p for p in (parsed.short_description, parsed.long_description) if p]
     params = {p.arg_name: p.description for p in parsed.params if p.description}
     return "\n\n".join(parts), params
+
+
+def _type_hints(source: Any) -> dict[str, Any]:
+    """The resolved type hints of ``source``; one unresolvable hint does not lose the others.
+
+    With postponed annotations, ``RunContext[Deps]`` where ``Deps`` is imported only for type
+    checkers cannot be evaluated: it is still recognised as the context parameter.
+    """
+    try:
+        return typing.get_type_hints(source, include_extras=True)
+    except Exception:
+        pass
+    globalns = getattr(inspect.unwrap(source), "__globals__", None) or {}
+    hints: dict[str, Any] = {}
+    for name, annotation in getattr(source, "__annotations__", {}).items():
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, globalns)
+            except Exception:
+                base = globalns.get(annotation.split("[", 1)[0].strip())
+                if not _is_context_annotation(base):
+                    continue  # left to pydantic, which reports it if it cannot resolve it
+                annotation = base
+        hints[name] = annotation
+    return hints
 
 
 class Function:
@@ -157,7 +184,11 @@ class Function:
         """Build a ``Function`` from a ``def`` or ``async def`` (or any callable)."""
         if isinstance(fn, Function):
             return fn.with_options(
-                name=name, description=description, timeout=timeout, exclusive=exclusive or None
+                name=name,
+                description=description,
+                timeout=timeout,
+                exclusive=exclusive or None,
+                strict=strict or None,
             )
         if not callable(fn):
             raise UsageError(f"a tool must be callable, got {type(fn).__name__}")
@@ -174,10 +205,7 @@ class Function:
                 getattr(target, "__call__", target)  # noqa: B004
             )
         )
-        try:
-            hints = typing.get_type_hints(hint_source, include_extras=True)
-        except Exception:  # unresolvable forward references: fall back to the raw annotations
-            hints = {}
+        hints = _type_hints(hint_source)
         doc_description, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         params = list(signature.parameters.values())
         is_method = bool(params) and params[0].name in ("self", "cls") and inspect.isfunction(fn)
@@ -195,9 +223,10 @@ class Function:
                 context_param = p.name
                 continue
             default = ... if p.default is inspect.Parameter.empty else p.default
+            doc = param_docs.get(p.name)
             fields[p.name] = (
                 annotation,
-                pydantic.Field(default, description=param_docs.get(p.name)),
+                pydantic.Field(default, description=doc) if doc else pydantic.Field(default),
             )
         try:
             args_model = pydantic.create_model(
@@ -238,6 +267,7 @@ class Function:
         timeout: float | None = None,
         exclusive: bool | None = None,
         entrypoint: Callable[..., Any] | None = None,
+        strict: bool | None = None,
     ) -> Function:
         """A copy with some options changed."""
         return Function(
@@ -251,7 +281,7 @@ class Function:
             is_method=self.is_method and entrypoint is None,
             timeout=self.timeout if timeout is None else timeout,
             exclusive=self.exclusive if exclusive is None else exclusive,
-            strict=self.strict,
+            strict=self.strict if strict is None else strict,
         )
 
     @property
