@@ -631,9 +631,11 @@ def test_resolve_functions_rejects_two_different_tools_with_the_same_name() -> N
     second = Function.from_callable(numpy_style, name="google_style")
     with pytest.raises(UsageError, match="two tools are named 'google_style'"):
         resolve_functions([first, second])
-    # a Tool group clashing with a loose function is caught too
+    # a Tool group clashing with a different loose function is caught too
     with pytest.raises(UsageError, match="two tools are named 'square'"):
-        resolve_functions([Tool("group", [square]), square])
+        resolve_functions([Tool("group", [square]), Function.from_callable(t_ints, name="square")])
+    # the same plain function given twice is one tool, not a clash
+    assert list(resolve_functions([google_style, google_style])) == ["google_style"]
 
 
 def test_resolve_functions_accepts_the_same_function_twice() -> None:
@@ -766,10 +768,6 @@ def test_example_value_of_a_tool_schema_passes_its_validation(fn: Any) -> None:
     function.validate_arguments(json.dumps(example_value(function.parameters)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="example_value ignores exclusiveMinimum: Field(gt=0) gets 0, which is invalid",
-)
 def test_example_value_honours_exclusive_minimum() -> None:
     @tool
     def positive(n: Annotated[int, pydantic.Field(gt=0)]) -> int:
@@ -781,11 +779,6 @@ def test_example_value_honours_exclusive_minimum() -> None:
 # --------------------------------------------------------------------------- reserved names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parameter names that shadow pydantic.BaseModel attributes (schema, json, copy, "
-    "validate) make Function.from_callable emit a UserWarning at definition time",
-)
 def test_parameter_named_like_a_basemodel_attribute_builds_without_warnings() -> None:
     import warnings
 
@@ -796,3 +789,21 @@ def test_parameter_named_like_a_basemodel_attribute_builds_without_warnings() ->
         warnings.simplefilter("error")
         function = Function.from_callable(query)
     assert function.validate_arguments('{"sql": "s", "schema": "x"}') == {"sql": "s", "schema": "x"}
+
+
+def test_reserved_parameter_names_keep_their_names_in_schema_and_call() -> None:
+    def odd(json: str, model_config: int = 1, _private: bool = False) -> str:
+        return f"{json}:{model_config}:{_private}"
+
+    function = Function.from_callable(odd)
+    assert list(function.parameters["properties"]) == ["json", "model_config", "_private"]
+    kwargs = function.validate_arguments('{"json": "j", "model_config": 2, "_private": true}')
+    assert kwargs == {"json": "j", "model_config": 2, "_private": True}
+    assert odd(**kwargs) == "j:2:True"
+    error = ""
+    try:
+        function.validate_arguments('{"model_config": "x"}')
+    except Exception as exc:  # ArgumentsError: its text names the argument as the model knows it
+        error = str(exc)
+    assert "- json: this required argument is missing" in error
+    assert "model_config" in error

@@ -312,10 +312,18 @@ def example_value(schema: dict[str, Any], defs: dict[str, Any] | None = None) ->
         items = schema.get("items")
         count = schema.get("minItems", 0)
         return [example_value(items, defs) for _ in range(count)] if items else []
+    if kind in ("integer", "number"):
+        if "minimum" in schema:
+            return schema["minimum"]
+        if "exclusiveMinimum" in schema:
+            step = 1 if kind == "integer" else 0.5
+            return schema["exclusiveMinimum"] + step
+        maximum = schema.get("maximum", schema.get("exclusiveMaximum"))
+        if maximum is not None and maximum <= 0:
+            return maximum - (1 if "exclusiveMaximum" in schema else 0)
+        return 0 if kind == "integer" else 0.0
     return {
         "string": "a" * max(1, schema.get("minLength", 1)),
-        "integer": schema.get("minimum", 0),
-        "number": schema.get("minimum", 0.0),
         "boolean": False,
         "null": None,
     }.get(kind)

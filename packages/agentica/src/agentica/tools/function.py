@@ -45,6 +45,11 @@ def _is_async_callable(fn: Any) -> bool:
     return call is not None and not inspect.isfunction(fn) and inspect.iscoroutinefunction(call)
 
 
+def _reserved(name: str) -> bool:
+    """Names pydantic cannot use as field names (they clash with its own attributes)."""
+    return name.startswith(("_", "model_")) or hasattr(pydantic.BaseModel, name)
+
+
 def _is_context_annotation(annotation: Any) -> bool:
     origin = typing.get_origin(annotation) or annotation
     return isinstance(origin, type) and issubclass(origin, RunContext)
@@ -161,7 +166,11 @@ class Function:
         self.parameters = parameters
         self.entrypoint = entrypoint
         self._args_model = args_model
-        self._field_names = tuple(args_model.model_fields)
+        # (keyword the function takes, attribute of the validated model); they differ only for
+        # parameter names pydantic reserves (``json``, ``schema``, ``model_config``, ``_x``)
+        self._field_names = tuple(
+            (info.alias or attr, attr) for attr, info in args_model.model_fields.items()
+        )
         self.context_param = context_param
         self.is_async = is_async
         self.is_method = is_method
@@ -193,6 +202,8 @@ class Function:
         if not callable(fn):
             raise UsageError(f"a tool must be callable, got {type(fn).__name__}")
         target = fn.func if isinstance(fn, functools.partial) else fn
+        if name == "":
+            raise UsageError("a tool name cannot be empty")
         tool_name = name or getattr(target, "__name__", None) or type(fn).__name__
         try:
             signature = inspect.signature(fn)
@@ -223,11 +234,13 @@ class Function:
                 context_param = p.name
                 continue
             default = ... if p.default is inspect.Parameter.empty else p.default
-            doc = param_docs.get(p.name)
-            fields[p.name] = (
-                annotation,
-                pydantic.Field(default, description=doc) if doc else pydantic.Field(default),
-            )
+            options: dict[str, Any] = {}
+            if doc := param_docs.get(p.name):
+                options["description"] = doc
+            attr = p.name
+            if _reserved(p.name):
+                attr, options["alias"] = f"arg_{len(fields)}_{p.name.strip('_')}", p.name
+            fields[attr] = (annotation, pydantic.Field(default, **options))
         try:
             args_model = pydantic.create_model(
                 f"{tool_name}_arguments",
@@ -305,7 +318,7 @@ class Function:
             obj = self._args_model.model_validate_json(arguments.strip() or "{}")
         except ValidationError as exc:
             raise ArgumentsError(self._describe_error(exc, arguments)) from None
-        return {name: getattr(obj, name) for name in self._field_names}
+        return {name: getattr(obj, attr) for name, attr in self._field_names}
 
     def _describe_error(self, exc: ValidationError, arguments: str) -> str:
         lines = []

@@ -64,7 +64,8 @@ def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
     out: dict[str, Function] = {}
 
     def add(function: Function) -> None:
-        if function.name in out and out[function.name] is not function:
+        known = out.get(function.name)
+        if known is not None and known.entrypoint is not function.entrypoint:
             raise UsageError(
                 f"two tools are named {function.name!r}; give one another name with "
                 "@tool(name=...) or Function.from_callable(fn, name=...)"
