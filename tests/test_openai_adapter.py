@@ -8,19 +8,27 @@ aiohttp that record each request's headers, body and client port and answer what
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import json
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp import web
-from multidict import CIMultiDict
-
-from agentica import ModelSettings, OpenAIChat, OpenAILike, RetryPolicy, UsageError
+from agentica import (
+    Agent,
+    ModelSettings,
+    OpenAIChat,
+    OpenAILike,
+    RetryPolicy,
+    RunResponse,
+    UsageError,
+    tool,
+)
 from agentica.errors import (
     ContextOverflowError,
     ModelAuthError,
@@ -33,6 +41,7 @@ from agentica.errors import (
 from agentica.messages import (
     AssistantMessage,
     ImagePart,
+    Message,
     ReasoningDelta,
     SystemMessage,
     TextDelta,
@@ -47,6 +56,10 @@ from agentica.messages import (
 from agentica.models import ModelRequest, ModelResponse, OutputSchema, ResponseDone
 from agentica.models.base import ModelStreamEvent
 from agentica.testing import BadBody, FakeOpenAIServer, Hang, HTTPFault, TruncatedStream
+from agentica.testing.openai_server import tool_pair_error
+from aiohttp import web
+from multidict import CIMultiDict
+from pydantic import BaseModel
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -226,7 +239,7 @@ def free_port() -> int:
 # ----------------------------------------------------------------------------- request building
 
 
-CONVERSATION = [
+CONVERSATION: list[Message] = [
     SystemMessage(content="Be brief."),
     UserMessage(content="What is 2+3?", name="alice"),
     AssistantMessage(
@@ -416,9 +429,10 @@ async def test_official_endpoint_uses_max_completion_tokens(
     assert body["max_completion_tokens"] == 64 and "max_tokens" not in body
 
     custom = OpenAIChat("m", api_key="sk-test", max_tokens_field="max_tokens")
-    assert custom.build_body(ask(settings=ModelSettings(max_tokens=8)), stream=False)[
-        "max_tokens"
-    ] == 8
+    assert (
+        custom.build_body(ask(settings=ModelSettings(max_tokens=8)), stream=False)["max_tokens"]
+        == 8
+    )
     await official.aclose()
     await custom.aclose()
 
@@ -507,8 +521,6 @@ async def test_repr_never_shows_the_key(make_model: Callable[..., OpenAILike]) -
     for model in (like, chat):
         assert secret not in repr(model) and secret not in str(model)
         assert model.id in repr(model)
-    from agentica import Agent
-
     assert secret not in repr(Agent(model=like))
     await chat.aclose()
 
@@ -1212,3 +1224,475 @@ async def test_every_model_error_is_a_model_error(
         "ModelResponseError",
         "ModelTimeoutError",
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "retried"),
+    [
+        (408, True),
+        (409, True),
+        (425, True),
+        (429, True),
+        (500, True),
+        (503, True),
+        (400, False),
+        (404, False),
+        (422, False),
+    ],
+)
+async def test_which_statuses_are_retried(
+    status: int, retried: bool, fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    server = await fake_openai(lambda body: HTTPFault(status))
+    model = make_model(server.base_url, retry=RetryPolicy(max_retries=1, initial_delay=0.001))
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.response(ask())
+    assert caught.value.status == status
+    assert caught.value.retryable is retried
+    assert len(server.requests) == (2 if retried else 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({"error": {"message": "nested message", "type": "x"}}, "nested message"),
+        ({"object": "error", "message": "vLLM top-level message", "code": 400}, "vLLM top-level"),
+        ({"detail": "FastAPI detail"}, "FastAPI detail"),
+        ({"error": "a bare error string"}, "a bare error string"),
+        ("plain text, not JSON", "plain text, not JSON"),
+    ],
+)
+async def test_error_text_is_found_in_any_body_shape(
+    body: Any, detail: str, fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    server = await fake_openai(lambda sent: HTTPFault(400, body))
+    with pytest.raises(ModelHTTPError, match=detail) as caught:
+        await make_model(server.base_url).response(ask())
+    assert "HTTP 400" in str(caught.value) and "'fake-model'" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["soon", "", "Wed, 21 Oct 2015 07:28:00 GMT"])
+async def test_odd_retry_after_values(
+    value: str, fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    """A malformed or past ``Retry-After`` still gives a typed error and a prompt retry."""
+    server = await fake_openai(script(HTTPFault(503, headers={"Retry-After": value}), "ok"))
+    model = make_model(server.base_url)
+    started = time.monotonic()
+    assert (await model.response(ask())).message.content == "ok"
+    assert time.monotonic() - started < 1.0
+    assert len(server.requests) == 2
+
+    server.responder = lambda body: HTTPFault(503, headers={"Retry-After": value})
+    with pytest.raises(ModelHTTPError) as caught:
+        await make_model(server.base_url, retry=NO_RETRY).response(ask())
+    assert caught.value.retry_after in (None, 0.0)
+
+
+async def test_body_cut_short_is_retried(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    async def cut(request: web.Request, body: dict[str, Any]) -> WireReply:
+        if len(server.seen) > 1:
+            return completion({"role": "assistant", "content": "whole"})
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = 1000
+        await response.prepare(request)
+        await response.write(b'{"choices": [')
+        assert request.transport is not None
+        request.transport.close()
+        return response
+
+    server = await wire(cut)
+    model = make_model(server.base_url)
+    assert (await model.response(ask())).message.content == "whole"
+    assert len(server.seen) == 2
+
+    server.seen.clear()
+    with pytest.raises(ModelResponseError, match="before it was complete"):
+        await make_model(server.base_url, retry=NO_RETRY).response(ask())
+
+
+async def test_dropped_connection_is_retried(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    async def drop_first(request: web.Request, body: dict[str, Any]) -> WireReply:
+        if len(server.seen) == 1:
+            assert request.transport is not None
+            request.transport.close()  # no answer at all
+            await asyncio.sleep(1)  # cancelled: the client is gone
+        return completion({"role": "assistant", "content": "second try"})
+
+    server = await wire(drop_first)
+    assert (await make_model(server.base_url).response(ask())).message.content == "second try"
+    assert len(server.seen) == 2
+
+
+async def test_dropped_connection_without_retries_is_a_connection_error(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    async def drop(request: web.Request, body: dict[str, Any]) -> WireReply:
+        assert request.transport is not None
+        request.transport.close()
+        await asyncio.sleep(1)
+        return completion({"role": "assistant", "content": "never sent"})
+
+    server = await wire(drop)
+    with pytest.raises(ModelConnectionError) as caught:
+        await make_model(server.base_url, retry=NO_RETRY).response(ask())
+    assert caught.value.retryable
+
+
+async def test_stopping_a_stream_early_releases_it(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    handler_cancelled = asyncio.Event()
+
+    async def endless(request: web.Request, body: dict[str, Any]) -> WireReply:
+        if len(server.seen) > 1:
+            return answer_ok(request, body)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(sse(chunk({"content": "first"}), done=False))
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            handler_cancelled.set()
+            raise
+        return response
+
+    server = await wire(endless)
+    model = make_model(server.base_url)
+    stream = model.response_stream(ask())
+    assert isinstance(stream, AsyncGenerator)
+    started = time.monotonic()
+    assert await anext(stream) == TextDelta("first")
+    await stream.aclose()  # the caller stops listening: must not wait for the server
+    await asyncio.wait_for(handler_cancelled.wait(), 2)  # the connection was closed
+    assert time.monotonic() - started < 1.0
+    _, response = await collect(model, ask())  # and the model still works
+    assert response.message.content == "ok"
+
+
+async def test_cancelling_a_request_propagates_cancellation(
+    fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    arrived = asyncio.Event()
+
+    def responder(body: dict[str, Any]) -> Hang | str:
+        if arrived.is_set():
+            return "after cancel"
+        arrived.set()
+        return Hang()
+
+    server = await fake_openai(responder)
+    model = make_model(server.base_url)
+    task = asyncio.create_task(model.response(ask()))
+    await asyncio.wait_for(arrived.wait(), 2)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # not turned into a ModelError, not retried
+    assert len(server.requests) == 1
+    assert (await model.response(ask())).message.content == "after cancel"
+
+
+async def test_model_is_an_async_context_manager(
+    fake_openai: StartFake,
+) -> None:
+    server = await fake_openai(lambda body: "ok")
+    async with OpenAILike(id="fake-model", base_url=server.base_url) as model:
+        assert (await model.response(ask())).message.content == "ok"
+        session = model._pool.session()
+    assert session.closed
+
+
+async def test_unknown_message_type_is_a_usage_error(
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    model = make_model("http://127.0.0.1:9/v1")
+    request = ModelRequest(messages=[object()])  # type: ignore[list-item]
+    with pytest.raises(UsageError, match="cannot send object"):
+        model.build_body(request, stream=False)
+
+
+async def test_stream_last_event_without_blank_line_and_multiline_data(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    first = json.dumps(chunk({"content": "multi"}), indent=1).splitlines()
+    body = (
+        b"".join(b"data: " + line.encode() + b"\n" for line in first)  # one event, many lines
+        + b"\n"
+        + b"data: "
+        + json.dumps(chunk({"content": "line"}, "stop")).encode()  # no blank line at the end
+    )
+    server = await wire(lambda request, sent: body)
+    events, response = await collect(make_model(server.base_url), ask())
+    assert events == [TextDelta("multi"), TextDelta("line")]
+    assert response.message.content == "multiline"
+    assert response.message.finish_reason == "stop"
+
+
+# ----------------------------------------------------------------------------- agent end to end
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    await asyncio.sleep(0)
+    return a + b
+
+
+def adder(body: dict[str, Any]) -> AssistantMessage | str:
+    """Call ``add`` on a user message; answer with the sum once the tool result is back."""
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return f"The sum is {last['content']}."
+    return AssistantMessage(tool_calls=[ToolCall(id="", name="add", arguments='{"a": 2, "b": 3}')])
+
+
+async def run_agent(agent: Agent, prompt: str, stream: bool) -> RunResponse:
+    if not stream:
+        return await agent.run(prompt)
+    async with agent.run_stream(prompt) as events:
+        async for _ in events:
+            pass
+    return events.response
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
+async def test_agent_completes_a_tool_loop(
+    stream: bool, fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    server = await fake_openai(adder)
+    agent = Agent(model=make_model(server.base_url), tools=[add], instructions="Use tools.")
+    response = await run_agent(agent, "What is 2 + 3?", stream)
+
+    assert response.content == "The sum is 5."
+    assert len(server.requests) == 2  # a broken tool-call pairing would have been a 400
+    first, second = server.requests
+    assert all(bool(r.get("stream")) is stream for r in server.requests)
+    assert first["messages"] == [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "What is 2 + 3?"},
+    ]
+    assert [t["function"]["name"] for t in first["tools"]] == ["add"]
+    assert first["tools"][0]["function"]["description"] == "Add two numbers."
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+    (sent_call,) = second["messages"][2]["tool_calls"]
+    assert sent_call["function"] == {"name": "add", "arguments": '{"a": 2, "b": 3}'}
+    assert second["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": sent_call["id"],
+        "content": "5",
+    }
+    assert tool_pair_error(second["messages"]) is None
+    assert [(c.name, c.status, c.result) for c in response.tool_calls] == [("add", "success", 5)]
+    assert response.usage.requests == 2 and response.usage.tool_calls == 1
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+
+    again = await run_agent(agent, "And once more?", stream)  # replays the first run's pairs
+    assert again.content == "The sum is 5."
+    assert len(server.requests) == 4
+    replayed = server.requests[2]["messages"]
+    assert [m["role"] for m in replayed] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert tool_pair_error(server.requests[3]["messages"]) is None
+
+
+async def test_agent_stream_events_over_http(
+    fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    server = await fake_openai(adder)
+    agent = Agent(model=make_model(server.base_url), tools=[add])
+    async with agent.run_stream("What is 2 + 3?") as stream:
+        events = [event async for event in stream]
+
+    kinds = [event.kind for event in events]
+    assert kinds[0] == "run_started" and kinds[-1] == "run_completed"
+    assert kinds.count("model_request_started") == 2
+    assert kinds.count("tool_call_delta") == 2  # the fake server sends each call in two pieces
+    assert kinds.index("tool_call_delta") < kinds.index("tool_call_started")
+    assert kinds.index("tool_call_completed") < kinds.index("text_delta")
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text == stream.response.content == "The sum is 5."
+    assert len(server.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
+async def test_unknown_tool_goes_back_to_the_model(
+    stream: bool, fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    def responder(body: dict[str, Any]) -> AssistantMessage | str:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return f"Sorry: {last['content']}"
+        return AssistantMessage(tool_calls=[ToolCall(id="", name="teleport", arguments="{}")])
+
+    server = await fake_openai(responder)
+    agent = Agent(model=make_model(server.base_url), tools=[add])
+    response = await run_agent(agent, "Beam me up", stream)
+
+    assert len(server.requests) == 2
+    tool_message = server.requests[1]["messages"][-1]
+    assert tool_message["role"] == "tool"
+    assert "Unknown tool 'teleport'" in tool_message["content"]
+    assert "add" in tool_message["content"]  # the model is told what it may call
+    assert response.content == "Sorry: " + tool_message["content"]
+    assert [c.status for c in response.tool_calls] == ["error"]
+
+
+async def test_agents_sharing_one_model_never_mix_histories(
+    fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    prompts = [f"prompt number {i}" for i in range(6)]
+    in_flight = 0
+    most_in_flight = 0
+
+    @tool
+    async def shout(text: str) -> str:
+        """Shout the text."""
+        await asyncio.sleep(0.01)
+        return text.upper()
+
+    async def responder(body: dict[str, Any]) -> AssistantMessage | str:
+        nonlocal in_flight, most_in_flight
+        in_flight += 1
+        most_in_flight = max(most_in_flight, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        messages = body["messages"]
+        prompt = next(m["content"] for m in messages if m["role"] == "user")
+        if messages[-1]["role"] == "tool":
+            return f"{prompt} -> {messages[-1]['content']}"
+        arguments = json.dumps({"text": prompt})
+        return AssistantMessage(tool_calls=[ToolCall(id="", name="shout", arguments=arguments)])
+
+    server = await fake_openai(responder)
+    model = make_model(server.base_url)  # one model object for every agent
+    agents = [Agent(model=model, tools=[shout], instructions=f"You serve {p}.") for p in prompts]
+    runs = [
+        run_agent(a, p, stream=i % 2 == 1)
+        for i, (a, p) in enumerate(zip(agents, prompts, strict=True))
+    ]
+    responses = await asyncio.gather(*runs)
+
+    assert most_in_flight >= 2  # the runs really overlapped
+    assert [r.content for r in responses] == [f"{p} -> {p.upper()}" for p in prompts]
+    assert len(server.requests) == 2 * len(prompts)
+    for sent in server.requests:
+        text = json.dumps(sent["messages"])
+        owners = [p for p in prompts if p in text]
+        assert len(owners) == 1, f"a request mixes conversations: {owners}"
+        assert sent["messages"][0] == {"role": "system", "content": f"You serve {owners[0]}."}
+        assert tool_pair_error(sent["messages"]) is None
+    for agent, prompt in zip(agents, prompts, strict=True):
+        remembered = json.dumps([str(m) for m in agent.memory.messages])
+        assert prompt in remembered
+        assert not any(p in remembered for p in prompts if p != prompt)
+
+
+async def test_agent_structured_output_over_http(
+    fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    class Weather(BaseModel):
+        city: str
+        celsius: float
+
+    server = await fake_openai(lambda body: '{"city": "Oslo", "celsius": -3.5}')
+    agent = Agent(model=make_model(server.base_url), output_type=Weather)
+    response = await agent.run("Weather in Oslo?")
+
+    assert response.output == Weather(city="Oslo", celsius=-3.5)
+    response_format = server.requests[0]["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["name"] == "Weather"
+    assert set(response_format["json_schema"]["schema"]["properties"]) == {"city", "celsius"}
+
+
+async def test_agent_run_surfaces_typed_errors(
+    fake_openai: StartFake, make_model: Callable[..., OpenAILike]
+) -> None:
+    server = await fake_openai(script(HTTPFault(500), "fine", HTTPFault(401)))
+    agent = Agent(model=make_model(server.base_url))
+    assert (await agent.run("first")).content == "fine"  # the 500 was retried
+    with pytest.raises(ModelAuthError):
+        await agent.run("second")
+    assert [r.status for r in agent.memory.runs] == ["completed", "failed"]
+    assert len(server.requests) == 3
+
+
+async def test_pooled_session_is_reused_and_closed(
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    server = await wire(answer_ok)
+    model = make_model(server.base_url)
+    session = model._pool.session()
+    await model.response(ask())
+    await collect(model, ask())
+    await Agent(model=model).run("via an agent")
+    await model.response(ask())
+
+    assert model._pool.session() is session  # (a closed session would have been replaced)
+    assert len(server.seen) == 4
+    assert len({s.client_port for s in server.seen}) == 1  # one kept-alive connection
+
+    await model.aclose()
+    assert session.closed
+    assert (await model.response(ask())).message.content == "ok"  # reconnects when next used
+    fresh = model._pool.session()
+    assert fresh is not session
+    await model.aclose()
+    assert fresh.closed
+
+
+@pytest.fixture
+def threaded_fake_openai() -> Iterator[Callable[..., FakeOpenAIServer]]:
+    """A ``FakeOpenAIServer`` on its own loop in a background thread, for sync tests."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-openai", daemon=True)
+    thread.start()
+    servers: list[FakeOpenAIServer] = []
+
+    def start(responder: Any, **kwargs: Any) -> FakeOpenAIServer:
+        server = FakeOpenAIServer(responder, **kwargs)
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout=5)
+        servers.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in servers:
+            asyncio.run_coroutine_threadsafe(server.stop(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        loop.close()
+
+
+def test_run_sync_twice_from_plain_code(
+    threaded_fake_openai: Callable[..., FakeOpenAIServer],
+) -> None:
+    server = threaded_fake_openai(adder)
+    model = OpenAILike(id="fake-model", base_url=server.base_url, retry=FAST_RETRY, timeout=5.0)
+    agent = Agent(model=model, tools=[add])
+
+    first = agent.run_sync("What is 2 + 3?")
+    second = agent.run_sync("Once more: what is 2 + 3?")  # a new event loop, a new session
+
+    assert first.content == second.content == "The sum is 5."
+    assert len(server.requests) == 4
+    assert "What is 2 + 3?" in json.dumps(server.requests[2]["messages"])  # remembered
+    assert [r.status for r in agent.memory.runs] == ["completed", "completed"]
+    gc.collect()  # an unclosed session would warn (an error in this suite) when collected

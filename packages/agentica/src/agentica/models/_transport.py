@@ -77,8 +77,12 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         return float(value)
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):  # a malformed date (Python >= 3.10 raises, never None)
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 def http_error(

@@ -276,6 +276,8 @@ class OpenAIChat:
         try:
             choice = data["choices"][0]
             msg = choice["message"]
+            if not isinstance(msg, dict):
+                raise TypeError("choices[0].message is not an object")
         except (KeyError, IndexError, TypeError) as exc:
             raise ModelResponseError(
                 f"{self._provider} answered model {self._id!r} without choices[0].message: "
@@ -361,6 +363,7 @@ class OpenAIChat:
         done = False
         next_index = 0
         last_index = 0
+        indexes: dict[str, int] = {}  # call id -> index, for servers that leave out the index
         sse = stream_sse(
             self._pool,
             self._url,
@@ -420,13 +423,17 @@ class OpenAIChat:
                 for raw in delta.get("tool_calls") or ():
                     function = raw.get("function") or {}
                     index = raw.get("index")
+                    call_id = raw.get("id")
                     if index is None:  # servers that leave out the index: a new id = a new call
-                        index = next_index if raw.get("id") else last_index
+                        # (an id seen before is a later piece of its call, repeating the id)
+                        index = indexes.get(call_id, next_index if call_id else last_index)
+                    if call_id:
+                        indexes.setdefault(call_id, index)
                     last_index = index
                     next_index = max(next_index, index + 1)
                     call_delta = ToolCallDelta(
                         index=index,
-                        id=raw.get("id"),
+                        id=call_id,
                         name=function.get("name"),
                         arguments=_arguments(function.get("arguments")),
                     )
