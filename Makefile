@@ -10,7 +10,7 @@ RUN := $(UV) run --frozen
 
 $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(UV) sync --frozen --all-packages
+	$(UV) sync --frozen --all-packages --all-extras
 	@touch $@
 
 install: $(VENV)/.installed

@@ -149,7 +149,9 @@ def test_run_sync_and_misuse_inside_a_loop() -> None:
 
 def test_an_agent_needs_a_model_and_a_tool_list() -> None:
     with pytest.raises(UsageError, match="needs a model"):
-        Agent(model=None)  # type: ignore[arg-type]
+        Agent(model=42)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="unknown provider"):
+        Agent(model="nonsense:model")
     with pytest.raises(UsageError, match="list"):
         Agent(model=ScriptedModel([]), tools=echo)  # type: ignore[arg-type]
 

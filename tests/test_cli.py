@@ -63,11 +63,13 @@ async def test_a_provider_error_exits_1_with_the_typed_error(
     assert "sk-secret" not in out + err  # the key is never printed
 
 
-async def test_without_a_model_it_says_how_to_configure_one() -> None:
-    env = {"AGENTICA_MODEL": "", "AGENTICA_BASE_URL": "", "OPENAI_API_KEY": ""}
-    code, _, err = await agentica_cli("run", "hi", env=env)
+async def test_a_bad_model_string_says_how_to_fix_it() -> None:
+    env = {"AGENTICA_MODEL": "", "AGENTICA_BASE_URL": "", "MOONSHOT_API_KEY": ""}
+    code, _, err = await agentica_cli("run", "hi", "--model", "nosuch:model", env=env)
     assert code == 2
-    assert "--model" in err and "--base-url" in err
+    assert "unknown provider 'nosuch'" in err and "deepseek:deepseek-chat" in err
+    code, _, err = await agentica_cli("run", "hi", "--model", "moonshot:kimi", env=env)
+    assert code == 2 and "$MOONSHOT_API_KEY" in err
 
 
 async def test_a_bad_tool_spec_is_a_usage_error() -> None:

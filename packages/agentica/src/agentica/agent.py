@@ -27,6 +27,7 @@ from agentica.context import HistoryPolicy
 from agentica.errors import UsageError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
+from agentica.models.registry import resolve_model
 from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, run_events
 from agentica.run.result import AgentMemory, RunResponse
@@ -50,7 +51,9 @@ class Agent:
     """An LLM agent: a model, tools and instructions, plus the memory of its conversation.
 
     Args:
-        model: the model to call (``OpenAIChat``, ``OpenAILike``, a scripted model, ...).
+        model: the model to call: a model object (``OpenAIChat``, ``OpenAILike``, ``Claude``,
+            ``LocalModel``, a scripted model), a model string (``"deepseek:deepseek-chat"``,
+            ``"local"``), or nothing: then ``$AGENTICA_MODEL`` or the embedded local model.
         tools: functions, ``Function`` objects (``@tool``) and ``Tool`` groups.
         instructions: the system prompt, or a function of the ``RunContext`` returning it.
         name: a short name (used in events, logs and as the tool name of ``as_tool()``).
@@ -87,7 +90,7 @@ class Agent:
     def __init__(
         self,
         *,
-        model: Model,
+        model: Model | str | None = None,
         tools: Sequence[ToolLike] = (),
         instructions: Instructions | None = None,
         name: str = "agent",
@@ -100,10 +103,12 @@ class Agent:
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        if model is None or not callable(getattr(model, "response", None)):
+        model = resolve_model(model)
+        if not callable(getattr(model, "response", None)):
             raise UsageError(
-                "Agent(model=...) needs a model, e.g. OpenAILike(id='qwen2.5', "
-                "base_url='http://127.0.0.1:8000/v1') or OpenAIChat(id='gpt-4o-mini')"
+                f"Agent(model=...) needs a model, not {type(model).__name__}: e.g. "
+                "OpenAILike(id='qwen2.5', base_url='http://127.0.0.1:8000/v1'), "
+                "'deepseek:deepseek-chat', or nothing for the embedded local model"
             )
         if not isinstance(tools, list | tuple):
             raise UsageError("tools must be a list of functions, Function objects or Tool groups")

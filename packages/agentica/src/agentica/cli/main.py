@@ -1,10 +1,15 @@
 """``agentica`` command-line entry point.
 
 ```
-agentica run "task" [--model ID] [--base-url URL] [--api-key KEY] [--tool module:function ...]
+agentica run "task" [--model M] [--base-url URL] [--api-key KEY] [--tool module:function ...]
+agentica demo [--model M]                 an agent solves a small task on the embedded model
+agentica models list | pull | where | serve
 ```
-Streams the run to the terminal (text as it arrives, one line per tool call, a summary line).
-Exit status: 0 on success, 1 when the run failed (the typed error is printed), 2 on bad usage.
+``run`` streams the run to the terminal (text as it arrives, one line per tool call, a summary
+line). ``--model`` takes a model string (``deepseek:deepseek-chat``, ``local``) or, with
+``--base-url``, a model id on that OpenAI-compatible server; without it, ``$AGENTICA_MODEL`` or
+the embedded model is used. Exit status: 0 on success, 1 when the run failed (the typed error is
+printed), 2 on bad usage.
 """
 
 from __future__ import annotations
@@ -19,27 +24,24 @@ from typing import Any
 
 from agentica import __version__
 from agentica.agent import Agent
+from agentica.cli import demo as demo_command
+from agentica.cli import models_cmd as models_command
 from agentica.errors import AgenticaError, UsageError
 from agentica.models.base import Model, ModelSettings
-from agentica.models.openai import OpenAIChat, OpenAILike
+from agentica.models.openai import OpenAILike
+from agentica.models.registry import model_from_string, resolve_model
 from agentica.run.limits import RunLimits
 
 __all__ = ["build_model", "main"]
 
 
 def build_model(model: str | None, base_url: str | None, api_key: str | None) -> Model:
-    """The model named on the command line (or by ``$AGENTICA_MODEL`` / ``$AGENTICA_BASE_URL``)."""
-    model = model or os.environ.get("AGENTICA_MODEL")
-    base_url = base_url or os.environ.get("AGENTICA_BASE_URL")
-    api_key = api_key or os.environ.get("AGENTICA_API_KEY")
+    """The model named on the command line; else the default-model rule (``resolve_model``)."""
     if base_url:
         return OpenAILike(id=model or "default", base_url=base_url, api_key=api_key)
-    if model:
-        return OpenAIChat(id=model, api_key=api_key)
-    raise UsageError(
-        "no model configured: pass --model ID (with --base-url URL for an OpenAI-compatible "
-        "server), or set AGENTICA_MODEL / AGENTICA_BASE_URL"
-    )
+    if model and api_key:
+        return model_from_string(model, api_key=api_key)
+    return resolve_model(model)
 
 
 def _load_tool(spec: str) -> Any:
@@ -92,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run an agent on a task and stream it")
     run.add_argument("task", help="what the agent should do")
-    run.add_argument("--model", help="model id (default: $AGENTICA_MODEL)")
+    run.add_argument("--model", help="model string, e.g. deepseek:deepseek-chat or local")
     run.add_argument("--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1")
     run.add_argument("--api-key", help="API key (default: $AGENTICA_API_KEY or $OPENAI_API_KEY)")
     run.add_argument("--instructions", help="system prompt")
@@ -107,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=None, help="output tokens per model call")
     run.add_argument("--max-turns", type=int, default=100, help="model calls per run")
     run.add_argument("--reasoning", action="store_true", help="show reasoning text")
+    demo_command.add_parser(commands)
+    models_command.add_parser(commands)
     return parser
 
 
@@ -115,6 +119,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         if args.command == "run":
             code = asyncio.run(_run(args))
+        elif args.command == "demo":
+            code = demo_command.run(args)
+        elif args.command == "models":
+            code = models_command.run(args)
         else:  # pragma: no cover - argparse rejects unknown commands
             code = 2
     except UsageError as exc:

@@ -81,6 +81,9 @@ def assemble_history(
 ) -> list[Message]:
     """The messages of earlier ``runs`` (oldest first) that fit ``budget_tokens``."""
     count = counter or EstimateCounter()
+    # count_messages includes the request's fixed part (reply priming, a default system prompt);
+    # a group's share of the budget is what it adds on top of that.
+    fixed = count.count_messages(())
     selected: list[list[Message]] = []
     spent = 0
     recent = runs if policy.max_runs is None else runs[len(runs) - policy.max_runs :]
@@ -89,7 +92,7 @@ def assemble_history(
         full = True
         for group in reversed(_groups(messages)):
             shrunk = [_shrink(m, limit) for m in group]
-            cost = count.count_messages(shrunk)
+            cost = count.count_messages(shrunk) - fixed
             if spent + cost > budget_tokens:
                 full = False
                 break

@@ -2,8 +2,10 @@
 
 ``estimate_tokens`` is the documented fallback used when no tokenizer for the model is known:
 UTF-8 bytes / 4, which is close for English and code (about 4 characters per token) and for CJK
-text (3 bytes per character, roughly 0.75 tokens per character). Exact counters per model family
-plug in through the ``TokenCounter`` protocol.
+text (3 bytes per character, roughly 0.75 tokens per character). Measured against real
+tokenizers it over-counts English and code by about 20% and under-counts CJK text by 5–30% (see
+``agentica.context.tokenizers``). Exact counters per model family plug in through the
+``TokenCounter`` protocol; ``counter_for(model_id)`` picks one.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ def estimate_tokens(text: str) -> int:
 
 
 class TokenCounter(Protocol):
-    """Counts tokens of text and messages for one model family."""
+    """Counts tokens of text and messages for one model family.
+
+    ``count_messages`` is the cost of a request made of these messages (tool definitions aside):
+    each message with its framing, plus the request's fixed part (reply priming), so
+    ``count_messages(())`` is that fixed part. Exact counters: ``agentica.context.tokenizers``.
+    """
 
     def count_text(self, text: str) -> int: ...
 

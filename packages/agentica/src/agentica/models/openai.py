@@ -24,16 +24,11 @@ from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelResponseError, UsageError
 from agentica.messages import (
     AssistantMessage,
-    ImagePart,
-    Message,
     ReasoningDelta,
-    SystemMessage,
     TextDelta,
     ToolCall,
     ToolCallDelta,
-    ToolMessage,
     Usage,
-    UserMessage,
 )
 from agentica.models._transport import dumps, post_json, stream_sse
 from agentica.models.base import (
@@ -45,6 +40,7 @@ from agentica.models.base import (
     StreamAssembler,
     new_tool_call_id,
 )
+from agentica.models.openai_wire import message_to_wire
 from agentica.models.pricing import ModelPrice, price_for
 from agentica.models.retry import RetryPolicy, call_with_retries
 
@@ -166,54 +162,14 @@ class OpenAIChat:
 
     # ----------------------------------------------------------------- request building
 
-    def _message(self, message: Message) -> dict[str, Any]:
-        if isinstance(message, ToolMessage):
-            return {
-                "role": "tool",
-                "tool_call_id": message.tool_call_id,
-                "content": message.content,
-            }
-        if isinstance(message, AssistantMessage):
-            out: dict[str, Any] = {"role": "assistant", "content": message.content}
-            if message.tool_calls:
-                out["tool_calls"] = [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in message.tool_calls
-                ]
-            if self.send_reasoning and message.reasoning:
-                out["reasoning_content"] = message.reasoning
-            return out
-        if isinstance(message, UserMessage):
-            content: Any = message.content
-            if not isinstance(content, str):
-                content = [
-                    {
-                        "type": "image_url",
-                        "image_url": {"url": part.url}
-                        | ({"detail": part.detail} if part.detail else {}),
-                    }
-                    if isinstance(part, ImagePart)
-                    else {"type": "text", "text": part.text}
-                    for part in content
-                ]
-            user: dict[str, Any] = {"role": "user", "content": content}
-            if message.name:
-                user["name"] = message.name
-            return user
-        if isinstance(message, SystemMessage):
-            return {"role": "system", "content": message.content}
-        raise UsageError(f"cannot send {type(message).__name__} to {self._provider}")
-
     def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         s = self.settings.merged(request.settings)
         body: dict[str, Any] = {
             "model": self._id,
-            "messages": [self._message(m) for m in request.messages],
+            "messages": [
+                message_to_wire(m, send_reasoning=self.send_reasoning) for m in request.messages
+            ],
         }
         if request.tools:
             body["tools"] = [

@@ -24,12 +24,12 @@ import inspect
 import itertools
 import json
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from agentica.messages import AssistantMessage, ToolCall
+from agentica.messages import AssistantMessage, ToolCall, Usage
+from agentica.models.openai_wire import chunk_body, completion_body
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -110,18 +110,14 @@ def tool_pair_error(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _usage(body: dict[str, Any], message: AssistantMessage) -> dict[str, int]:
+def _usage(body: dict[str, Any], message: AssistantMessage) -> Usage:
     prompt = len(json.dumps(body.get("messages", []))) // 4
     completion = (
         len(message.content or "") // 4
         + sum(len(c.arguments) // 4 + 5 for c in message.tool_calls)
         + 1
     )
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
+    return Usage(input_tokens=prompt, output_tokens=completion)
 
 
 class FakeOpenAIServer:
@@ -237,7 +233,14 @@ class FakeOpenAIServer:
         model = body.get("model", "fake")
         if body.get("stream"):
             return await self._stream(request, body, message, model, truncate_after)
-        return web.json_response(self._completion(body, message, model))
+        return web.json_response(
+            completion_body(
+                message,
+                model=model,
+                response_id=f"chatcmpl-{next(self._ids)}",
+                usage=_usage(body, message),
+            )
+        )
 
     def _error(self, status: int, text: str) -> web.Response:
         from aiohttp import web
@@ -254,36 +257,6 @@ class FakeOpenAIServer:
             status=status,
         )
 
-    def _completion(
-        self, body: dict[str, Any], message: AssistantMessage, model: str
-    ) -> dict[str, Any]:
-        wire: dict[str, Any] = {"role": "assistant", "content": message.content}
-        if message.reasoning:
-            wire["reasoning_content"] = message.reasoning
-        if message.tool_calls:
-            wire["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in message.tool_calls
-            ]
-        return {
-            "id": f"chatcmpl-{next(self._ids)}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": wire,
-                    "finish_reason": "tool_calls" if message.tool_calls else "stop",
-                }
-            ],
-            "usage": _usage(body, message),
-        }
-
     async def _stream(
         self,
         request: web.Request,
@@ -296,61 +269,37 @@ class FakeOpenAIServer:
 
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        base = {
-            "id": f"chatcmpl-{next(self._ids)}",
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": model,
-        }
-
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        chunks: list[dict[str, Any]] = [chunk({"role": "assistant", "content": ""})]
+        rid = f"chatcmpl-{next(self._ids)}"
+        chunks = [
+            chunk_body(response_id=rid, model=model, delta={"role": "assistant", "content": ""})
+        ]
         if message.reasoning:
-            chunks.append(chunk({"reasoning_content": message.reasoning}))
-        for word in (message.content or "").split(" ") if message.content else []:
-            chunks.append(chunk({"content": word + " "}))
-        if message.content:  # the last word has no trailing space
-            last = chunks[-1]["choices"][0]["delta"]
-            last["content"] = last["content"][:-1]
+            chunks.append(
+                chunk_body(
+                    response_id=rid, model=model, delta={"reasoning_content": message.reasoning}
+                )
+            )
+        words = (message.content or "").split(" ") if message.content else []
+        for n, word in enumerate(words):
+            piece = word if n == len(words) - 1 else word + " "
+            chunks.append(chunk_body(response_id=rid, model=model, delta={"content": piece}))
         for index, c in enumerate(message.tool_calls):
             half = len(c.arguments) // 2
-            chunks.append(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments[:half]},
-                            }
-                        ]
-                    }
-                )
-            )
-            chunks.append(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "function": {"arguments": c.arguments[half:]},
-                            }
-                        ]
-                    }
-                )
-            )
-        chunks.append(chunk({}, "tool_calls" if message.tool_calls else "stop"))
+            first = {"index": index, "id": c.id, "type": "function",
+                     "function": {"name": c.name, "arguments": c.arguments[:half]}}  # fmt: skip
+            rest = {"index": index, "function": {"arguments": c.arguments[half:]}}
+            chunks.append(chunk_body(response_id=rid, model=model, delta={"tool_calls": [first]}))
+            chunks.append(chunk_body(response_id=rid, model=model, delta={"tool_calls": [rest]}))
+        finish = "tool_calls" if message.tool_calls else "stop"
+        chunks.append(chunk_body(response_id=rid, model=model, delta={}, finish_reason=finish))
         if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append(base | {"choices": [], "usage": _usage(body, message)})
+            chunks.append(chunk_body(response_id=rid, model=model, usage=_usage(body, message)))
         for number, data in enumerate(chunks):
             if truncate_after is not None and number >= truncate_after:
                 if request.transport is not None:
                     request.transport.close()  # an abrupt end, as when a server dies
                 return response
-            await response.write(b"data: " + json.dumps(data).encode() + b"\n\n")
+            await response.write(data)
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -1,0 +1,247 @@
+"""``agentica demo``: the main job. An agent solves a small real task on the embedded model.
+
+The agent gets a workspace with a CSV of sales and four tools (list/read/write files inside the
+workspace, run a Python snippet there, a calculator). It must compute the total per region and
+write a Markdown report. The run streams to the terminal; at the end the demo checks the report
+against the true totals and prints what the agent did, the tokens and the time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import operator
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from agentica.agent import Agent
+from agentica.errors import AgenticaError, ToolError
+from agentica.models.base import ModelSettings
+from agentica.models.registry import resolve_model
+from agentica.run.limits import RunLimits
+from agentica.run.result import RunResponse
+from agentica.tools.function import Function, tool
+from agentica.tools.toolkit import Tool
+
+__all__ = ["DEMO_TASK", "WorkspaceTools", "add_parser", "run"]
+
+SALES = """region,product,amount
+north,apples,120
+south,pears,80
+north,pears,45
+east,apples,60
+south,apples,100
+east,pears,30
+"""
+TOTALS = {"north": 165, "south": 180, "east": 90}
+DEMO_TASK = (
+    "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
+    "amount for each region by running Python code, then write the totals to report.md as a "
+    "Markdown table with columns region and total."
+)
+INSTRUCTIONS = (
+    "You are a careful data assistant working in a small workspace. Use the tools to do the "
+    "work: run_python runs Python code in the workspace (print what you need), write_file "
+    "saves files. Do the steps one at a time and finish with a short summary of the result."
+)
+
+
+def _inside(root: Path, path: str) -> Path:
+    target = (root / path).resolve()
+    if target != root and root not in target.parents:
+        raise ToolError(f"{path!r} is outside the workspace; use a relative path like 'notes.txt'")
+    return target
+
+
+class WorkspaceTools(Tool):
+    """Files and Python inside one directory; paths that leave it are refused."""
+
+    def __init__(self, root: Path, *, python_timeout: float = 30.0) -> None:
+        self.root = root.resolve()
+        self.python_timeout = python_timeout
+        super().__init__("workspace")
+
+    @tool
+    def list_files(self) -> list[str]:
+        """List the files in the workspace."""
+        return sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*") if p.is_file())
+
+    @tool
+    def read_file(self, path: str) -> str:
+        """Read a text file of the workspace.
+
+        Args:
+            path: the file's path relative to the workspace, e.g. "sales.csv".
+        """
+        target = _inside(self.root, path)
+        if not target.is_file():
+            raise ToolError(f"no file {path!r}; call list_files to see what exists")
+        return target.read_text(errors="replace")[:20_000]
+
+    @tool
+    def write_file(self, path: str, content: str) -> str:
+        """Write a text file in the workspace (replacing it if it exists).
+
+        Args:
+            path: the file's path relative to the workspace, e.g. "report.md".
+            content: the complete text to write.
+        """
+        target = _inside(self.root, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        return f"wrote {len(content)} characters to {path}"
+
+    @tool(timeout=60)
+    async def run_python(self, code: str) -> str:
+        """Run Python code in the workspace directory and return what it printed.
+
+        Args:
+            code: Python source code (not a shell command); use print() to show results.
+        """
+        stripped = code.strip()
+        if stripped.startswith(("python ", "python3 ", "$ ", "pip ")):
+            raise ToolError(
+                "run_python takes Python source code, not a shell command. Pass the code itself, "
+                "e.g. import csv; print(open('sales.csv').read())"
+            )
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-c", code, cwd=self.root,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), self.python_timeout)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise ToolError(
+                f"the code ran longer than {self.python_timeout:g} s and was stopped"
+            ) from None
+        text = out.decode(errors="replace")[-8000:]
+        if process.returncode:
+            return f"exit code {process.returncode}\n{text}\nFix the error and run the code again."
+        return text or "(the code printed nothing; use print() to show results)"
+
+
+_OPERATORS: dict[type, Any] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv, ast.USub: operator.neg, ast.UAdd: operator.pos,
+}  # fmt: skip
+
+
+def _evaluate(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _evaluate(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 100:
+            raise ToolError("exponent too large")
+        return float(_OPERATORS[type(node.op)](left, right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
+        return float(_OPERATORS[type(node.op)](_evaluate(node.operand)))
+    raise ToolError("only numbers and + - * / // % ** and parentheses are allowed")
+
+
+@tool
+def calculator(expression: str) -> float:
+    """Evaluate an arithmetic expression such as "(120 + 45) * 2".
+
+    Args:
+        expression: numbers with + - * / // % ** and parentheses.
+    """
+    try:
+        return _evaluate(ast.parse(expression, mode="eval"))
+    except SyntaxError:
+        raise ToolError(f"{expression!r} is not an arithmetic expression") from None
+    except ZeroDivisionError:
+        raise ToolError("division by zero") from None
+
+
+def check_report(root: Path) -> str | None:
+    """``None`` if report.md has the right total for every region, else what is wrong."""
+    report = root / "report.md"
+    if not report.is_file():
+        return "report.md was not written"
+    text = report.read_text().lower()
+    missing = [f"{r} {t}" for r, t in TOTALS.items() if r not in text or str(t) not in text]
+    return f"report.md lacks {', '.join(missing)}" if missing else None
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = commands.add_parser("demo", help="run an agent on a small real task (embedded model)")
+    demo.add_argument(
+        "--model", help="a model string (default: $AGENTICA_MODEL or the embedded model)"
+    )
+    demo.add_argument("--workspace", help="directory for the demo files (default: a new temp dir)")
+
+
+def prepare_workspace(directory: str | None) -> Path:
+    """The demo workspace with a fresh sales.csv and no report yet."""
+    root = Path(directory or tempfile.mkdtemp(prefix="agentica-demo-")).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "sales.csv").write_text(SALES)
+    (root / "report.md").unlink(missing_ok=True)
+    return root
+
+
+async def _demo(model_name: str | None, root: Path, console: Console) -> RunResponse | None:
+    from agentica.cli.render import EventPrinter
+
+    model = resolve_model(model_name)
+    console.print(f"[bold]agentica demo[/] · model [cyan]{model.id}[/] · workspace {root}")
+    start = getattr(model, "start", None)
+    if start is not None:
+        begin = time.perf_counter()
+        with console.status(f"loading {model.id} ..."):
+            await start()
+        console.print(f"[dim]model loaded in {time.perf_counter() - begin:.1f} s[/]")
+    console.print(f"[bold]task:[/] {DEMO_TASK}\n")
+    tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
+    agent = Agent(
+        model=model,
+        tools=tools,
+        instructions=INSTRUCTIONS,
+        model_settings=ModelSettings(max_tokens=768),
+        limits=RunLimits(max_turns=12, max_wall_time=600),
+    )
+    printer = EventPrinter(console)
+    try:
+        async with agent.run_stream(DEMO_TASK) as stream:
+            async for event in stream:
+                printer(event)
+    except AgenticaError as exc:
+        console.print(f"[bold red]{type(exc).__name__}[/]: {exc}")
+        return None
+    finally:
+        await model.aclose()
+    return stream.response
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentica.cli.render import summary_line
+
+    console = Console(highlight=False)
+    root = prepare_workspace(args.workspace)
+    response = asyncio.run(_demo(args.model, root, console))
+    if response is None:
+        return 1
+    console.print()
+    for call in response.tool_calls:
+        mark = "[green]✓[/]" if call.status == "success" else "[red]✗[/]"
+        console.print(f"  {mark} {call.name}({call.call.arguments[:80]})")
+    problem = check_report(root)
+    if problem is None:
+        console.print(f"[bold green]✓ report.md has the right totals[/] ({root / 'report.md'})")
+    else:
+        console.print(f"[bold red]✗ {problem}[/]")
+    console.print(f"[dim]{summary_line(response)}[/]")
+    return 0 if problem is None else 1

@@ -1,0 +1,117 @@
+"""Prompt rendering for the embedded Qwen2.5 models (ChatML) with bare-JSON tool calls.
+
+These small models do not reliably produce the ``<tool_call>`` tags of their own template, and
+llama.cpp's strict server-side parser then fails the whole request. So agentica renders the prompt
+itself: tools are described in the system turn with an instruction to answer a call with only a
+JSON object ``{"name": ..., "arguments": {...}}``; earlier tool calls are shown in that same form;
+tool results come back in ``<tool_response>`` blocks of a user turn (the form these models were
+trained on). The reply is parsed on the client by ``agentica.models.toolparse``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentica.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+
+__all__ = ["CHATML_STOP", "render_chatml", "tool_instructions"]
+
+CHATML_STOP = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
+DEFAULT_SYSTEM = "You are a helpful assistant."
+_EXAMPLES: dict[str, Any] = {
+    "integer": 1,
+    "number": 1.5,
+    "boolean": True,
+    "array": [],
+    "object": {},
+}
+
+
+def _example_arguments(parameters: dict[str, Any]) -> dict[str, Any]:
+    props = parameters.get("properties") or {}
+    required = parameters.get("required") or list(props)[:1]
+    example: dict[str, Any] = {}
+    for name in required[:3]:
+        kind = (props.get(name) or {}).get("type", "string")
+        example[name] = _EXAMPLES.get(kind, "...")
+    return example
+
+
+def tool_instructions(tools: Sequence[ToolDefinition]) -> str:
+    """The system-prompt section that offers ``tools`` and says how to call them."""
+    lines = ["# Tools", "", "You can call these tools (JSON schema of each tool's arguments):"]
+    for t in tools:
+        lines.append(
+            json.dumps(
+                {"name": t.name, "description": t.description, "parameters": t.parameters},
+                ensure_ascii=False,
+            )
+        )
+    first = tools[0]
+    example = json.dumps({"name": first.name, "arguments": _example_arguments(first.parameters)})
+    lines += [
+        "",
+        "To call a tool, reply with only a JSON object like this example, and nothing else:",
+        example,
+        "Use a tool's exact name and give every required argument. To call several tools at "
+        "once, write one JSON object per line. Multi-line text goes in a JSON string with \\n.",
+        "After you receive the tool results, answer the user in plain text.",
+    ]
+    return "\n".join(lines)
+
+
+def _call_json(message: AssistantMessage) -> str:
+    rendered = []
+    for call in message.tool_calls:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = call.arguments
+        rendered.append(json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False))
+    return "\n".join(rendered)
+
+
+def render_chatml(messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> str:
+    """The full prompt for ``messages``, ending with an open assistant turn."""
+    system_parts = [m.content for m in messages if isinstance(m, SystemMessage)]
+    system = "\n\n".join(system_parts) or DEFAULT_SYSTEM
+    if tools:
+        system = f"{system}\n\n{tool_instructions(tools)}"
+    out = [f"<|im_start|>system\n{system}<|im_end|>\n"]
+    pending_results: list[str] = []
+
+    def flush_results() -> None:
+        if pending_results:
+            body = "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in pending_results)
+            out.append(f"<|im_start|>user\n{body}<|im_end|>\n")
+            pending_results.clear()
+
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            pending_results.append(message.content)
+            continue
+        flush_results()
+        if isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                text = message.content
+            else:
+                text = "\n".join(
+                    "[image]" if isinstance(p, ImagePart) else p.text for p in message.content
+                )
+            out.append(f"<|im_start|>user\n{text}<|im_end|>\n")
+        elif isinstance(message, AssistantMessage):
+            parts = [p for p in (message.content, _call_json(message)) if p]
+            out.append(f"<|im_start|>assistant\n{chr(10).join(parts)}<|im_end|>\n")
+    flush_results()
+    out.append("<|im_start|>assistant\n")
+    return "".join(out)

@@ -1,0 +1,391 @@
+"""The embedded local model: llama.cpp in this process (``xllamacpp``), no key, no network.
+
+``LocalModel()`` is the default model when none is configured. On first use it assembles and
+verifies the weights (``agentica.models.weights``), loads them on a worker thread, and starts
+llama.cpp's server on a random 127.0.0.1 port. Requests go over one pooled HTTP connection to the
+server's raw completion endpoint with a prompt rendered by ``agentica.models.chat_template``, and
+tool calls are parsed from the reply text on the client (``agentica.models.toolparse``): the
+server's own strict tool-call parser rejects most of what these small models write (measured: HTTP
+500 in 46 of 72 runs), and a rejected reply cannot be recovered. A reply that tries to call a tool
+but is malformed is turned into a call the engine reports back to the model, so the model can fix
+it; it is never returned as the answer.
+
+One ``LocalModel`` holds one loaded model; ``shared_local_model(name)`` returns the process-wide
+instance per model name so that many agents share one copy of the weights. ``stop()`` unloads it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+from agentica._http import HttpClientPool
+from agentica.errors import ModelError, ModelResponseError, UsageError
+from agentica.messages import AssistantMessage, TextDelta, ToolCall, ToolCallDelta, Usage
+from agentica.models._transport import dumps, post_json, stream_sse
+from agentica.models.base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    ResponseDone,
+    StreamAssembler,
+    new_tool_call_id,
+)
+from agentica.models.chat_template import CHATML_STOP, render_chatml
+from agentica.models.pricing import ModelPrice
+from agentica.models.retry import RetryPolicy, call_with_retries
+from agentica.models.toolparse import (
+    MalformedCall,
+    ParsedReply,
+    ToolCallStreamSplitter,
+    parse_tool_calls,
+)
+from agentica.models.weights import EMBEDDED_MODELS, ensure_weights
+
+__all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "shared_local_model"]
+
+DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct"
+_FREE = ModelPrice(input=0.0, output=0.0)
+
+
+def _usage(raw: Any) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=int(raw.get("prompt_tokens") or 0),
+        output_tokens=int(raw.get("completion_tokens") or 0),
+        cache_read_tokens=int(details.get("cached_tokens") or 0),
+    )
+
+
+def _calls_from(parsed: ParsedReply) -> list[ToolCall]:
+    """Recognised calls, plus malformed attempts turned into calls the engine will refuse with an
+    explanation (unknown tool, arguments that are not JSON) so the model can correct itself."""
+    calls = list(parsed.calls)
+    for bad in parsed.malformed:
+        calls.append(_malformed_call(bad))
+    return calls
+
+
+def _malformed_call(bad: MalformedCall) -> ToolCall:
+    if bad.name:
+        return ToolCall(id=new_tool_call_id(), name=bad.name, arguments=bad.raw or "{")
+    return ToolCall(
+        id=new_tool_call_id(),
+        name="invalid_tool_call",
+        arguments=json.dumps({"reply": bad.raw[:300]}),
+    )
+
+
+class LocalModel:
+    """A GGUF model run by llama.cpp inside this process.
+
+    Args:
+        name: an embedded model (``"qwen2.5-coder-1.5b-instruct"``, the default, or
+            ``"qwen2.5-coder-0.5b-instruct"``), or any name when ``model_path`` is given.
+        model_path: a GGUF file to load instead of the embedded weights.
+        n_ctx: the context window to allocate (tokens); memory grows with it.
+        threads: CPU threads for inference (default: all cores).
+        parallel: requests decoded at once (each gets ``n_ctx / parallel`` tokens of context).
+        settings: default ``ModelSettings`` (temperature defaults to 0 for reliable tool calls).
+        timeout: seconds for one request (for a stream: between two chunks).
+    """
+
+    def __init__(
+        self,
+        name: str = DEFAULT_LOCAL_MODEL,
+        *,
+        model_path: str | Path | None = None,
+        n_ctx: int = 8192,
+        threads: int | None = None,
+        parallel: int = 1,
+        settings: ModelSettings | None = None,
+        timeout: float = 600.0,
+        max_tokens: int = 2048,
+    ) -> None:
+        if model_path is None and name not in EMBEDDED_MODELS:
+            raise UsageError(
+                f"unknown embedded model {name!r}: choose one of {', '.join(EMBEDDED_MODELS)} "
+                "or pass model_path='file.gguf'"
+            )
+        self._name = name
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.n_ctx = n_ctx
+        self.threads = threads or os.cpu_count() or 2
+        self.parallel = parallel
+        self.settings = ModelSettings(temperature=0.0).merged(settings)
+        self.timeout = timeout
+        self.max_tokens = max_tokens
+        self.retry = RetryPolicy(max_retries=1)
+        self.price = _FREE
+        self.context_window = n_ctx // max(parallel, 1)
+        self._server: Any = None
+        self._base_url: str | None = None
+        self._start_lock = threading.Lock()
+        self._pool = HttpClientPool(max_connections=64)
+        self.load_seconds: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        return "local"
+
+    @property
+    def base_url(self) -> str | None:
+        """The loopback URL of the running llama.cpp server (``None`` until started)."""
+        return self._base_url
+
+    def __repr__(self) -> str:
+        return f"LocalModel({self._name!r}, n_ctx={self.n_ctx})"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start_blocking(self) -> str:
+        """Load the model and start the server (blocking; safe to call from several threads)."""
+        with self._start_lock:
+            if self._base_url is not None:
+                return self._base_url
+            path = self.model_path or ensure_weights(EMBEDDED_MODELS[self._name])
+            if not path.exists():
+                raise UsageError(f"model file not found: {path}")
+            try:
+                import xllamacpp
+            except ImportError:
+                raise UsageError(
+                    "the embedded model needs llama.cpp: run `pip install 'agentica[local]'`"
+                ) from None
+            started = time.perf_counter()
+            params = xllamacpp.CommonParams()
+            params.model.path = str(path)
+            params.n_ctx = self.n_ctx
+            params.n_parallel = self.parallel
+            params.cpuparams.n_threads = self.threads
+            params.cpuparams_batch.n_threads = self.threads
+            params.verbosity = -1
+            params.warmup = False
+            self._server = xllamacpp.Server(params)
+            self._base_url = str(self._server.listening_address).rstrip("/")
+            self.load_seconds = time.perf_counter() - started
+            return self._base_url
+
+    async def start(self) -> str:
+        """Load the model on a worker thread (the event loop keeps running) and return its URL."""
+        if self._base_url is not None:
+            return self._base_url
+        return await asyncio.to_thread(self.start_blocking)
+
+    def stop(self) -> None:
+        """Unload the model and stop its server."""
+        with self._start_lock:
+            self._server = None
+            self._base_url = None
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+    async def __aenter__(self) -> LocalModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------- requests
+
+    def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
+        """The raw-completion request for ``request`` (prompt rendered here)."""
+        s = self.settings.merged(request.settings)
+        tools = () if s.tool_choice == "none" else request.tools
+        body: dict[str, Any] = {
+            "prompt": render_chatml(request.messages, tools),
+            "max_tokens": s.max_tokens or self.max_tokens,
+            "temperature": s.temperature if s.temperature is not None else 0.0,
+            "stop": list(CHATML_STOP) + list(s.stop or ()),
+            "cache_prompt": True,
+        }
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if s.seed is not None:
+            body["seed"] = s.seed
+        if request.output_schema is not None and not tools:
+            body["json_schema"] = request.output_schema.schema
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        if s.extra_body:
+            body.update(s.extra_body)
+        return body
+
+    def _tool_names(self, request: ModelRequest) -> list[str]:
+        if self.settings.merged(request.settings).tool_choice == "none":
+            return []
+        return [t.name for t in request.tools]
+
+    def _timeout(self, settings: ModelSettings) -> float:
+        return settings.timeout or self.settings.timeout or self.timeout
+
+    def _message(
+        self, text: str, tool_names: list[str], usage: Usage, finish: str | None
+    ) -> AssistantMessage:
+        if tool_names:
+            parsed = parse_tool_calls(text, tool_names)
+            calls = _calls_from(parsed)
+            content = parsed.text or None
+        else:
+            calls, content = [], text.strip() or None
+        return AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            usage=usage,
+            model=self._name,
+            finish_reason="tool_calls" if calls else ("length" if finish == "length" else "stop"),
+        )
+
+    async def response(self, request: ModelRequest) -> ModelResponse:
+        base = await self.start()
+        body = dumps(self.build_body(request, stream=False))
+        timeout = self._timeout(request.settings)
+        tool_names = self._tool_names(request)
+
+        async def attempt() -> ModelResponse:
+            data = await post_json(
+                self._pool,
+                f"{base}/v1/completions",
+                body,
+                {"Content-Type": "application/json"},
+                timeout=timeout,
+                provider="local",
+                model=self._name,
+                api_key_env="",
+            )
+            try:
+                choice = data["choices"][0]
+                text = choice.get("text") or ""
+            except (KeyError, IndexError, TypeError) as exc:
+                raise ModelResponseError(
+                    f"llama.cpp answered without choices[0].text: {json.dumps(data)[:200]}",
+                    provider="local",
+                    model=self._name,
+                    retryable=True,
+                ) from exc
+            message = self._message(
+                text, tool_names, _usage(data.get("usage")), choice.get("finish_reason")
+            )
+            return ModelResponse(message=message, provider="local", response_id=data.get("id"))
+
+        return await call_with_retries(attempt, self.retry)
+
+    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        base = await self.start()
+        body = dumps(self.build_body(request, stream=True))
+        timeout = self._timeout(request.settings)
+        tool_names = self._tool_names(request)
+        async with aclosing(self._stream(base, body, timeout, tool_names)) as events:
+            async for event in events:
+                yield event
+
+    async def _stream(
+        self, base: str, body: bytes, timeout: float, tool_names: list[str]
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
+        splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
+        assembler = StreamAssembler()
+        usage: Usage | None = None
+        finish: str | None = None
+        done = False
+        headers: Mapping[str, str] = {"Content-Type": "application/json"}
+        sse = stream_sse(
+            self._pool,
+            f"{base}/v1/completions",
+            body,
+            headers,
+            timeout=timeout,
+            provider="local",
+            model=self._name,
+            api_key_env="",
+        )
+        async with aclosing(sse) as chunks:
+            async for _event, data in chunks:
+                if data.strip() == "[DONE]":
+                    done = True
+                    continue
+                try:
+                    chunk = json.loads(data)
+                except ValueError as exc:
+                    raise ModelResponseError(
+                        f"llama.cpp streamed a chunk that is not JSON: {data[:200]!r}",
+                        provider="local",
+                        model=self._name,
+                        retryable=True,
+                    ) from exc
+                if chunk.get("error"):
+                    raise ModelError(
+                        f"llama.cpp failed mid-stream: {chunk['error']}",
+                        provider="local",
+                        model=self._name,
+                    )
+                if chunk.get("usage"):
+                    usage = _usage(chunk["usage"])
+                for choice in chunk.get("choices") or ():
+                    text = choice.get("text") or ""
+                    shown = splitter.feed(text) if splitter is not None else text
+                    if shown:
+                        delta = TextDelta(shown)
+                        assembler.add(delta)
+                        yield delta
+                    finish = choice.get("finish_reason") or finish
+        if not done and finish is None:
+            raise ModelResponseError(
+                "the stream from the local model ended before the reply was complete",
+                provider="local",
+                model=self._name,
+                retryable=True,
+            )
+        calls: list[ToolCall] = []
+        if splitter is not None:
+            parsed = splitter.finish()
+            if parsed.text:
+                delta = TextDelta(parsed.text)
+                assembler.add(delta)
+                yield delta
+            calls = _calls_from(parsed)
+        for index, call in enumerate(calls):
+            call_delta = ToolCallDelta(
+                index=index, id=call.id, name=call.name, arguments=call.arguments
+            )
+            assembler.add(call_delta)
+            yield call_delta
+        message = assembler.finish(
+            usage=usage,
+            model=self._name,
+            finish_reason="tool_calls" if calls else ("length" if finish == "length" else "stop"),
+        )
+        if message.content:
+            message.content = message.content.strip() or None
+        yield ResponseDone(ModelResponse(message=message, provider="local"))
+
+
+_SHARED: dict[str, LocalModel] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_local_model(name: str = DEFAULT_LOCAL_MODEL) -> LocalModel:
+    """The process-wide ``LocalModel`` for ``name``: agents share one copy of the weights.
+
+    It holds the loaded model only (no conversation data), so sharing it is safe across users.
+    """
+    with _SHARED_LOCK:
+        model = _SHARED.get(name)
+        if model is None:
+            model = _SHARED[name] = LocalModel(name)
+        return model

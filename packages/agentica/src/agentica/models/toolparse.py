@@ -1,0 +1,493 @@
+"""Text tool calls: tool calls a model wrote as text instead of using native tool calling.
+
+Small local models (the embedded Qwen2.5-Coder ones among them) answer tool calls as text: JSON
+``{"name": ..., "arguments": {...}}``, bare, fenced or in ``<tool_call>`` tags, one or several or a
+list, with Python triple-quoted strings (taken verbatim), raw newlines, trailing commas, comments.
+``parse_tool_calls`` splits a reply into prose, calls and ``MalformedCall``s (whose ``reason`` is
+written for the model); ``ToolCallStreamSplitter`` does it for a stream, showing prose early.
+
+Only JSON naming one of the tools is a call; other JSON stays text. A call-shaped object naming an
+unknown tool, or an attempted call that cannot be parsed even leniently, is malformed rather than
+shown as the answer. Nothing here raises on any input, and scanning work is bounded.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import functools
+import json
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeAlias
+
+from agentica.messages import ToolCall
+from agentica.models.base import new_tool_call_id
+
+__all__ = ["MalformedCall", "ParsedReply", "ToolCallStreamSplitter", "parse_tool_calls"]
+
+
+@dataclass(slots=True, frozen=True)
+class MalformedCall:
+    """A tool call the model attempted in its text that cannot be used."""
+
+    name: str | None  # the tool name, if it could be recovered
+    raw: str  # the text of the attempted call
+    reason: str  # what is wrong, written so that a small model can send the call again
+
+
+@dataclass(slots=True, frozen=True)
+class ParsedReply:
+    """A reply split into its prose (call snippets removed), its calls and failed attempts."""
+
+    text: str
+    calls: list[ToolCall]
+    malformed: list[MalformedCall]
+
+
+_Item: TypeAlias = ToolCall | MalformedCall
+_Tools: TypeAlias = dict[str, str]  # a written name (exact, or folded to lower case) -> the tool
+
+_CALL_START = r"""\{(?=\s*["'])|\[(?=\s*\{)"""  # "{" before a quoted key, "[" before "{"
+_START = re.compile(_CALL_START)
+_TRIGGER = re.compile(_CALL_START + r"|```|</?tool_call>")
+_TOKEN = re.compile(r"""\"\"\"|'''|["'{}\[\]]""")
+_DQ_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
+_SQ_REST = re.compile(r"[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'")  # a '...' string ends on its line
+_LEX = re.compile(r"""\"\"\"|'''|["']|//[^\n]*+|\#[^\n]*+|,|\b(?:True|False|None)\b""")
+_TRAILING = re.compile(r"(?:\s++|//[^\n]*+|\#[^\n]*+)*+[}\]]")
+_ANY_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|.)|"', re.DOTALL)
+_NAME_KEY = re.compile(r"""["']name["']\s*+:\s*+["']([^"'\\\n]{1,200})["']""")
+_ARGS_KEY = re.compile(r"""["'](?:arguments|parameters)["']\s*+:""")
+_OPENING = re.compile(r"""\{\s*+["'](?:name|function|type["']\s*+:\s*+["']function)["']""")
+_FENCE_MARK = re.compile(r"```[\w.+-]*+")  # a code fence and its language
+_TAG = re.compile(r"</?tool_call>")
+_IGNORABLE = re.compile(r"(?:\s|,|</?tool_call>)*+")
+
+_PY_CONSTANTS = {"True": "true", "False": "false", "None": "null"}
+_JSON_ESCAPES = frozenset('"\\/bfnrt')
+_PY_ESCAPES = frozenset("\\'\"abfnrtv01234567xNuU\n")
+_CLOSES = {"}": "{", "]": "["}
+_WRAPPER_KEYS = frozenset({"function", "type", "id", "index"})
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id", "index"})
+_PARTIALS = {"`", "``", *(t[:n] for t in ("<tool_call>", "</tool_call>") for n in range(1, 12))}
+_SCAN_BUDGET = 250_000  # tokens (plus characters / 64) the snippet scanner may spend on a text
+_HOW = (
+    'Reply with only the call, as one JSON object: {"name": "<tool name>", "arguments": {...}}, '
+    'with every string in double quotes and newlines and quotes inside strings escaped (\\n, \\").'
+)
+
+
+def _index_tools(names: Collection[str]) -> _Tools:
+    tools = {name: name for name in names}
+    for name in sorted(tools):
+        tools.setdefault(name.lower(), name)
+    return tools
+
+
+def _resolve(tools: _Tools, written: str) -> str | None:
+    """The tool ``written`` names: exact, else case-insensitive, else without ``functions.``."""
+    folded = written.strip().lower()
+    return tools.get(written) or tools.get(folded) or tools.get(folded.removeprefix("functions."))
+
+
+def _string_end(text: str, quote: str, pos: int) -> int:
+    """The index just after the string whose opening ``quote`` ends at ``pos``; -1 if unclosed."""
+    if len(quote) == 3:
+        close = text.find(quote, pos)
+        end = close + 3
+        while close >= 0 and end < len(text) and text[end] == quote[0]:
+            end += 1  # a fourth quote in a row is content: the string ends with a quote
+        return end if close >= 0 else -1
+    match = (_DQ_REST if quote == '"' else _SQ_REST).match(text, pos)
+    return -1 if match is None else match.end()
+
+
+def _as_json_string(quote: str, body: str, fix_escapes: bool) -> str:
+    if len(quote) == 3:
+        return json.dumps(body, ensure_ascii=False)
+
+    def convert(match: re.Match[str]) -> str:
+        escape = match.group(1)
+        if escape is None or escape == "'":
+            return "'" if escape else '\\"'  # \' in any string, " in a '...' string
+        if len(escape) == 5 or escape in _JSON_ESCAPES or not fix_escapes:
+            return match.group()
+        return "\\\\" + escape  # an escape JSON does not know: keep the backslash as text
+
+    return '"' + _ESCAPE.sub(convert, body) + '"'
+
+
+def _normalize(raw: str, fix_escapes: bool) -> str:
+    """Rewrite lenient JSON (Python strings and constants, comments, trailing commas) as JSON."""
+    out: list[str] = []
+    pos = 0
+    while (match := _LEX.search(raw, pos)) is not None:
+        out.append(raw[pos : match.start()])
+        token, pos = match.group(), match.end()
+        if token[0] in "\"'":
+            end = _string_end(raw, token, pos)
+            if end < 0 and token != "'":
+                raise ValueError("a string is not closed")
+            body = raw[pos : end - len(token)]
+            out.append(token if end < 0 else _as_json_string(token, body, fix_escapes))
+            pos = max(pos, end)  # a lone apostrophe stays as it is
+        elif token == ",":
+            out.append("" if _TRAILING.match(raw, pos) else token)
+        elif token[0] not in "/#":
+            out.append(_PY_CONSTANTS[token])
+    out.append(raw[pos:])
+    return "".join(out)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+_json = functools.partial(json.loads, strict=False, parse_constant=_reject_constant)
+
+
+def _python_literal(text: str) -> Any:
+    if any(m.group(1) not in _PY_ESCAPES for m in _ANY_ESCAPE.finditer(text)):
+        raise ValueError("not a Python literal")  # and ast would warn about the escape
+    return json.loads(json.dumps(ast.literal_eval(text.strip()), allow_nan=False))
+
+
+def _load(raw: str) -> tuple[bool, Any, str]:
+    """Parse JSON leniently: (parsed, value, the strict parser's error message)."""
+    attempts: tuple[Callable[[], Any], ...] = (
+        lambda: _json(raw),
+        lambda: _json(_normalize(raw, fix_escapes=False)),
+        lambda: _python_literal(raw),  # before fixing escapes: Python knows \x, \U, \a...
+        lambda: _json(_normalize(raw, fix_escapes=True)),
+    )
+    errors: list[str] = []
+    for attempt in attempts:
+        try:
+            return True, attempt(), ""
+        except Exception as exc:  # json and ast raise many kinds of error on hostile input
+            errors.append(str(exc))
+    return False, None, errors[0]
+
+
+def _attempt(raw: str, tools: _Tools, *, opening_only: bool) -> tuple[bool, str | None]:
+    """Whether unparsable ``raw`` is an attempted call, and the tool name it gives, if any."""
+    found = _NAME_KEY.search(raw)
+    written = found.group(1) if found else None
+    resolved = _resolve(tools, written) if written else None
+    has_args = _ARGS_KEY.search(raw) is not None
+    if _OPENING.match(raw) and (has_args or resolved):
+        return True, resolved or written
+    return (resolved is not None and has_args and not opening_only), resolved
+
+
+def _make_call(name: str, arguments: Any, raw: str) -> _Item:
+    if isinstance(arguments, str):
+        ok, decoded, _ = _load(arguments) if arguments.strip() else (True, None, "")
+        arguments = decoded if ok and (decoded is None or isinstance(decoded, dict)) else arguments
+    if arguments is None or isinstance(arguments, dict):
+        text = json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
+        return ToolCall(id=new_tool_call_id(), name=name, arguments=text)
+    kind = {str: "a string that is not a JSON object", list: "an array", bool: "a boolean"}
+    problem = kind.get(type(arguments), "a number")
+    reason = f'the arguments of {name} must be a JSON object like {{"key": "value"}}, not {problem}'
+    return MalformedCall(name, raw, f"{reason}. {_HOW}")
+
+
+def _classify_object(value: Any, raw: str, tools: _Tools) -> _Item | None:
+    """A call, a malformed call, or None for JSON that is not a call."""
+    if not isinstance(value, dict):
+        return None
+    if isinstance(value.get("function"), dict) and set(value) <= _WRAPPER_KEYS:
+        value = value["function"]
+    written = value.get("name")
+    if not isinstance(written, str):
+        return None
+    args_key = "arguments" if "arguments" in value else "parameters"
+    exact_shape = set(value) <= _CALL_KEYS
+    name = _resolve(tools, written)
+    if name is None:
+        if not exact_shape or args_key not in value:
+            return None
+        listing = ", ".join(sorted(set(tools.values()))) or "(none)"
+        reason = f"there is no tool named {written!r}; the available tools are: {listing}. {_HOW}"
+        return MalformedCall(written, raw, reason)
+    if not exact_shape and ("arguments" not in value or "description" in value):
+        return None  # a tool's description, or a record that happens to hold a tool's name
+    return _make_call(name, value.get(args_key), raw)
+
+
+def _classify(raw: str, tools: _Tools) -> list[_Item] | None:
+    """The calls and malformed calls in a bracketed snippet; None if it is not a call."""
+    ok, value, error = _load(raw)
+    if not ok:
+        attempted, name = _attempt(raw, tools, opening_only=False)
+        reason = f"the tool call is not valid JSON ({error}). {_HOW}"
+        return [MalformedCall(name, raw, reason)] if attempted else None
+    if isinstance(value, dict) and set(value) == {"tool_calls"}:
+        value = value["tool_calls"]
+    if not isinstance(value, list):
+        item = _classify_object(value, raw, tools)
+        return None if item is None else [item]
+    texts = [json.dumps(element, ensure_ascii=False) for element in value]
+    items = [_classify_object(v, text, tools) for v, text in zip(value, texts, strict=True)]
+    if all(item is None for item in items):
+        return None
+    reason = f"this item of the list of tool calls is not a call. {_HOW}"
+    return [i or MalformedCall(None, text, reason) for i, text in zip(items, texts, strict=True)]
+
+
+@dataclass(slots=True)
+class _Span:  # a bracketed snippet of the text; ``items`` is None when it is not a call
+    start: int
+    end: int
+    items: list[_Item] | None
+
+
+class _Region(NamedTuple):  # a fenced block or a <tool_call> tag: its whole extent and its body
+    start: int
+    body_start: int
+    body_end: int
+    end: int  # equals body_end for a <tool_call> tag that is never closed
+
+
+def _match_end(text: str, start: int) -> tuple[int, int]:
+    """(end, work): the end of the bracketed span opening at ``start`` (-1 if it never closes)."""
+    stack: list[str] = []
+    pos, work = start, 0
+    while (match := _TOKEN.search(text, pos)) is not None:
+        token, pos, work = match.group(), match.end(), work + 1
+        if token in "{[":
+            stack.append(token)
+        elif token in _CLOSES:  # the stack holds at least the opening bracket here
+            opener = stack.pop()
+            if opener != _CLOSES[token] or not stack:
+                return (pos if opener == _CLOSES[token] else -1), work + (pos - start) // 64
+        else:
+            end = _string_end(text, token, pos)
+            if end < 0 and token != "'":
+                break
+            pos = max(end, pos)
+    return -1, work + (len(text) - start) // 64
+
+
+def _incomplete_call(text: str, start: int, tools: _Tools) -> MalformedCall | None:
+    """A call that never closes, up to the next code fence or closing tag."""
+    if _OPENING.match(text, start) is None:
+        return None
+    ends = [i for i in (text.find("\n```", start), text.find("</tool_call>", start)) if i >= 0]
+    raw = text[start : min(ends, default=len(text))].rstrip()
+    attempted, name = _attempt(raw, tools, opening_only=True)
+    reason = f"the tool call is cut off or its brackets do not match. {_HOW}"
+    return MalformedCall(name, raw, reason) if attempted else None
+
+
+def _find_spans(text: str, tools: _Tools) -> list[_Span]:
+    spans: list[_Span] = []
+    pos, budget = 0, _SCAN_BUDGET
+    while budget > 0 and (match := _START.search(text, pos)) is not None:
+        start = match.start()
+        end, work = _match_end(text, start)
+        budget -= work
+        if end >= 0:
+            spans.append(_Span(start, end, _classify(text[start:end], tools)))
+            pos = end
+        elif text[start] == "{" and (item := _incomplete_call(text, start, tools)) is not None:
+            spans.append(_Span(start, start + len(item.raw), [item]))
+            pos = start + len(item.raw)
+        else:
+            pos = start + 1  # a stray bracket: look for calls inside it
+    return spans
+
+
+class _Snippets:  # the snippets of one text, for finding those inside a region
+    def __init__(self, spans: list[_Span]) -> None:
+        self.spans = spans
+        self.starts = [span.start for span in spans]
+        self.ends = [span.end for span in spans]
+
+    def masks(self, pos: int) -> bool:  # more snippets start at or before pos than end there
+        return bisect.bisect_right(self.starts, pos) > bisect.bisect_right(self.ends, pos)
+
+    def within(self, lo: int, hi: int) -> list[_Span]:
+        return self.spans[bisect.bisect_left(self.starts, lo) : bisect.bisect_right(self.ends, hi)]
+
+
+def _outside(text: str, lo: int, hi: int, spans: list[_Span]) -> str:
+    """The text of ``[lo, hi)`` without the given spans."""
+    bounds = [lo, *(edge for span in spans for edge in (span.start, span.end)), hi]
+    return "".join(text[a:b] for a, b in zip(bounds[::2], bounds[1::2], strict=True))
+
+
+def _fences(text: str, snippets: _Snippets) -> list[_Region]:
+    marks = [m for m in _FENCE_MARK.finditer(text) if not snippets.masks(m.start())]
+    regions = []
+    for opening, closing in zip(marks[::2], [*marks[1::2], None], strict=False):
+        body_end = closing.start() if closing else len(text)  # the last block may be open
+        regions.append(
+            _Region(opening.start(), opening.end(), body_end, body_end + 3 * bool(closing))
+        )
+    return regions
+
+
+def _tags(text: str, snippets: _Snippets) -> list[_Region]:
+    regions: list[_Region] = []
+    opening: re.Match[str] | None = None
+    for mark in (m for m in _TAG.finditer(text) if not snippets.masks(m.start())):
+        if mark.group() == "<tool_call>":
+            opening = opening or mark
+        elif opening is None:  # a stray closing tag
+            regions.append(_Region(mark.start(), mark.end(), mark.end(), mark.end()))
+        else:
+            regions.append(_Region(opening.start(), opening.end(), mark.start(), mark.end()))
+            opening = None
+    if opening is not None:
+        regions.append(_Region(opening.start(), opening.end(), len(text), len(text)))
+    return regions
+
+
+def _settle_fence(text: str, fence: _Region, inner: list[_Span]) -> bool:
+    """Demote calls in a code block that holds more than calls; True if it holds only calls."""
+    if not any(span.items for span in inner):
+        return False
+    if not _IGNORABLE.fullmatch(_outside(text, fence.body_start, fence.body_end, inner)):
+        for span in inner:
+            span.items = None  # code that contains a dict, not a call
+        return False
+    return all(span.items for span in inner)
+
+
+def _settle_tag(
+    text: str, tag: _Region, inner: list[_Span], tools: _Tools
+) -> tuple[int, _Item | None]:
+    """Where the tag's text ends, and a malformed call for what in it is not a call."""
+    calls = [span for span in inner if span.items]
+    end, body_end = tag.end, tag.body_end
+    if tag.end == body_end and calls:  # an unclosed tag ends with its last call; prose may follow
+        end = body_end = calls[-1].end
+    rest = _FENCE_MARK.sub("", _outside(text, tag.body_start, body_end, calls))
+    if _IGNORABLE.fullmatch(rest):
+        return end, None
+    name = _attempt(rest, tools, opening_only=False)[1]
+    return end, MalformedCall(name, rest.strip(), f"the text in <tool_call> is not a call. {_HOW}")
+
+
+def _assemble(text: str, removals: list[tuple[int, int]]) -> str:
+    """The text without the removed ranges, whitespace tidied where something was removed."""
+    pieces, pos = [], 0
+    for start, end in sorted(removals):
+        pieces.append(text[pos : max(pos, start)])
+        pos = max(pos, end)
+    pieces.append(text[pos:])
+    out: list[str] = []
+    gap = ""  # the whitespace since the last piece of text
+    for index, piece in enumerate(pieces):
+        if 0 < index < len(pieces) - 1 and _IGNORABLE.fullmatch(piece):
+            piece = piece.replace(",", "")  # the comma between two calls
+        if not piece.strip():
+            gap += piece
+            continue
+        lead = piece[: len(piece) - len(piece.lstrip())]
+        newlines = min(2, max(gap.count("\n"), lead.count("\n")))
+        out += [("\n" * newlines or " " * bool(gap + lead)) if out else gap + lead, piece.strip()]
+        gap = piece[len(piece.rstrip()) :]
+    return "".join([*out, gap])
+
+
+def _parse(text: str, tools: _Tools) -> tuple[str, list[ToolCall], list[MalformedCall]]:
+    """(the text without calls, not stripped; the calls; the malformed calls)."""
+    snippets = _Snippets(_find_spans(text, tools))
+    removals: list[tuple[int, int]] = []
+    for fence in _fences(text, snippets):
+        if _settle_fence(text, fence, snippets.within(fence.body_start, fence.body_end)):
+            removals.append((fence.start, fence.end))
+    found: list[tuple[int, _Item]] = []
+    for tag in _tags(text, snippets):
+        end, item = _settle_tag(text, tag, snippets.within(tag.body_start, tag.body_end), tools)
+        removals.append((tag.start, end))
+        found += [(tag.start, item)] if item else []
+    for span in snippets.spans:
+        if span.items:
+            removals.append((span.start, span.end))
+            found += [(span.start, item) for item in span.items]
+    found.sort(key=lambda pair: pair[0])
+    calls = [item for _, item in found if isinstance(item, ToolCall)]
+    malformed = [item for _, item in found if isinstance(item, MalformedCall)]
+    return (_assemble(text, removals) if removals else text), calls, malformed
+
+
+def parse_tool_calls(text: str, tool_names: Collection[str]) -> ParsedReply:
+    """Split a model reply into its prose, the tool calls written in it, and failed attempts."""
+    body, calls, malformed = _parse(text, _index_tools(tool_names))
+    return ParsedReply(text=body.strip(), calls=calls, malformed=malformed)
+
+
+def _next_trigger(text: str) -> tuple[str, int]:
+    """The first code fence or possible call, else where a "{", "[", "`" or tag may be starting."""
+    match = _TRIGGER.search(text)
+    if match is not None:
+        return ("fence" if match.group() == "```" else "call"), match.start()
+    body = text.rstrip()
+    if body.endswith(("{", "[")):
+        return "text", len(body) - 1
+    size = next((n for n in range(min(len(text), 11), 0, -1) if text[-n:] in _PARTIALS), 0)
+    return "text", len(text) - size
+
+
+class ToolCallStreamSplitter:
+    """Split a streamed reply into text that is safe to show now and possible tool calls.
+
+    ``feed`` returns the new text that is certainly not part of a call. Text is held back from
+    the first place a call may start: a ``{`` before a quoted key, a ``[`` before ``{``, or a
+    ``<tool_call>`` tag; a code block is held until it closes, and shown then if nothing in it
+    could be a call. ``finish`` parses everything held back (and readies the splitter for the
+    next reply): its ``text`` is only what ``feed`` has not returned, and its calls are the ones
+    ``parse_tool_calls`` finds in the whole reply.
+    """
+
+    def __init__(self, tool_names: Collection[str]) -> None:
+        self._tools = _index_tools(tool_names)
+        self._mode = "text"  # "text": showing; "fence": in a code block; "hold": holding back
+        self._parts: list[str] = []  # the code block, or everything held back
+        self._tail = ""  # text whose fate depends on what comes next
+        self._shown = False
+
+    def feed(self, delta: str) -> str:
+        """Take in the next piece of the reply; return the new text that is safe to show."""
+        if self._mode == "hold":
+            self._parts.append(delta)
+            return ""
+        shown: list[str] = []
+        rest, self._tail = self._tail + delta, ""
+        while rest:
+            rest = self._advance(rest, shown)
+        self._shown = self._shown or any(shown)
+        return "".join(shown)
+
+    def _advance(self, text: str, shown: list[str]) -> str:
+        """Take in ``text``; return what is left of it after a code fence opens or closes."""
+        kind, at = _next_trigger(text)
+        if self._mode == "text":
+            shown.append(text[:at])
+            self._parts, text, at = [], text[at:], 0
+        if kind == "fence":
+            self._parts.append(text[: at + 3])
+            if self._mode == "fence":  # the block closed with nothing that could be a call
+                shown.append("".join(self._parts))
+                self._parts = []
+            self._mode = "text" if self._mode == "fence" else "fence"
+            return text[at + 3 :]
+        if kind == "call":
+            self._mode = "hold"
+        self._parts.append(text if kind == "call" else text[:at])
+        self._tail = "" if kind == "call" else text[at:]
+        return ""
+
+    def finish(self) -> ParsedReply:
+        """The calls in the whole reply, and the text that ``feed`` has not returned."""
+        body, calls, malformed = _parse("".join(self._parts) + self._tail, self._tools)
+        text = body.rstrip() if self._shown else body.strip()
+        self._mode, self._parts, self._tail, self._shown = "text", [], "", False
+        return ParsedReply(text=text, calls=calls, malformed=malformed)
