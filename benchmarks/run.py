@@ -34,10 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentica import Agent, OpenAILike, tool  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
+from agentica import Agent, OpenAILike, tool  # noqa: E402
 from benchmarks.floor import run_floor  # noqa: E402
 
 FANOUT_NS = (1, 2, 4, 8, 16)

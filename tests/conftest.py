@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
+
 from agentica.testing import FakeOpenAIServer
 
 SLOW_CALLBACK = 0.3

@@ -8,6 +8,8 @@ import time
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
+
 from agentica import (
     Agent,
     ConcurrentRunError,
@@ -40,7 +42,6 @@ from agentica.run.events import (
     ToolCallStarted,
 )
 from agentica.testing import FunctionModel, ScriptedModel, call, model_error, text, tool_calls
-from pydantic import BaseModel
 
 
 @tool

@@ -19,6 +19,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
+from multidict import CIMultiDict
+from pydantic import BaseModel
+
 from agentica import Agent, ModelSettings, RetryPolicy, RunResponse, UsageError, tool
 from agentica.errors import (
     ContextOverflowError,
@@ -47,9 +51,6 @@ from agentica.models.anthropic import Claude
 from agentica.models.base import ModelStreamEvent
 from agentica.testing.anthropic_server import FakeAnthropicServer, request_error
 from agentica.testing.openai_server import BadBody, Hang, HTTPFault, TruncatedStream
-from aiohttp import web
-from multidict import CIMultiDict
-from pydantic import BaseModel
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+
 from agentica import Agent, RunCancelled, RunContext, ToolSettings, tool
 from agentica.messages import AssistantMessage, ToolMessage
 from agentica.run.events import ToolCallCompleted, ToolCallStarted

@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from agentica import Agent, UsageError
 from agentica.errors import ModelAuthError, ModelError
 from agentica.messages import UserMessage

@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from aiohttp import web
+from multidict import CIMultiDict
+from pydantic import BaseModel
+
 from agentica import (
     Agent,
     ModelSettings,
@@ -57,9 +61,6 @@ from agentica.models import ModelRequest, ModelResponse, OutputSchema, ResponseD
 from agentica.models.base import ModelStreamEvent
 from agentica.testing import BadBody, FakeOpenAIServer, Hang, HTTPFault, TruncatedStream
 from agentica.testing.openai_server import tool_pair_error
-from aiohttp import web
-from multidict import CIMultiDict
-from pydantic import BaseModel
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pydantic
 import pytest
+
 from agentica import (
     Agent,
     Function,

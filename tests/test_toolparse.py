@@ -14,14 +14,15 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from agentica.models.toolparse import (
     MalformedCall,
     ParsedReply,
     ToolCallStreamSplitter,
     parse_tool_calls,
 )
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 TOOLS = ("read_file", "write_file", "run_python")
 PROPERTY = settings(

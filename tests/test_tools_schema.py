@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Optional
 
 import pydantic
 import pytest
+
 from agentica import Agent, Function, RunContext, Tool, UsageError, tool
 from agentica.messages import ToolDefinition, ToolMessage
 from agentica.testing import ScriptedModel, ToolCallingModel, call, example_value, tool_calls

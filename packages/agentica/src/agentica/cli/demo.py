@@ -12,6 +12,7 @@ import argparse
 import ast
 import asyncio
 import operator
+import re
 import sys
 import tempfile
 import time
@@ -22,14 +23,22 @@ from rich.console import Console
 
 from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError
-from agentica.models.base import ModelSettings
+from agentica.models.base import Model, ModelSettings
 from agentica.models.registry import resolve_model
 from agentica.run.limits import RunLimits
 from agentica.run.result import RunResponse
 from agentica.tools.function import Function, tool
 from agentica.tools.toolkit import Tool
 
-__all__ = ["DEMO_TASK", "WorkspaceTools", "add_parser", "run"]
+__all__ = [
+    "DEMO_TASK",
+    "WorkspaceTools",
+    "add_parser",
+    "check_report",
+    "prepare_workspace",
+    "run",
+    "run_demo",
+]
 
 SALES = """region,product,amount
 north,apples,120
@@ -47,8 +56,9 @@ DEMO_TASK = (
 )
 INSTRUCTIONS = (
     "You are a careful data assistant working in a small workspace. Use the tools to do the "
-    "work: run_python runs Python code in the workspace (print what you need), write_file "
-    "saves files. Do the steps one at a time and finish with a short summary of the result."
+    "work: run_python runs Python code in the workspace (standard library only; print what you "
+    "need), write_file saves files. Do the steps one at a time and finish with a short summary "
+    "of the result."
 )
 
 
@@ -101,6 +111,9 @@ class WorkspaceTools(Tool):
     async def run_python(self, code: str) -> str:
         """Run Python code in the workspace directory and return what it printed.
 
+        Only the standard library is available (csv, json, math, statistics); pandas and numpy
+        are not installed.
+
         Args:
             code: Python source code (not a shell command); use print() to show results.
         """
@@ -125,7 +138,14 @@ class WorkspaceTools(Tool):
             ) from None
         text = out.decode(errors="replace")[-8000:]
         if process.returncode:
-            return f"exit code {process.returncode}\n{text}\nFix the error and run the code again."
+            hint = "Fix the error and run corrected code (not the same code again)."
+            missing = re.search(r"No module named '([\w.]+)'", text)
+            if missing:
+                hint = (
+                    f"The module {missing.group(1)!r} is not installed here: only the Python "
+                    "standard library is available. Rewrite the code with the csv module."
+                )
+            return f"exit code {process.returncode}\n{text}\n{hint}"
         return text or "(the code printed nothing; use print() to show results)"
 
 
@@ -193,10 +213,10 @@ def prepare_workspace(directory: str | None) -> Path:
     return root
 
 
-async def _demo(model_name: str | None, root: Path, console: Console) -> RunResponse | None:
+async def run_demo(model: Model, root: Path, console: Console) -> RunResponse | None:
+    """Run the demo task with ``model`` in ``root``, streaming to ``console``."""
     from agentica.cli.render import EventPrinter
 
-    model = resolve_model(model_name)
     console.print(f"[bold]agentica demo[/] · model [cyan]{model.id}[/] · workspace {root}")
     start = getattr(model, "start", None)
     if start is not None:
@@ -227,11 +247,9 @@ async def _demo(model_name: str | None, root: Path, console: Console) -> RunResp
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentica.cli.render import summary_line
-
     console = Console(highlight=False)
     root = prepare_workspace(args.workspace)
-    response = asyncio.run(_demo(args.model, root, console))
+    response = asyncio.run(run_demo(resolve_model(args.model), root, console))
     if response is None:
         return 1
     console.print()
@@ -243,5 +261,4 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"[bold green]✓ report.md has the right totals[/] ({root / 'report.md'})")
     else:
         console.print(f"[bold red]✗ {problem}[/]")
-    console.print(f"[dim]{summary_line(response)}[/]")
     return 0 if problem is None else 1

@@ -1,0 +1,190 @@
+"""Embedded-model benchmarks: ``uv run python benchmarks/local_model.py [--write-docs]``.
+
+- generation tokens/s and time to first token through agentica's ``LocalModel`` versus posting
+  the same prompt to llama.cpp's server directly (same process, same loaded model, alternated,
+  median of ``--repeat``): the adapter's overhead;
+- the main job (``agentica demo``'s task) run ``--demo-runs`` times: success rate and wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from agentica.cli.demo import check_report, prepare_workspace, run_demo  # noqa: E402
+from agentica.messages import TextDelta, UserMessage  # noqa: E402
+from agentica.models import ModelRequest, ModelSettings  # noqa: E402
+from agentica.models.chat_template import CHATML_STOP, render_chatml  # noqa: E402
+from agentica.models.local import LocalModel  # noqa: E402
+
+PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
+TOKENS = 128
+console = Console()
+
+
+async def direct(session: aiohttp.ClientSession, base: str, stream: bool) -> tuple[float, float]:
+    """(tokens/s, seconds to first token) posting to llama.cpp directly."""
+    body = {
+        "prompt": render_chatml([UserMessage(content=PROMPT)]),
+        "max_tokens": TOKENS, "temperature": 0.0, "ignore_eos": True, "cache_prompt": False,
+        "stop": list(CHATML_STOP), "stream": stream,
+    }  # fmt: skip
+    start = time.perf_counter()
+    first = 0.0
+    async with session.post(f"{base}/v1/completions", json=body) as resp:
+        if not stream:
+            data = await resp.json()
+            return data["usage"]["completion_tokens"] / (time.perf_counter() - start), 0.0
+        tokens = 0
+        async for line in resp.content:
+            if line.startswith(b"data: {"):
+                chunk = json.loads(line[6:])
+                if any(c.get("text") for c in chunk.get("choices", ())):
+                    first = first or time.perf_counter() - start
+                    tokens += 1
+        return tokens / (time.perf_counter() - start), first
+
+
+async def through_agentica(model: LocalModel, stream: bool) -> tuple[float, float]:
+    request = ModelRequest(
+        messages=[UserMessage(content=PROMPT)],
+        settings=ModelSettings(
+            max_tokens=TOKENS, temperature=0.0,
+            extra_body={"ignore_eos": True, "cache_prompt": False},
+        ),
+    )  # fmt: skip
+    start = time.perf_counter()
+    if not stream:
+        response = await model.response(request)
+        return response.usage.output_tokens / (time.perf_counter() - start), 0.0
+    first = 0.0
+    tokens = 0
+    async for event in model.response_stream(request):
+        if isinstance(event, TextDelta):
+            first = first or time.perf_counter() - start
+            tokens += 1
+    return tokens / (time.perf_counter() - start), first
+
+
+async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
+    base = await model.start()
+    out: dict[str, list[float]] = {}
+    async with aiohttp.ClientSession() as session:
+        await direct(session, base, False)  # warm up
+        for _ in range(repeat):
+            for stream in (False, True):
+                kind = "stream" if stream else "json"
+                rate, ttft = await direct(session, base, stream)
+                out.setdefault(f"direct/{kind}/tps", []).append(rate)
+                if stream:
+                    out.setdefault("direct/ttft", []).append(ttft)
+                rate, ttft = await through_agentica(model, stream)
+                out.setdefault(f"agentica/{kind}/tps", []).append(rate)
+                if stream:
+                    out.setdefault("agentica/ttft", []).append(ttft)
+                console.print(f"  {kind}: direct {out[f'direct/{kind}/tps'][-1]:.1f} tok/s, "
+                              f"agentica {out[f'agentica/{kind}/tps'][-1]:.1f} tok/s")  # fmt: skip
+    await model.aclose()
+    return {key: statistics.median(values) for key, values in out.items()}
+
+
+async def bench_demo(model: LocalModel, runs: int) -> dict[str, Any]:
+    walls, successes = [], 0
+    quiet = Console(quiet=True)
+    for number in range(runs):
+        root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"))
+        start = time.perf_counter()
+        response = await run_demo(model, root, quiet)
+        walls.append(time.perf_counter() - start)
+        ok = response is not None and check_report(root) is None
+        successes += ok
+        console.print(f"  demo run {number + 1}: {'ok' if ok else 'FAILED'} in {walls[-1]:.1f} s")
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "demo/runs": runs, "demo/successes": successes,
+        "demo/wall_median_s": statistics.median(walls), "demo/wall_max_s": max(walls),
+    }  # fmt: skip
+
+
+def table(r: dict[str, Any], model: LocalModel) -> str:
+    overhead_json = 1 - r["agentica/json/tps"] / r["direct/json/tps"]
+    overhead_stream = 1 - r["agentica/stream/tps"] / r["direct/stream/tps"]
+    lines = [
+        f"Model: {model.id} (Q4_K_M), n_ctx {model.n_ctx}, {model.threads} threads, "
+        f"loaded in {model.load_seconds or 0:.1f} s; {TOKENS} generated tokens per request.",
+        "",
+        "| | llama.cpp directly | through agentica | adapter cost |",
+        "|---|---|---|---|",
+        f"| generation, JSON (tokens/s) | {r['direct/json/tps']:.1f} | "
+        f"{r['agentica/json/tps']:.1f} | {overhead_json:+.1%} |",
+        f"| generation, streamed (tokens/s) | {r['direct/stream/tps']:.1f} | "
+        f"{r['agentica/stream/tps']:.1f} | {overhead_stream:+.1%} |",
+        f"| time to first token, streamed (s) | {r['direct/ttft']:.2f} | "
+        f"{r['agentica/ttft']:.2f} | |",
+    ]
+    if "demo/runs" in r:
+        lines += [
+            "",
+            f"Main job (`agentica demo` task): {r['demo/successes']}/{r['demo/runs']} runs "
+            f"succeeded; wall time median {r['demo/wall_median_s']:.1f} s, "
+            f"max {r['demo/wall_max_s']:.1f} s (model already loaded).",
+        ]
+    return "\n".join(lines)
+
+
+def write_docs(markdown: str) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    text = path.read_text()
+    block = (
+        "<!-- local:start -->\n"
+        f"Command: `uv run python benchmarks/local_model.py --write-docs` · measured "
+        f"{time.strftime('%Y-%m-%d')}\n\n{markdown}\n<!-- local:end -->"
+    )
+    if "<!-- local:start -->" in text:
+        text = re.sub(r"<!-- local:start -->.*?<!-- local:end -->", block, text, flags=re.S)
+    else:
+        text += "\n" + block + "\n"
+    path.write_text(text)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    model = LocalModel(args.model)
+    console.print(f"loading {model.id} ...")
+    await model.start()
+    results = await bench_adapter(model, args.repeat)
+    if args.demo_runs:
+        results |= await bench_demo(model, args.demo_runs)
+    markdown = table(results, model)
+    print(markdown)
+    (ROOT / ".bench-out").mkdir(exist_ok=True)
+    (ROOT / ".bench-out" / "local.json").write_text(json.dumps(results, indent=2))
+    if args.write_docs:
+        write_docs(markdown)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--demo-runs", type=int, default=5)
+    parser.add_argument("--write-docs", action="store_true")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

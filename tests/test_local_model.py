@@ -1,0 +1,200 @@
+"""The embedded local model, for real: llama.cpp in process with the 0.5B model (fast), and the
+main job (``agentica demo``) with the default 1.5B model.
+
+One model server per test session; temperature 0 and small ``max_tokens`` keep runs short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from agentica import Agent, ModelSettings, RunLimits, tool
+from agentica.messages import AssistantMessage, TextDelta, ToolCall, ToolMessage, UserMessage
+from agentica.models import ModelRequest, ResponseDone
+from agentica.models.local import LocalModel
+from agentica.models.weights import EMBEDDED_MODELS, weights_status
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        weights_status(EMBEDDED_MODELS["qwen2.5-coder-0.5b-instruct"]) == "missing",
+        reason="the local-small extra is not installed",
+    ),
+]
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ModelSettings(max_tokens=96, temperature=0.0)
+
+
+@pytest.fixture(scope="session")
+def small_model() -> LocalModel:
+    model = LocalModel("qwen2.5-coder-0.5b-instruct", n_ctx=4096)
+    model.start_blocking()
+    return model
+
+
+@pytest.fixture
+async def model(small_model: LocalModel) -> AsyncIterator[LocalModel]:
+    yield small_model
+    await small_model.aclose()
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: the city name, e.g. "Paris".
+    """
+    return f"It is 18 degrees and sunny in {city}."
+
+
+async def test_plain_answer_and_usage(model: LocalModel) -> None:
+    agent = Agent(model=model, model_settings=SMALL)
+    response = await agent.run("What is the capital of France? Answer with one word.")
+    assert response.content is not None and "paris" in response.content.lower()
+    assert response.usage.input_tokens > 10 and response.usage.output_tokens > 0
+    assert response.usage.cost == 0.0  # the embedded model is free, and that is known
+
+
+async def test_streaming_yields_text_as_it_arrives(model: LocalModel) -> None:
+    request = ModelRequest(
+        messages=[UserMessage(content="Count from 1 to 5, separated by commas.")], settings=SMALL
+    )
+    deltas = []
+    final = None
+    async for event in model.response_stream(request):
+        if isinstance(event, TextDelta):
+            deltas.append(event.text)
+        elif isinstance(event, ResponseDone):
+            final = event.response
+    assert len(deltas) > 3
+    assert final is not None and final.message.content == "".join(deltas).strip()
+    assert "3" in "".join(deltas)
+
+
+async def test_a_tool_call_is_parsed_from_the_text(model: LocalModel) -> None:
+    request = ModelRequest(
+        messages=[UserMessage(content="What is the weather in Paris?")],
+        tools=[get_weather.definition],
+        settings=SMALL,
+    )
+    response = await model.response(request)
+    (call,) = response.message.tool_calls
+    assert call.name == "get_weather"
+    assert json.loads(call.arguments)["city"].lower() == "paris"
+    assert response.message.finish_reason == "tool_calls"
+    # and the same through a stream: the call is never shown as text
+    streamed = [e async for e in model.response_stream(request)]
+    shown = "".join(e.text for e in streamed if isinstance(e, TextDelta))
+    assert "get_weather" not in shown
+    done = streamed[-1]
+    assert (
+        isinstance(done, ResponseDone) and done.response.message.tool_calls[0].name == "get_weather"
+    )
+
+
+async def test_tool_results_are_rendered_back_to_the_model(model: LocalModel) -> None:
+    call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Paris"}')
+    request = ModelRequest(
+        messages=[
+            UserMessage(content="What is the weather in Paris?"),
+            AssistantMessage(tool_calls=[call]),
+            ToolMessage(tool_call_id="call_1", content="It is 18 degrees and sunny in Paris."),
+        ],
+        tools=[get_weather.definition],
+        settings=SMALL,
+    )
+    prompt = model.build_body(request, stream=False)["prompt"]
+    assert '{"name": "get_weather", "arguments": {"city": "Paris"}}' in prompt
+    assert "<tool_response>\nIt is 18 degrees and sunny in Paris.\n</tool_response>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+    # the 0.5B model often calls the tool again instead of answering (the 1.5B loop is tested
+    # by the demo test); either way the reply must be a usable message, never a raw call as text
+    message = (await model.response(request)).message
+    assert message.tool_calls or (message.content and '"arguments"' not in message.content)
+
+
+class Capital(BaseModel):
+    country: str
+    capital: str
+
+
+async def test_structured_output_is_grammar_constrained(model: LocalModel) -> None:
+    agent = Agent(model=model, output_type=Capital, model_settings=SMALL)
+    response = await agent.run("Give the capital of Japan as JSON.")
+    assert isinstance(response.output, Capital)
+    assert response.output.capital.lower() == "tokyo"
+
+
+async def test_models_serve_speaks_openai_with_robust_tool_calls(model: LocalModel) -> None:
+    from aiohttp import web
+
+    from agentica.cli.serve import build_app
+    from agentica.models.openai import OpenAILike
+
+    runner = web.AppRunner(build_app(model, api_key="secret"), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    client = OpenAILike(id="local", base_url=f"http://127.0.0.1:{port}/v1", api_key="secret",
+                        settings=SMALL)  # fmt: skip
+    try:
+        ask = ModelRequest(
+            messages=[UserMessage(content="What is the weather in Paris?")],
+            tools=[get_weather.definition],
+        )
+        reply = (await client.response(ask)).message
+        assert [c.name for c in reply.tool_calls] == ["get_weather"]
+        assert json.loads(reply.tool_calls[0].arguments)["city"].lower() == "paris"
+        streamed = [e async for e in client.response_stream(ask)]
+        done = streamed[-1]
+        assert isinstance(done, ResponseDone)
+        assert [c.name for c in done.response.message.tool_calls] == ["get_weather"]
+        streamed = [e async for e in client.response_stream(ModelRequest(
+            messages=[UserMessage(content="Say hi.")], settings=SMALL))]  # fmt: skip
+        assert any(isinstance(e, TextDelta) for e in streamed)
+        wrong = OpenAILike(id="local", base_url=f"http://127.0.0.1:{port}/v1", api_key="nope")
+        from agentica.errors import ModelAuthError
+
+        with pytest.raises(ModelAuthError):
+            await wrong.response(ModelRequest(messages=[UserMessage(content="x")]))
+        await wrong.aclose()
+    finally:
+        await client.aclose()
+        await runner.cleanup()
+
+
+@pytest.mark.skipif(
+    weights_status(EMBEDDED_MODELS["qwen2.5-coder-1.5b-instruct"]) == "missing",
+    reason="the local extra is not installed",
+)
+async def test_the_main_job_agentica_demo_succeeds(tmp_path: Path) -> None:
+    """README command 1: `agentica demo` on the default 1.5B model solves its task."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTICA_MODEL")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentica.cli.main", "demo", "--workspace", str(tmp_path),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=ROOT, env=env,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(process.communicate(), 600)
+    text = out.decode()
+    assert process.returncode == 0, text
+    assert "report.md has the right totals" in text
+    report = (tmp_path / "report.md").read_text().lower()
+    assert all(total in report for total in ("165", "180", "90"))
+
+
+async def test_limits_still_apply_to_local_runs(model: LocalModel) -> None:
+    agent = Agent(model=model, tools=[get_weather], model_settings=SMALL)
+    from agentica import LimitExceeded
+
+    with pytest.raises(LimitExceeded, match="max_turns"):
+        await agent.run("What is the weather in Paris?", limits=RunLimits(max_turns=1))
