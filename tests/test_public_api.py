@@ -8,7 +8,8 @@ import agentica
 import agentica.testing
 
 PUBLIC = {
-    "Agent", "AgenticaError", "ConcurrentRunError", "Function", "FunctionCall",
+    "Agent", "AgenticaError", "Claude", "FallbackModel", "LocalModel", "ConcurrentRunError",
+    "Function", "FunctionCall",
     "GuardrailTripped", "HistoryPolicy", "LimitExceeded", "ModelError", "ModelPrice",
     "ModelSettings", "OpenAIChat", "OpenAILike", "OutputValidationError", "Retry", "RetryPolicy",
     "RunCancelled", "RunContext", "RunLimits", "RunResponse", "RunStream", "RunUsage", "StopRun",
@@ -16,7 +17,8 @@ PUBLIC = {
 }  # fmt: skip
 
 TESTING = {
-    "BadBody", "FakeOpenAIServer", "FunctionModel", "HTTPFault", "Hang", "Reply",
+    "BadBody", "FakeAnthropicServer", "FakeOpenAIServer", "FunctionModel", "HTTPFault", "Hang",
+    "Reply",
     "ScriptedModel", "StreamReply", "ToolCallingModel", "TruncatedStream", "call", "chunks",
     "example_value", "model_error", "text", "tool_calls",
 }  # fmt: skip

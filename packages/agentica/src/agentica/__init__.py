@@ -8,8 +8,8 @@ async def fetch(url: str) -> str:
     "Fetch a web page."
     ...
 
-agent = Agent(model=OpenAILike(id="qwen2.5", base_url="http://127.0.0.1:8000/v1"), tools=[fetch])
-print((await agent.run("Summarise example.org")).content)
+agent = Agent(tools=[fetch])   # the embedded local model; or model="deepseek:deepseek-chat",
+print((await agent.run("Summarise example.org")).content)   # OpenAILike(...), Claude(...)
 ```
 
 The public surface is what this module exports (guarded by a test); the submodules ``messages``,
@@ -30,7 +30,16 @@ from agentica.errors import (
     UsageError,
 )
 from agentica.messages import RunUsage, Usage
-from agentica.models import ModelPrice, ModelSettings, OpenAIChat, OpenAILike, RetryPolicy
+from agentica.models import (
+    Claude,
+    FallbackModel,
+    LocalModel,
+    ModelPrice,
+    ModelSettings,
+    OpenAIChat,
+    OpenAILike,
+    RetryPolicy,
+)
 from agentica.run import RunLimits, RunResponse, RunStream
 from agentica.tools import (
     Function,
@@ -48,12 +57,15 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgenticaError",
+    "Claude",
     "ConcurrentRunError",
+    "FallbackModel",
     "Function",
     "FunctionCall",
     "GuardrailTripped",
     "HistoryPolicy",
     "LimitExceeded",
+    "LocalModel",
     "ModelError",
     "ModelPrice",
     "ModelSettings",

@@ -16,6 +16,7 @@ import re
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from rich.console import Console
 
 from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError
+from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
 from agentica.models.registry import resolve_model
 from agentica.run.limits import RunLimits
@@ -213,8 +215,25 @@ def prepare_workspace(directory: str | None) -> Path:
     return root
 
 
-async def run_demo(model: Model, root: Path, console: Console) -> RunResponse | None:
-    """Run the demo task with ``model`` in ``root``, streaming to ``console``."""
+@dataclass(slots=True)
+class DemoResult:
+    """What the demo did: every run of the conversation, the final check and the time."""
+
+    responses: list[RunResponse]
+    usage: RunUsage
+    problem: str | None
+    seconds: float
+
+
+async def run_demo(
+    model: Model, root: Path, console: Console, *, follow_ups: int = 2
+) -> DemoResult | None:
+    """Run the demo task with ``model`` in ``root``, streaming to ``console``.
+
+    After the agent answers, the report is checked; if it is wrong the agent is told what the
+    check found and continues the same conversation (at most ``follow_ups`` times), as a user
+    would. ``None`` when a run failed with an error.
+    """
     from agentica.cli.render import EventPrinter
 
     console.print(f"[bold]agentica demo[/] · model [cyan]{model.id}[/] · workspace {root}")
@@ -234,31 +253,52 @@ async def run_demo(model: Model, root: Path, console: Console) -> RunResponse | 
         limits=RunLimits(max_turns=12, max_wall_time=600),
     )
     printer = EventPrinter(console)
+    responses: list[RunResponse] = []
+    began = time.perf_counter()
+    prompt = DEMO_TASK
+    problem: str | None = None
     try:
-        async with agent.run_stream(DEMO_TASK) as stream:
-            async for event in stream:
-                printer(event)
+        for attempt in range(follow_ups + 1):
+            async with agent.run_stream(prompt) as stream:
+                async for event in stream:
+                    printer(event)
+            responses.append(stream.response)
+            problem = await asyncio.to_thread(check_report, root)
+            if problem is None or attempt == follow_ups:
+                break
+            console.print(f"[yellow]check: {problem}; telling the agent[/]")
+            prompt = (
+                f"I checked the workspace: {problem}. Finish the task: compute the totals per "
+                "region with run_python and write them to report.md with write_file."
+            )
     except AgenticaError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {exc}")
         return None
     finally:
         await model.aclose()
-    return stream.response
+    return DemoResult(responses, agent.usage, problem, time.perf_counter() - began)
 
 
 def run(args: argparse.Namespace) -> int:
+
     console = Console(highlight=False)
     root = prepare_workspace(args.workspace)
-    response = asyncio.run(run_demo(resolve_model(args.model), root, console))
-    if response is None:
+    result = asyncio.run(run_demo(resolve_model(args.model), root, console))
+    if result is None:
         return 1
-    console.print()
-    for call in response.tool_calls:
-        mark = "[green]✓[/]" if call.status == "success" else "[red]✗[/]"
-        console.print(f"  {mark} {call.name}({call.call.arguments[:80]})")
-    problem = check_report(root)
-    if problem is None:
+    console.print("\n[bold]what the agent did:[/]")
+    for response in result.responses:
+        for call in response.tool_calls:
+            mark = "[green]✓[/]" if call.status == "success" else "[red]✗[/]"
+            console.print(f"  {mark} {call.name}({call.call.arguments[:80]})")
+    if result.problem is None:
         console.print(f"[bold green]✓ report.md has the right totals[/] ({root / 'report.md'})")
     else:
-        console.print(f"[bold red]✗ {problem}[/]")
-    return 0 if problem is None else 1
+        console.print(f"[bold red]✗ {result.problem}[/]")
+    usage = result.usage
+    console.print(
+        f"[dim]{len(result.responses)} run(s) · {usage.requests} model calls · "
+        f"{usage.tool_calls} tool calls · {usage.input_tokens} in / {usage.output_tokens} out "
+        f"tokens · {result.seconds:.1f} s[/]"
+    )
+    return 0 if result.problem is None else 1

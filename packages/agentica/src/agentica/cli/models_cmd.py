@@ -14,7 +14,13 @@ from rich.table import Table
 from agentica.errors import UsageError
 from agentica.models.local import DEFAULT_LOCAL_MODEL
 from agentica.models.registry import PRESETS, model_from_string
-from agentica.models.weights import EMBEDDED_MODELS, cache_dir, ensure_weights, weights_status
+from agentica.models.weights import (
+    EMBEDDED_MODELS,
+    NOTICE,
+    cache_dir,
+    ensure_weights,
+    weights_status,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -50,7 +56,7 @@ def _list(console: Console) -> None:
         size = f"{weights.size / 1e9:.2f} GB"
         table.add_row(label, size, weights_status(weights), weights.license)
     console.print(table)
-    console.print(f"cache: {cache_dir()}\n")
+    console.print(f"cache: {cache_dir()}\nlicence notice: {NOTICE}\n")
     presets = Table(title="Provider presets (model strings 'provider:model-id')",
                     title_justify="left")  # fmt: skip
     for column in ("provider", "base URL", "key variable", "key set"):

@@ -2,6 +2,12 @@
 
 - ``Model``, ``ModelRequest``, ``ModelResponse``, ``ModelSettings``: the protocol (base.py)
 - ``OpenAIChat``, ``OpenAILike``: OpenAI Chat Completions and compatible servers (openai.py)
+- ``Claude``: the Anthropic Messages API (anthropic.py)
+- ``LocalModel``: the embedded model, llama.cpp in process (local.py, weights.py,
+  chat_template.py, toolparse.py)
+- ``FallbackModel``: a chain of models tried in order (fallback.py)
+- ``model_from_string``, ``resolve_model``, ``PRESETS``: model strings and the default-model
+  rule (registry.py)
 - ``RetryPolicy``: backoff for failed requests (retry.py)
 - ``ModelPrice``, ``price_for``: prices and cost (pricing.py)
 
@@ -10,6 +16,7 @@ No adapter imports its HTTP library until its first request, so ``import agentic
 
 from __future__ import annotations
 
+from agentica.models.anthropic import Claude
 from agentica.models.base import (
     Model,
     ModelRequest,
@@ -23,12 +30,19 @@ from agentica.models.base import (
     collect_stream,
     new_tool_call_id,
 )
+from agentica.models.fallback import FallbackModel
+from agentica.models.local import LocalModel
 from agentica.models.openai import OpenAIChat, OpenAILike
 from agentica.models.pricing import KNOWN_PRICES, ModelPrice, cost_of, price_for
+from agentica.models.registry import PRESETS, model_from_string, resolve_model
 from agentica.models.retry import RetryPolicy
 
 __all__ = [
     "KNOWN_PRICES",
+    "PRESETS",
+    "Claude",
+    "FallbackModel",
+    "LocalModel",
     "Model",
     "ModelPrice",
     "ModelRequest",
@@ -44,6 +58,8 @@ __all__ = [
     "ToolChoice",
     "collect_stream",
     "cost_of",
+    "model_from_string",
     "new_tool_call_id",
     "price_for",
+    "resolve_model",
 ]

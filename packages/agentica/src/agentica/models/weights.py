@@ -24,7 +24,17 @@ from pathlib import Path
 
 from agentica.errors import UsageError
 
-__all__ = ["EMBEDDED_MODELS", "ModelWeights", "cache_dir", "ensure_weights", "weights_status"]
+__all__ = [
+    "EMBEDDED_MODELS",
+    "NOTICE",
+    "ModelWeights",
+    "cache_dir",
+    "ensure_weights",
+    "weights_status",
+]
+
+NOTICE = Path(__file__).with_name("licenses") / "QWEN2.5-CODER-NOTICE.txt"
+"""The Apache-2.0 notice of the embedded models, shipped with agentica."""
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

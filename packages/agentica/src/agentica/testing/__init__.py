@@ -5,10 +5,12 @@
 - ``ToolCallingModel``: calls every tool with arguments generated from its schema
 - ``text``, ``call``, ``tool_calls``, ``chunks``, ``model_error``: reply builders
 - ``FakeOpenAIServer`` (``agentica.testing.openai_server``): the real wire format on 127.0.0.1
+- ``FakeAnthropicServer`` (``agentica.testing.anthropic_server``): the same for Anthropic
 
 Nothing in ``agentica`` imports this package.
 """
 
+from agentica.testing.anthropic_server import FakeAnthropicServer
 from agentica.testing.models import (
     FunctionModel,
     Reply,
@@ -32,6 +34,7 @@ from agentica.testing.openai_server import (
 
 __all__ = [
     "BadBody",
+    "FakeAnthropicServer",
     "FakeOpenAIServer",
     "FunctionModel",
     "HTTPFault",
