@@ -6,6 +6,9 @@ itself: tools are described in the system turn with an instruction to answer a c
 JSON object ``{"name": ..., "arguments": {...}}``; earlier tool calls are shown in that same form;
 tool results come back in ``<tool_response>`` blocks of a user turn (the form these models were
 trained on). The reply is parsed on the client by ``agentica.models.toolparse``.
+
+``prompted_messages`` does the same conversion on message objects, for OpenAI-compatible servers
+whose models have no native tool calling (``OpenAIChat(tool_mode="text")``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from agentica.messages import (
     UserMessage,
 )
 
-__all__ = ["CHATML_STOP", "render_chatml", "tool_instructions"]
+__all__ = ["CHATML_STOP", "prompted_messages", "render_chatml", "tool_instructions"]
 
 CHATML_STOP = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -81,37 +84,49 @@ def _call_json(message: AssistantMessage) -> str:
     return "\n".join(rendered)
 
 
-def render_chatml(messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> str:
-    """The full prompt for ``messages``, ending with an open assistant turn."""
-    system_parts = [m.content for m in messages if isinstance(m, SystemMessage)]
-    system = "\n\n".join(system_parts) or DEFAULT_SYSTEM
+def prompted_messages(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()
+) -> list[Message]:
+    """``messages`` for a model without native tool calling: one system message that offers the
+    tools, earlier calls as JSON text, and results as ``<tool_response>`` blocks of a user turn.
+    Only system, user and assistant text messages remain."""
+    system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+    system = system or DEFAULT_SYSTEM
     if tools:
         system = f"{system}\n\n{tool_instructions(tools)}"
-    out = [f"<|im_start|>system\n{system}<|im_end|>\n"]
-    pending_results: list[str] = []
+    out: list[Message] = [SystemMessage(content=system)]
+    pending: list[str] = []
 
     def flush_results() -> None:
-        if pending_results:
-            body = "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in pending_results)
-            out.append(f"<|im_start|>user\n{body}<|im_end|>\n")
-            pending_results.clear()
+        if pending:
+            body = "\n".join(f"<tool_response>\n{r}\n</tool_response>" for r in pending)
+            out.append(UserMessage(content=body))
+            pending.clear()
 
     for message in messages:
         if isinstance(message, ToolMessage):
-            pending_results.append(message.content)
+            pending.append(message.content)
             continue
         flush_results()
-        if isinstance(message, UserMessage):
-            if isinstance(message.content, str):
-                text = message.content
-            else:
-                text = "\n".join(
-                    "[image]" if isinstance(p, ImagePart) else p.text for p in message.content
-                )
-            out.append(f"<|im_start|>user\n{text}<|im_end|>\n")
-        elif isinstance(message, AssistantMessage):
+        if isinstance(message, AssistantMessage):
             parts = [p for p in (message.content, _call_json(message)) if p]
-            out.append(f"<|im_start|>assistant\n{chr(10).join(parts)}<|im_end|>\n")
+            out.append(AssistantMessage(content="\n".join(parts)))
+        elif isinstance(message, UserMessage):
+            out.append(message)
     flush_results()
+    return out
+
+
+def render_chatml(messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> str:
+    """The full ChatML prompt for ``messages``, ending with an open assistant turn."""
+    out = []
+    for message in prompted_messages(messages, tools):
+        if isinstance(message, UserMessage) and not isinstance(message.content, str):
+            text = "\n".join(
+                "[image]" if isinstance(p, ImagePart) else p.text for p in message.content
+            )
+        else:
+            text = getattr(message, "content", None) or ""
+        out.append(f"<|im_start|>{message.role}\n{text}<|im_end|>\n")
     out.append("<|im_start|>assistant\n")
     return "".join(out)

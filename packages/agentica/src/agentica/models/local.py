@@ -37,15 +37,13 @@ from agentica.models.base import (
     ModelStreamEvent,
     ResponseDone,
     StreamAssembler,
-    new_tool_call_id,
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
 from agentica.models.pricing import ModelPrice
 from agentica.models.retry import RetryPolicy, call_with_retries
 from agentica.models.toolparse import (
-    MalformedCall,
-    ParsedReply,
     ToolCallStreamSplitter,
+    as_tool_calls,
     parse_tool_calls,
 )
 from agentica.models.weights import EMBEDDED_MODELS, ensure_weights
@@ -64,25 +62,6 @@ def _usage(raw: Any) -> Usage:
         input_tokens=int(raw.get("prompt_tokens") or 0),
         output_tokens=int(raw.get("completion_tokens") or 0),
         cache_read_tokens=int(details.get("cached_tokens") or 0),
-    )
-
-
-def _calls_from(parsed: ParsedReply) -> list[ToolCall]:
-    """Recognised calls, plus malformed attempts turned into calls the engine will refuse with an
-    explanation (unknown tool, arguments that are not JSON) so the model can correct itself."""
-    calls = list(parsed.calls)
-    for bad in parsed.malformed:
-        calls.append(_malformed_call(bad))
-    return calls
-
-
-def _malformed_call(bad: MalformedCall) -> ToolCall:
-    if bad.name:
-        return ToolCall(id=new_tool_call_id(), name=bad.name, arguments=bad.raw or "{")
-    return ToolCall(
-        id=new_tool_call_id(),
-        name="invalid_tool_call",
-        arguments=json.dumps({"reply": bad.raw[:300]}),
     )
 
 
@@ -240,7 +219,7 @@ class LocalModel:
     ) -> AssistantMessage:
         if tool_names:
             parsed = parse_tool_calls(text, tool_names)
-            calls = _calls_from(parsed)
+            calls = as_tool_calls(parsed)
             content = parsed.text or None
         else:
             calls, content = [], text.strip() or None
@@ -358,7 +337,7 @@ class LocalModel:
                 delta = TextDelta(parsed.text)
                 assembler.add(delta)
                 yield delta
-            calls = _calls_from(parsed)
+            calls = as_tool_calls(parsed)
         for index, call in enumerate(calls):
             call_delta = ToolCallDelta(
                 index=index, id=call.id, name=call.name, arguments=call.arguments

@@ -16,9 +16,9 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Literal
 
 from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelResponseError, UsageError
@@ -40,9 +40,11 @@ from agentica.models.base import (
     StreamAssembler,
     new_tool_call_id,
 )
+from agentica.models.chat_template import prompted_messages
 from agentica.models.openai_wire import message_to_wire
 from agentica.models.pricing import ModelPrice, price_for
 from agentica.models.retry import RetryPolicy, call_with_retries
+from agentica.models.toolparse import ToolCallStreamSplitter, as_tool_calls, parse_tool_calls
 
 __all__ = ["OpenAIChat", "OpenAILike"]
 
@@ -85,6 +87,9 @@ class OpenAIChat:
         max_connections: the size of the connection pool.
         max_tokens_field: the request field for ``max_tokens`` (``"max_completion_tokens"`` on
             the official API, ``"max_tokens"`` on compatible servers).
+        tool_mode: ``"native"`` (the API's tools and tool_calls) or ``"text"`` for models
+            without native tool calling: tools are described in the system prompt, calls are
+            parsed from the reply text (``agentica.models.toolparse``), results go back as text.
         send_reasoning: send earlier replies' reasoning back as ``reasoning_content`` (some
             thinking models require it with tool calls; most servers reject or ignore it).
     """
@@ -107,6 +112,7 @@ class OpenAIChat:
         max_connections: int = 1000,
         max_tokens_field: str | None = None,
         send_reasoning: bool = False,
+        tool_mode: Literal["native", "text"] = "native",
         provider: str = "openai",
     ) -> None:
         if not id:
@@ -129,6 +135,9 @@ class OpenAIChat:
         self.price = price if price is not None else price_for(id)
         self.context_window = context_window
         self.send_reasoning = send_reasoning
+        if tool_mode not in ("native", "text"):
+            raise UsageError(f"tool_mode must be 'native' or 'text', not {tool_mode!r}")
+        self.tool_mode = tool_mode
         self._max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if self.base_url == self.default_base_url else "max_tokens"
         )
@@ -165,13 +174,16 @@ class OpenAIChat:
     def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         s = self.settings.merged(request.settings)
+        messages = request.messages
+        tools = request.tools
+        if self.tool_mode == "text":
+            messages = prompted_messages(messages, () if s.tool_choice == "none" else tools)
+            tools = ()
         body: dict[str, Any] = {
             "model": self._id,
-            "messages": [
-                message_to_wire(m, send_reasoning=self.send_reasoning) for m in request.messages
-            ],
+            "messages": [message_to_wire(m, send_reasoning=self.send_reasoning) for m in messages],
         }
-        if request.tools:
+        if tools:
             body["tools"] = [
                 {
                     "type": "function",
@@ -182,7 +194,7 @@ class OpenAIChat:
                     }
                     | ({"strict": True} if t.strict else {}),
                 }
-                for t in request.tools
+                for t in tools
             ]
             if s.tool_choice is not None:
                 body["tool_choice"] = (
@@ -222,13 +234,22 @@ class OpenAIChat:
         extra = self.settings.merged(settings).extra_headers
         return self._headers | extra if extra else self._headers
 
+    def _text_tools(self, request: ModelRequest) -> list[str]:
+        """Tool names to look for in the reply text (text tool mode only)."""
+        if self.tool_mode != "text" or self.settings.merged(request.settings).tool_choice == "none":
+            return []
+        return [t.name for t in request.tools]
+
     def _timeout(self, settings: ModelSettings) -> float:
         return settings.timeout or self.settings.timeout or self.timeout
 
     # ----------------------------------------------------------------- responses
 
-    def parse_response(self, data: Any) -> ModelResponse:
-        """Turn a decoded Chat Completions answer into a ``ModelResponse``."""
+    def parse_response(self, data: Any, text_tools: Sequence[str] = ()) -> ModelResponse:
+        """Turn a decoded Chat Completions answer into a ``ModelResponse``.
+
+        ``text_tools``: tool names whose calls are parsed from the reply text (text tool mode).
+        """
         try:
             choice = data["choices"][0]
             msg = choice["message"]
@@ -252,10 +273,16 @@ class OpenAIChat:
                     arguments=_arguments(function.get("arguments")) or "{}",
                 )
             )
+        content = msg.get("content") or None
+        if text_tools and content and not calls:
+            parsed = parse_tool_calls(content, text_tools)
+            calls, content = as_tool_calls(parsed), parsed.text or None
         finish = choice.get("finish_reason")
         finish = _FINISH.get(finish, finish) or ("tool_calls" if calls else "stop")
+        if calls and finish == "stop":
+            finish = "tool_calls"
         message = AssistantMessage(
-            content=msg.get("content") or None,
+            content=content,
             tool_calls=calls,
             reasoning=msg.get("reasoning_content") or msg.get("reasoning") or None,
             usage=_usage(data.get("usage")),
@@ -268,6 +295,7 @@ class OpenAIChat:
         body = dumps(self.build_body(request, stream=False))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        text_tools = self._text_tools(request)
 
         async def attempt() -> ModelResponse:
             data = await post_json(
@@ -280,7 +308,7 @@ class OpenAIChat:
                 model=self._id,
                 api_key_env=self.api_key_env,
             )
-            return self.parse_response(data)
+            return self.parse_response(data, text_tools)
 
         return await call_with_retries(attempt, self.retry)
 
@@ -288,12 +316,14 @@ class OpenAIChat:
         body = dumps(self.build_body(request, stream=True))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        text_tools = self._text_tools(request)
         retries = 0
         started = time.monotonic()
         while True:
             yielded = False
             try:
-                async with aclosing(self._stream_once(body, headers, timeout)) as events:
+                stream = self._stream_once(body, headers, timeout, text_tools)
+                async with aclosing(stream) as events:
                     async for event in events:
                         yielded = True
                         yield event
@@ -309,9 +339,10 @@ class OpenAIChat:
                 await asyncio.sleep(wait)
 
     async def _stream_once(
-        self, body: bytes, headers: Mapping[str, str], timeout: float
+        self, body: bytes, headers: Mapping[str, str], timeout: float, text_tools: Sequence[str]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         assembler = StreamAssembler()
+        splitter = ToolCallStreamSplitter(text_tools) if text_tools else None
         usage: Usage | None = None
         finish: str | None = None
         response_id: str | None = None
@@ -367,6 +398,8 @@ class OpenAIChat:
                 choice = choices[0]
                 delta = choice.get("delta") or {}
                 text = delta.get("content")
+                if text and splitter is not None:
+                    text = splitter.feed(text)
                 if text:
                     text_delta = TextDelta(text)
                     assembler.add(text_delta)
@@ -405,7 +438,22 @@ class OpenAIChat:
                 model=self._id,
                 retryable=True,
             )
+        if splitter is not None:
+            parsed = splitter.finish()
+            if parsed.text:
+                text_delta = TextDelta(parsed.text)
+                assembler.add(text_delta)
+                yield text_delta
+            for index, call in enumerate(as_tool_calls(parsed), start=next_index):
+                call_delta = ToolCallDelta(
+                    index=index, id=call.id, name=call.name, arguments=call.arguments
+                )
+                assembler.add(call_delta)
+                yield call_delta
+                finish = "tool_calls"
         message = assembler.finish(usage=usage, model=model_name, finish_reason=finish)
+        if splitter is not None and message.content:
+            message.content = message.content.strip() or None
         yield ResponseDone(
             ModelResponse(message=message, provider=self._provider, response_id=response_id)
         )

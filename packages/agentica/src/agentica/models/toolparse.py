@@ -25,7 +25,13 @@ from typing import Any, NamedTuple, TypeAlias
 from agentica.messages import ToolCall
 from agentica.models.base import new_tool_call_id
 
-__all__ = ["MalformedCall", "ParsedReply", "ToolCallStreamSplitter", "parse_tool_calls"]
+__all__ = [
+    "MalformedCall",
+    "ParsedReply",
+    "ToolCallStreamSplitter",
+    "as_tool_calls",
+    "parse_tool_calls",
+]
 
 
 @dataclass(slots=True, frozen=True)
@@ -491,3 +497,19 @@ class ToolCallStreamSplitter:
         text = body.rstrip() if self._shown else body.strip()
         self._mode, self._parts, self._tail, self._shown = "text", [], "", False
         return ParsedReply(text=text, calls=calls, malformed=malformed)
+
+
+def as_tool_calls(parsed: ParsedReply) -> list[ToolCall]:
+    """The calls to hand to the engine: the recognised ones, then each malformed attempt as a call
+    the engine refuses with an explanation (unknown tool, arguments that are not JSON), so the
+    model learns what to fix and an attempted call never ends up as the answer."""
+    calls = list(parsed.calls)
+    for bad in parsed.malformed:
+        if bad.name:
+            calls.append(ToolCall(id=new_tool_call_id(), name=bad.name, arguments=bad.raw or "{"))
+        else:
+            arguments = json.dumps({"reply": bad.raw[:300]})
+            calls.append(
+                ToolCall(id=new_tool_call_id(), name="invalid_tool_call", arguments=arguments)
+            )
+    return calls

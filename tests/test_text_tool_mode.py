@@ -1,0 +1,85 @@
+"""OpenAI-compatible models without native tool calling: tool_mode="text" over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agentica import Agent, OpenAILike, tool
+from agentica.run.events import TextDelta
+from agentica.testing import FakeOpenAIServer
+
+Start = Callable[..., Awaitable[FakeOpenAIServer]]
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def fenced_caller(body: dict[str, Any]) -> str:
+    """A model that writes its call as prose plus a fenced JSON block, then answers."""
+    last = body["messages"][-1]["content"]
+    if "<tool_response>" in last:
+        result = last.split("<tool_response>\n")[1].split("\n</tool_response>")[0]
+        return f"The sum is {result}."
+    return 'Let me add them.\n```json\n{"name": "add", "arguments": {"a": 2, "b": 40}}\n```'
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_text_tool_mode_completes_a_loop(fake_openai: Start, streaming: bool) -> None:
+    server = await fake_openai(fenced_caller)
+    model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
+    try:
+        agent = Agent(model=model, tools=[add])
+        if streaming:
+            shown = ""
+            async with agent.run_stream("What is 2 + 40?") as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        shown += event.text
+            response = stream.response
+            assert '"arguments"' not in shown  # the call never reaches the screen as text
+        else:
+            response = await agent.run("What is 2 + 40?")
+    finally:
+        await model.aclose()
+    assert response.content == "The sum is 42."
+    assert [c.result for c in response.tool_calls] == [42]
+    first, second = server.requests
+    assert "tools" not in first  # nothing native is sent
+    assert '"name": "add"' in first["messages"][0]["content"]  # tools offered in the system turn
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    assert second["messages"][2]["content"].startswith("Let me add them.")
+
+
+async def test_a_malformed_text_call_goes_back_to_the_model(fake_openai: Start) -> None:
+    def replies(body: dict[str, Any]) -> str:
+        last = body["messages"][-1]["content"]
+        if "<tool_response>" not in last:
+            return '{"name": "add", "arguments": {"a": 2, "b": }}'  # broken JSON
+        if "not valid JSON" in last or "Invalid arguments" in last:
+            return "I will fix it."
+        return "unexpected"
+
+    server = await fake_openai(replies)
+    model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
+    try:
+        response = await Agent(model=model, tools=[add]).run("What is 2 + 40?")
+    finally:
+        await model.aclose()
+    assert response.content == "I will fix it."  # the broken call was never the answer
+    assert response.tool_calls[0].status == "error"
+
+
+async def test_ordinary_json_answers_are_not_calls(fake_openai: Start) -> None:
+    server = await fake_openai(lambda body: '{"name": "Ada", "age": 36}')
+    model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
+    try:
+        response = await Agent(model=model, tools=[add]).run("Who?")
+    finally:
+        await model.aclose()
+    assert response.content == '{"name": "Ada", "age": 36}' and not response.tool_calls
