@@ -57,7 +57,7 @@ DEMO_TASK = (
     "Markdown table with columns region and total."
 )
 INSTRUCTIONS = (
-    "You are a careful data assistant working in a small workspace. Use the tools to do the "
+    "You are a careful assistant working in a small workspace. Use the tools to do the "
     "work: run_python runs Python code in the workspace (standard library only; print what you "
     "need), write_file saves files. Do the steps one at a time and finish with a short summary "
     "of the result."
