@@ -15,7 +15,9 @@ AgenticaError
 ├── GuardrailTripped           a guardrail stopped the run
 ├── LimitExceeded              a run limit (turns, tokens, tool calls, time, ...) was reached
 ├── OutputValidationError      the model's final answer never matched the requested output type
-└── RunCancelled               the run was cancelled through its handle
+├── RunCancelled               the run was cancelled through its handle
+└── StorageError               a storage backend failed (database unreachable, disk full, ...)
+    └── SessionFormatError     a stored session is damaged or from an unsupported version
 ```
 
 Control signals (stop the run, retry with a message to the model) are values a tool returns
@@ -39,6 +41,8 @@ __all__ = [
     "ModelTimeoutError",
     "OutputValidationError",
     "RunCancelled",
+    "SessionFormatError",
+    "StorageError",
     "ToolError",
     "UsageError",
 ]
@@ -172,3 +176,11 @@ class OutputValidationError(AgenticaError):
 
 class RunCancelled(AgenticaError):
     """The run was cancelled through its handle (``RunStream.cancel()``)."""
+
+
+class StorageError(AgenticaError):
+    """A storage backend failed; the message names the backend and what to check."""
+
+
+class SessionFormatError(StorageError):
+    """A stored session or run is damaged (truncated, edited) or from an unsupported version."""

@@ -1,0 +1,182 @@
+"""``InMemoryStorage``: the storage protocol in a dict, for tests and throw-away sessions.
+
+Values are stored serialised (JSON) exactly as the durable backends store them, so a record that
+would not survive a database does not survive here either, and callers can never mutate what was
+stored through a reference they kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentica.storage.base import (
+    SessionNotFound,
+    Variable,
+    VariableInfo,
+    check_ids,
+    check_variable,
+)
+from agentica.storage.codec import decode_run, encode_run
+from agentica.storage.records import RunRecord, SessionData, SessionInfo
+
+__all__ = ["InMemoryStorage"]
+
+
+@dataclass(slots=True)
+class _Session:
+    title: str
+    created_at: float
+    updated_at: float
+    runs: list[str] = field(default_factory=list)
+    summary: str | None = None
+    state: str = "{}"
+    variables: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
+
+
+class InMemoryStorage:
+    """Sessions and variables in this process's memory (lost when it exits)."""
+
+    def __init__(self) -> None:
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._lock = asyncio.Lock()
+
+    def _get(self, user_id: str, session_id: str) -> _Session:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r} for user {user_id!r}")
+        return session
+
+    def _info(self, key: tuple[str, str], session: _Session) -> SessionInfo:
+        return SessionInfo(
+            user_id=key[0], session_id=key[1], title=session.title, runs=len(session.runs),
+            created_at=session.created_at, updated_at=session.updated_at,
+        )  # fmt: skip
+
+    async def load_session(self, user_id: str, session_id: str) -> SessionData | None:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        if session is None:
+            return None
+        return SessionData(
+            info=self._info((user_id, session_id), session),
+            runs=[decode_run(text) for text in session.runs],
+            summary=session.summary,
+            state=json.loads(session.state),
+        )
+
+    async def append_run(
+        self,
+        user_id: str,
+        session_id: str,
+        run: RunRecord,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        check_ids(user_id, session_id)
+        encoded = encode_run(
+            run
+        )  # before any change: a record that cannot be stored changes nothing
+        encoded_state = json.dumps(dict(state)) if state is not None else None
+        now = time.time()
+        async with self._lock:
+            session = self._sessions.get((user_id, session_id))
+            if session is None:
+                session = _Session(title=title or run.input[:80] or session_id, created_at=now,
+                                   updated_at=now)  # fmt: skip
+                self._sessions[(user_id, session_id)] = session
+            session.runs.append(encoded)
+            session.updated_at = now
+            if summary is not None:
+                session.summary = summary
+            if encoded_state is not None:
+                session.state = encoded_state
+
+    async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:
+        check_ids(user_id, "-")
+        mine = [(k, s) for k, s in self._sessions.items() if k[0] == user_id]
+        mine.sort(key=lambda item: item[1].updated_at, reverse=True)
+        return [self._info(k, s) for k, s in mine[:limit]]
+
+    async def rename_session(self, user_id: str, session_id: str, title: str) -> None:
+        self._get(user_id, session_id).title = title
+
+    async def delete_session(self, user_id: str, session_id: str) -> bool:
+        check_ids(user_id, session_id)
+        return self._sessions.pop((user_id, session_id), None) is not None
+
+    async def fork_session(
+        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+    ) -> SessionInfo:
+        source = self._get(user_id, session_id)
+        check_ids(user_id, new_session_id)
+        async with self._lock:
+            if (user_id, new_session_id) in self._sessions:
+                raise SessionNotFound(f"session {new_session_id!r} already exists")
+            twin = copy.deepcopy(source)
+            twin.title = title or f"{source.title} (fork)"
+            twin.created_at = twin.updated_at = time.time()
+            self._sessions[(user_id, new_session_id)] = twin
+        return self._info((user_id, new_session_id), twin)
+
+    def _session_for_write(self, user_id: str, session_id: str) -> _Session:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        if session is None:
+            now = time.time()
+            session = self._sessions[(user_id, session_id)] = _Session(
+                title=session_id, created_at=now, updated_at=now
+            )
+        return session
+
+    async def set_variable(
+        self, user_id: str, session_id: str, key: str, value: Any, *, summary: str | None = None
+    ) -> VariableInfo:
+        encoded = json.dumps(value, ensure_ascii=False)
+        check_variable(key, len(encoded.encode()))
+        now = time.time()
+        self._session_for_write(user_id, session_id).variables[key] = (encoded, summary, now)
+        return VariableInfo(key=key, summary=summary, size=len(encoded.encode()), updated_at=now)
+
+    async def get_variable(self, user_id: str, session_id: str, key: str) -> Variable | None:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        entry = session.variables.get(key) if session else None
+        if entry is None:
+            return None
+        encoded, summary, updated = entry
+        info = VariableInfo(
+            key=key, summary=summary, size=len(encoded.encode()), updated_at=updated
+        )
+        return Variable(info=info, value=json.loads(encoded))
+
+    async def list_variables(
+        self, user_id: str, session_id: str, *, prefix: str = "", limit: int = 100
+    ) -> list[VariableInfo]:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        if session is None:
+            return []
+        keys = sorted(k for k in session.variables if k.startswith(prefix))[:limit]
+        return [
+            VariableInfo(key=k, summary=session.variables[k][1],
+                         size=len(session.variables[k][0].encode()),
+                         updated_at=session.variables[k][2])
+            for k in keys
+        ]  # fmt: skip
+
+    async def delete_variable(self, user_id: str, session_id: str, key: str) -> bool:
+        check_ids(user_id, session_id)
+        session = self._sessions.get((user_id, session_id))
+        return session is not None and session.variables.pop(key, None) is not None
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,80 @@
+"""What a session remembers, as plain data: runs, their tool calls, and session metadata.
+
+``RunRecord`` is one run as stored: its messages (the user input first), every tool call with
+arguments, result or error and timing, the final output, usage, status and timing.
+``SessionInfo`` describes a stored session; ``SessionData`` is everything needed to resume one.
+These types are what ``agentica.storage.codec`` serialises (versioned) and what every storage
+backend reads and writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentica.messages import Message, RunUsage, UserMessage
+
+__all__ = ["RunRecord", "RunStatus", "SessionData", "SessionInfo", "ToolCallRecord"]
+
+RunStatus = Literal["completed", "failed", "cancelled", "paused"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallRecord:
+    """One tool call of a run, as remembered."""
+
+    id: str
+    name: str
+    arguments: str
+    status: Literal["success", "error", "pending"]
+    content: str
+    duration: float = 0.0
+    ref: str | None = None  # the evidence reference of its archived output, if archived
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    """One run as the session remembers it (and as storage keeps it)."""
+
+    run_id: str
+    messages: list[Message]
+    usage: RunUsage
+    status: RunStatus
+    started_at: float
+    duration: float
+    error: str | None = None
+    output: str | None = None
+    model: str | None = None
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+
+    @property
+    def input(self) -> str:
+        """The user's input text (the run's first message)."""
+        first = self.messages[0] if self.messages else None
+        return first.text if isinstance(first, UserMessage) else ""
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionInfo:
+    """A stored session: its identity, title, size and times."""
+
+    user_id: str
+    session_id: str
+    title: str
+    runs: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionData:
+    """Everything needed to resume a session: its info, runs in order, summary and state.
+
+    ``state`` holds what capabilities keep per session (todo lists, files of the state backend,
+    paused approvals), as JSON.
+    """
+
+    info: SessionInfo
+    runs: list[RunRecord]
+    summary: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)
