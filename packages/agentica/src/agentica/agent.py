@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,10 +29,12 @@ from agentica.errors import UsageError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
+from agentica.run.capability import Capability
 from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, run_events
-from agentica.run.result import AgentMemory, RunResponse
+from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
+from agentica.storage.base import Storage
 from agentica.tools.context import RunContext
 from agentica.tools.execution import ToolSettings
 from agentica.tools.function import Function
@@ -64,15 +67,23 @@ class Agent:
         history: how much of earlier runs is replayed (``HistoryPolicy``).
         output_type: a type the final answer must validate against (a pydantic model, a
             dataclass, ``list[int]``, ...); the run's ``output`` is then the validated value.
-        user_id, session_id: who the conversation belongs to (passed to tools in the context).
+        capabilities: ``Capability`` objects adding tools, prompt text and hooks (workspace
+            memory, the variable space, the deep-agent harness's features).
+        storage: where the conversation is kept (``agentica.storage``); with it, the agent loads
+            the session ``(user_id, session_id)`` on first use and saves every run, so a new
+            process with the same ids continues the conversation.
+        user_id, session_id: who the conversation belongs to and which one it is (with storage
+            they default to ``"default"`` and a fresh id).
     """
 
     __slots__ = (
         "__weakref__",
         "_functions",
+        "_loaded",
         "_output_adapter",
         "_running",
         "_tools",
+        "capabilities",
         "description",
         "history",
         "instructions",
@@ -83,6 +94,7 @@ class Agent:
         "name",
         "output_type",
         "session_id",
+        "storage",
         "tool_settings",
         "user_id",
     )
@@ -100,6 +112,8 @@ class Agent:
         tool_settings: ToolSettings | None = None,
         history: HistoryPolicy | None = None,
         output_type: Any = None,
+        capabilities: Sequence[Capability] = (),
+        storage: Storage | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
@@ -122,9 +136,14 @@ class Agent:
         self.tool_settings = tool_settings or _DEFAULT_TOOL_SETTINGS
         self.history = history or _DEFAULT_HISTORY
         self.output_type = None if output_type is str else output_type
-        self.user_id = user_id
-        self.session_id = session_id
+        self.capabilities = tuple(capabilities)
+        self.storage = storage
+        self.user_id = user_id if user_id is not None else ("default" if storage else None)
+        self.session_id = (
+            session_id if session_id is not None else (uuid.uuid4().hex if storage else None)
+        )
         self.memory = AgentMemory()
+        self._loaded = storage is None
         self._functions: Mapping[str, Function] | None = None
         self._output_adapter: tuple[TypeAdapter[Any], OutputSchema] | None = None
         self._running = False
@@ -143,9 +162,10 @@ class Agent:
 
     @property
     def functions(self) -> Mapping[str, Function]:
-        """Every tool function by name (resolved once, on first use)."""
+        """Every tool function by name, the capabilities' included (resolved once)."""
         if self._functions is None:
-            self._functions = resolve_functions(self._tools)
+            extra = [t for c in self.capabilities for t in c.tools()]
+            self._functions = resolve_functions([*self._tools, *extra])
         return self._functions
 
     def output_adapter(self) -> tuple[TypeAdapter[Any], OutputSchema]:
@@ -178,6 +198,8 @@ class Agent:
             "tool_settings": self.tool_settings,
             "history": self.history,
             "output_type": self.output_type,
+            "capabilities": self.capabilities,
+            "storage": self.storage,
             "user_id": self.user_id,
             "session_id": None,
         }
@@ -186,11 +208,38 @@ class Agent:
             raise UsageError(f"clone() got unknown settings: {', '.join(sorted(unknown))}")
         config.update(changes)
         twin = Agent(**config)
-        if "tools" not in changes:
+        if "tools" not in changes and "capabilities" not in changes:
             twin._functions = self.functions
         if "output_type" not in changes:
             twin._output_adapter = self._output_adapter
         return twin
+
+    # ----------------------------------------------------------------- persistence
+
+    def _ids(self) -> tuple[str, str]:
+        if self.user_id is None or self.session_id is None:
+            raise UsageError("an agent with storage needs a user_id and a session_id")
+        return self.user_id, self.session_id
+
+    async def load(self) -> None:
+        """Load the session from storage (done automatically before the first run)."""
+        if self._loaded or self.storage is None:
+            return
+        data = await self.storage.load_session(*self._ids())
+        if data is not None:
+            self.memory.runs[:0] = data.runs
+            self.memory.summary = data.summary
+            self.memory.state.update(data.state)
+        self._loaded = True
+
+    async def save(self, record: RunRecord) -> None:
+        """Append one finished run to storage (done automatically after every run)."""
+        if self.storage is None:
+            return
+        await self.storage.append_run(
+            *self._ids(), record,
+            summary=self.memory.summary, state=self.memory.state,
+        )  # fmt: skip
 
     # ----------------------------------------------------------------- running
 

@@ -31,6 +31,7 @@ from agentica.errors import (
     ModelResponseError,
     OutputValidationError,
     RunCancelled,
+    StorageError,
     UsageError,
 )
 from agentica.messages import (
@@ -60,7 +61,7 @@ from agentica.run.events import (
     ToolCallStarted,
 )
 from agentica.run.limits import RunLimits
-from agentica.run.result import RunRecord, RunResponse
+from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
 from agentica.tools.call import FunctionCall, render_result
 from agentica.tools.context import RunContext
 from agentica.tools.control import StopRun
@@ -134,6 +135,10 @@ async def _instructions(agent: Agent, ctx: RunContext[Any]) -> str | None:
         text = await value if inspect.isawaitable(value) else value
     parts = [text] if text else []
     parts.extend(t.instructions for t in agent.toolkits if t.instructions)
+    for capability in agent.capabilities:
+        extra = await capability.instructions(ctx)
+        if extra:
+            parts.append(extra)
     if agent.memory.summary:
         parts.append(f"Summary of the earlier conversation:\n{agent.memory.summary}")
     return "\n\n".join(str(p) for p in parts) or None
@@ -148,6 +153,7 @@ async def _start(
 ) -> _RunState:
     user = _user_message(user_input)
     limits = limits or agent.limits
+    await agent.load()
     usage = RunUsage()
     run_id = uuid.uuid4().hex
     ctx: RunContext[Any] = RunContext(
@@ -157,6 +163,7 @@ async def _start(
         agent=agent,
         user_id=agent.user_id,
         session_id=agent.session_id,
+        storage=agent.storage,
     )
     system = await _instructions(agent, ctx)
     window = getattr(agent.model, "context_window", None)
@@ -234,7 +241,7 @@ async def _model_events(
     agent: Agent, state: _RunState, stream: bool
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
     request = ModelRequest(
-        messages=list(state.messages),
+        messages=await _with_slots(agent, state),
         tools=state.request_tools,
         settings=state.settings,
         output_schema=state.output_schema,
@@ -254,6 +261,20 @@ async def _model_events(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+async def _with_slots(agent: Agent, state: _RunState) -> list[Message]:
+    """The request's messages: the conversation with this turn's capability slots inserted after
+    the leading system message (replaced each turn, never stored in the history)."""
+    slots = []
+    for capability in agent.capabilities:
+        text = await capability.system_slot(state.ctx)
+        if text:
+            slots.append(SystemMessage(content=text))
+    if not slots:
+        return list(state.messages)
+    head = 1 if state.messages and isinstance(state.messages[0], SystemMessage) else 0
+    return [*state.messages[:head], *slots, *state.messages[head:]]
 
 
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
@@ -316,13 +337,23 @@ def _parse_output(agent: Agent, state: _RunState, text: str | None) -> tuple[boo
         )
 
 
+def _tool_records(calls: Sequence[FunctionCall]) -> list[ToolCallRecord]:
+    return [
+        ToolCallRecord(
+            id=c.id, name=c.name, arguments=c.call.arguments, status=c.status,
+            content=c.content, duration=c.duration, ref=c.ref,
+        )
+        for c in calls
+    ]  # fmt: skip
+
+
 def _finish(
     agent: Agent,
     state: _RunState,
     message: AssistantMessage | None,
     stop: StopRun | None,
     output: Any = _UNSET,
-) -> RunResponse:
+) -> tuple[RunResponse, RunRecord]:
     if stop is not None:
         content = None if stop.content is None else render_result(stop.content)
         output = stop.content
@@ -332,17 +363,18 @@ def _finish(
         output = content if output is _UNSET else output
         reason = "completed"
     duration = time.monotonic() - state.started
-    agent.memory.runs.append(
-        RunRecord(
-            run_id=state.run_id,
-            messages=state.new_messages,
-            usage=state.usage,
-            status="completed",
-            started_at=state.started_at,
-            duration=duration,
-        )
+    record = RunRecord(
+        run_id=state.run_id,
+        messages=state.new_messages,
+        usage=state.usage,
+        status="completed",
+        started_at=state.started_at,
+        duration=duration,
+        output=content,
+        model=agent.model.id,
+        tool_calls=_tool_records(state.calls),
     )
-    return RunResponse(
+    response = RunResponse(
         run_id=state.run_id,
         content=content,
         output=output,
@@ -353,23 +385,32 @@ def _finish(
         stop_reason=reason,
         duration=duration,
     )
+    return response, record
 
 
-def _record_failure(agent: Agent, state: _RunState, exc: BaseException) -> None:
+def _failure_record(agent: Agent, state: _RunState, exc: BaseException) -> RunRecord:
     cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit | RunCancelled)
-    agent.memory.runs.append(
-        RunRecord(
-            run_id=state.run_id,
-            messages=repair_tool_pairs(
-                state.new_messages, reason="cancelled" if cancelled else "interrupted"
-            ),
-            usage=state.usage,
-            status="cancelled" if cancelled else "failed",
-            started_at=state.started_at,
-            duration=time.monotonic() - state.started,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+    return RunRecord(
+        run_id=state.run_id,
+        messages=repair_tool_pairs(
+            state.new_messages, reason="cancelled" if cancelled else "interrupted"
+        ),
+        usage=state.usage,
+        status="cancelled" if cancelled else "failed",
+        started_at=state.started_at,
+        duration=time.monotonic() - state.started,
+        error=f"{type(exc).__name__}: {exc}",
+        model=agent.model.id,
+        tool_calls=_tool_records(state.calls),
     )
+
+
+async def _end_run(agent: Agent, state: _RunState, record: RunRecord) -> None:
+    """Remember the run: in memory, through the capabilities' hooks, and in storage."""
+    agent.memory.runs.append(record)
+    for capability in agent.capabilities:
+        await capability.after_run(state.ctx, record)
+    await agent.save(record)
 
 
 async def run_events(
@@ -389,6 +430,7 @@ async def run_events(
         )
     agent._running = True
     state: _RunState | None = None
+    ended = False
     try:
         state = await _start(agent, user_input, deps, limits, model_settings)
         yield RunStarted(
@@ -431,20 +473,22 @@ async def run_events(
                         known_tools=tuple(agent.functions),
                     ),
                 )
+                for capability in agent.capabilities:
+                    await capability.after_tools(state.ctx, calls)
                 stop = _record_results(state, calls)  # phase 3: results, in call order
                 for call in calls:
                     yield ToolCallCompleted(call=call)
                 if stop is not None:
-                    yield RunCompleted(response=_finish(agent, state, None, stop))
-                    return
+                    finished = _finish(agent, state, None, stop)
+                    break
                 continue
             if agent.output_type is None:
-                yield RunCompleted(response=_finish(agent, state, message, None))
-                return
+                finished = _finish(agent, state, message, None)
+                break
             ok, value = _parse_output(agent, state, message.content)
             if ok:
-                yield RunCompleted(response=_finish(agent, state, message, None, output=value))
-                return
+                finished = _finish(agent, state, message, None, output=value)
+                break
             if state.output_retries >= state.limits.max_output_retries:
                 raise OutputValidationError(
                     f"the model's answer did not match {agent.output_type!r} after "
@@ -454,9 +498,18 @@ async def run_events(
             retry = UserMessage(content=value)
             state.messages.append(retry)
             state.new_messages.append(retry)
+        run_response, record = finished
+        ended = True
+        await _end_run(agent, state, record)
+        yield RunCompleted(response=run_response)
     except BaseException as exc:
-        if state is not None:
-            _record_failure(agent, state, exc)
+        if state is not None and not ended:
+            ended = True
+            record = _failure_record(agent, state, exc)
+            try:
+                await asyncio.shield(_end_run(agent, state, record))
+            except StorageError as storage_error:  # never hide the run's own error
+                exc.add_note(f"and the failed run could not be saved: {storage_error}")
         raise
     finally:
         agent._running = False

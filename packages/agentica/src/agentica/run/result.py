@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentica.messages import Message, RunUsage
+from agentica.storage.records import RunRecord, ToolCallRecord
 from agentica.tools.call import FunctionCall
 
-__all__ = ["AgentMemory", "RunRecord", "RunResponse"]
+__all__ = ["AgentMemory", "RunRecord", "RunResponse", "ToolCallRecord"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -42,25 +43,14 @@ class RunResponse:
     duration: float
 
 
-@dataclass(slots=True, kw_only=True)
-class RunRecord:
-    """One run as the session remembers it."""
-
-    run_id: str
-    messages: list[Message]
-    usage: RunUsage
-    status: Literal["completed", "failed", "cancelled"]
-    started_at: float
-    duration: float
-    error: str | None = None
-
-
 @dataclass(slots=True)
 class AgentMemory:
-    """The conversation an agent carries: its runs, in order, and a summary of older turns."""
+    """The conversation an agent carries: its runs, in order, a summary of older turns, and the
+    per-session state of its capabilities (saved with the session)."""
 
     runs: list[RunRecord] = field(default_factory=list)
     summary: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def messages(self) -> list[Message]:
@@ -78,3 +68,4 @@ class AgentMemory:
     def clear(self) -> None:
         self.runs.clear()
         self.summary = None
+        self.state.clear()

@@ -45,6 +45,7 @@ class FunctionCall:
         exception: the exception the tool raised, if any (for logs and tests).
         control: a ``StopRun`` or ``Retry`` the tool returned, if any.
         status: ``"pending"``, ``"success"`` or ``"error"``.
+        ref: the reference of the archived output (set by the evidence archive), if any.
         duration: seconds the call took.
     """
 
@@ -55,6 +56,7 @@ class FunctionCall:
         "error",
         "exception",
         "function",
+        "ref",
         "result",
         "status",
     )
@@ -67,6 +69,7 @@ class FunctionCall:
         self.exception: BaseException | None = None
         self.control: StopRun | Retry | None = None
         self.status: Literal["pending", "success", "error"] = "pending"
+        self.ref: str | None = None
         self.duration = 0.0
 
     @property
@@ -79,10 +82,9 @@ class FunctionCall:
 
     @property
     def content(self) -> str:
-        """The text the model receives for this call."""
-        if self.error is not None:
-            return self.error
-        return render_result(self.result)
+        """The text the model receives for this call (with its evidence reference, if archived)."""
+        text = self.error if self.error is not None else render_result(self.result)
+        return text if self.ref is None else f"{text}\n[__ref: {self.ref}]"
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(

@@ -27,9 +27,21 @@ class RunContext(Generic[DepsT]):
         deps: the dependencies passed to ``agent.run(..., deps=...)``.
         usage: the run's usage so far; a tool that calls a model itself may add to it.
         user_id, session_id: who and which conversation the run belongs to, when known.
+        storage: the agent's ``agentica.storage.Storage``, or ``None``.
+        state: a dict private to this run, for capabilities (keyed by their names).
     """
 
-    __slots__ = ("_agent", "_cancel", "deps", "run_id", "session_id", "usage", "user_id")
+    __slots__ = (
+        "_agent",
+        "_cancel",
+        "deps",
+        "run_id",
+        "session_id",
+        "state",
+        "storage",
+        "usage",
+        "user_id",
+    )
 
     def __init__(
         self,
@@ -40,12 +52,15 @@ class RunContext(Generic[DepsT]):
         agent: object | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
+        storage: Any = None,
     ) -> None:
         self.run_id = run_id
         self.deps = deps
         self.usage = usage
         self.user_id = user_id
         self.session_id = session_id
+        self.storage = storage
+        self.state: dict[str, Any] = {}
         self._agent: weakref.ReferenceType[Any] | None = (
             weakref.ref(agent) if agent is not None else None
         )
