@@ -72,8 +72,8 @@ class Agent:
         storage: where the conversation is kept (``agentica.storage``); with it, the agent loads
             the session ``(user_id, session_id)`` on first use and saves every run, so a new
             process with the same ids continues the conversation.
-        user_id, session_id: who the conversation belongs to and which one it is (with storage
-            they default to ``"default"`` and a fresh id).
+        user_id, session_id: who the conversation belongs to and which one it is (defaults:
+            ``"default"`` and a fresh id).
     """
 
     __slots__ = (
@@ -138,10 +138,8 @@ class Agent:
         self.output_type = None if output_type is str else output_type
         self.capabilities = tuple(capabilities)
         self.storage = storage
-        self.user_id = user_id if user_id is not None else ("default" if storage else None)
-        self.session_id = (
-            session_id if session_id is not None else (uuid.uuid4().hex if storage else None)
-        )
+        self.user_id: str = user_id if user_id is not None else "default"
+        self.session_id: str = session_id if session_id is not None else uuid.uuid4().hex
         self.memory = AgentMemory()
         self._loaded = storage is None
         self._functions: Mapping[str, Function] | None = None
@@ -201,7 +199,7 @@ class Agent:
             "capabilities": self.capabilities,
             "storage": self.storage,
             "user_id": self.user_id,
-            "session_id": None,
+            "session_id": uuid.uuid4().hex,
         }
         unknown = set(changes) - set(config)
         if unknown:
@@ -217,8 +215,6 @@ class Agent:
     # ----------------------------------------------------------------- persistence
 
     def _ids(self) -> tuple[str, str]:
-        if self.user_id is None or self.session_id is None:
-            raise UsageError("an agent with storage needs a user_id and a session_id")
         return self.user_id, self.session_id
 
     async def load(self) -> None:

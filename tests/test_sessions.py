@@ -1,0 +1,206 @@
+"""Durable sessions through storage, capabilities' hooks, and the variable space."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from agentica import Agent, RunContext, tool
+from agentica.errors import StorageError
+from agentica.memory.variables import VariableSpace
+from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
+from agentica.models import ModelRequest
+from agentica.run.capability import Capability
+from agentica.storage import InMemoryStorage, Variable, VariableInfo
+from agentica.testing import FunctionModel, ScriptedModel, call, model_error, tool_calls
+
+
+def user_texts(messages: Sequence[Message]) -> list[str]:
+    return [m.text for m in messages if isinstance(m, UserMessage)]
+
+
+async def test_a_new_agent_with_the_same_ids_continues_the_conversation() -> None:
+    storage = InMemoryStorage()
+    first = Agent(model=ScriptedModel(["Hi Ada.", "Noted."]), storage=storage,
+                  user_id="ada", session_id="chat-1")  # fmt: skip
+    await first.run("I am Ada.")
+    await first.run("I like tea.")
+    model = ScriptedModel(["You are Ada and you like tea."])
+    second = Agent(model=model, storage=storage, user_id="ada", session_id="chat-1")
+    response = await second.run("Who am I?")
+    assert response.content == "You are Ada and you like tea."
+    assert user_texts(model.requests[0].messages) == ["I am Ada.", "I like tea.", "Who am I?"]
+    data = await storage.load_session("ada", "chat-1")
+    assert data is not None and [r.input for r in data.runs] == [
+        "I am Ada.", "I like tea.", "Who am I?",
+    ]  # fmt: skip
+    assert data.info.title == "I am Ada."
+    assert data.runs[-1].output == "You are Ada and you like tea."
+
+
+async def test_runs_are_stored_with_tool_calls_and_failed_runs_too() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    storage = InMemoryStorage()
+    model = ScriptedModel([tool_calls(call("add", a=2, b=3)), "5", model_error("down")])
+    agent = Agent(model=model, tools=[add], storage=storage, session_id="s")
+    await agent.run("2+3?")
+    with pytest.raises(Exception, match="down"):
+        await agent.run("again")
+    data = await storage.load_session("default", "s")
+    assert data is not None
+    done, failed = data.runs
+    assert done.status == "completed" and done.tool_calls[0].name == "add"
+    assert done.tool_calls[0].content == "5" and done.tool_calls[0].status == "success"
+    assert done.usage.requests == 2 and done.model == "scripted"
+    assert failed.status == "failed" and "down" in (failed.error or "")
+
+
+async def test_users_never_see_each_others_sessions() -> None:
+    storage = InMemoryStorage()
+    alice = Agent(model=ScriptedModel(["a"]), storage=storage, user_id="alice", session_id="s")
+    await alice.run("alice's secret")
+    model = ScriptedModel(["b"])
+    bob = Agent(model=model, storage=storage, user_id="bob", session_id="s")
+    await bob.run("hello")
+    assert user_texts(model.requests[0].messages) == ["hello"]
+    assert [s.session_id for s in await storage.list_sessions("bob")] == ["s"]
+    assert (await storage.load_session("bob", "s")).runs[0].input == "hello"  # type: ignore[union-attr]
+
+
+class Clock(Capability):
+    """Shows the turn number in a per-turn slot and counts the hooks it saw."""
+
+    name = "clock"
+
+    def __init__(self) -> None:
+        self.after_tools_calls: list[str] = []
+        self.ended: list[str] = []
+
+    async def instructions(self, ctx: RunContext[Any]) -> str | None:
+        return "Keep time."
+
+    async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+        turn = ctx.state.get("turn", 0) + 1
+        ctx.state["turn"] = turn
+        return f"It is turn {turn}."
+
+    async def after_tools(self, ctx: RunContext[Any], calls: Sequence[Any]) -> None:
+        self.after_tools_calls.extend(c.name for c in calls)
+
+    async def after_run(self, ctx: RunContext[Any], record: Any) -> None:
+        self.ended.append(record.status)
+
+
+async def test_capability_slots_are_replaced_each_turn_not_appended() -> None:
+    @tool
+    def ping() -> str:
+        return "pong"
+
+    clock = Clock()
+    model = ScriptedModel([tool_calls("ping"), tool_calls("ping"), "done"])
+    agent = Agent(model=model, tools=[ping], instructions="Be brief.", capabilities=[clock])
+    await agent.run("go")
+    for number, request in enumerate(model.requests, 1):
+        systems = [m.content for m in request.messages if isinstance(m, SystemMessage)]
+        assert systems == ["Be brief.\n\nKeep time.", f"It is turn {number}."]
+    assert clock.after_tools_calls == ["ping", "ping"]
+    assert clock.ended == ["completed"]
+    stored = agent.memory.runs[0].messages
+    assert not any(isinstance(m, SystemMessage) for m in stored)  # slots never enter history
+
+
+# ----------------------------------------------------------------------------- variables
+
+
+@tool
+def read_report() -> str:
+    """Read the quarterly report."""
+    return "Q3 revenue was 4.2 M (up 12%)."
+
+
+def refs(messages: Sequence[Message]) -> list[str]:
+    out = []
+    for m in messages:
+        if isinstance(m, ToolMessage) and "[__ref: " in m.content:
+            out.append(m.content.rsplit("[__ref: ", 1)[1].rstrip("]"))
+    return out
+
+
+async def test_tool_outputs_are_archived_and_cited_by_reference() -> None:
+    def script(messages: list[Message], request: ModelRequest) -> Any:
+        found = refs(messages)
+        tools_seen = sum(isinstance(m, ToolMessage) for m in messages)
+        if tools_seen == 0:
+            return tool_calls("read_report")
+        if tools_seen == 1:
+            return tool_calls(call("var_get", key=found[0]))
+        return f"Revenue grew 12% [{found[0]}]."
+
+    storage = InMemoryStorage()
+    model = FunctionModel(script)
+    agent = Agent(model=model, tools=[read_report], capabilities=[VariableSpace()],
+                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    response = await agent.run("How did revenue do?")
+    ref = refs(model.requests[1].messages)[0]
+    assert ref.startswith("evidence.tool_call.")
+    assert response.content == f"Revenue grew 12% [{ref}]."
+    evidence = await storage.get_variable("u", "s", ref)
+    assert evidence is not None
+    assert evidence.value["tool"] == "read_report" and evidence.value["success"] is True
+    assert evidence.value["output"] == "Q3 revenue was 4.2 M (up 12%)."
+    # var_get(ref) gave the model the original output
+    got = json.loads(response.tool_calls[1].content.rsplit("\n[__ref:", 1)[0])
+    assert got["output"] == "Q3 revenue was 4.2 M (up 12%)."
+    # the stored run remembers which evidence each call produced
+    data = await storage.load_session("u", "s")
+    assert data is not None and data.runs[0].tool_calls[0].ref == ref
+    # the directory slot appears once evidence exists, and says how much there is
+    slot = [m.content for m in model.requests[1].messages if isinstance(m, SystemMessage)][-1]
+    assert "1 archived tool outputs under evidence.*" in slot
+
+
+async def test_variables_tools_and_directory() -> None:
+    model = ScriptedModel([
+        tool_calls(call("var_set", key="totals", value={"north": 165}, summary="sales per region")),
+        tool_calls(call("var_set", key="evidence.fake", value=1)),
+        tool_calls(call("var_get", key="missing")),
+        tool_calls(call("var_list")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[VariableSpace(archive=False)])
+    response = await agent.run("go")
+    outcomes = [(c.status, c.content) for c in response.tool_calls]
+    assert outcomes[0][0] == "success"
+    assert outcomes[1][0] == "error" and "cannot be changed" in outcomes[1][1]
+    assert outcomes[2][0] == "error" and "var_list" in outcomes[2][1]
+    assert outcomes[3] == ("success", "totals: sales per region (14 bytes)")
+    slot = [m.content for m in model.requests[-1].messages if isinstance(m, SystemMessage)][-1]
+    assert slot == "Variables (read with var_get):\n- totals: sales per region (14 bytes)"
+
+
+class BrokenStorage(InMemoryStorage):
+    """A storage whose variable writes fail (a full disk, an unreachable database)."""
+
+    async def set_variable(self, *args: Any, **kwargs: Any) -> VariableInfo:
+        raise StorageError("database unreachable")
+
+    async def get_variable(self, *args: Any, **kwargs: Any) -> Variable | None:
+        return None
+
+
+@pytest.mark.parametrize("required", [True, False])
+async def test_required_archiving_fails_unarchivable_calls(required: bool) -> None:
+    model = ScriptedModel([tool_calls("read_report"), "done"])
+    space = VariableSpace(storage=BrokenStorage(), require_archive=required)
+    await Agent(model=model, tools=[read_report], capabilities=[space]).run("go")
+    (result,) = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    if required:
+        assert result.is_error and "could not be archived" in result.content
+    else:
+        assert result.content == "Q3 revenue was 4.2 M (up 12%)."  # unarchived, no ref
