@@ -24,6 +24,7 @@ from agentica.models.weights import EMBEDDED_MODELS, weights_status
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.timeout(900),  # real model runs: slow when the machine is busy
     pytest.mark.skipif(
         weights_status(EMBEDDED_MODELS["qwen2.5-coder-0.5b-instruct"]) == "missing",
         reason="the local-small extra is not installed",

@@ -59,8 +59,9 @@ DEMO_TASK = (
 INSTRUCTIONS = (
     "You are a careful assistant working in a small workspace. Use the tools to do the "
     "work: run_python runs Python code in the workspace (standard library only; print what you "
-    "need), write_file saves files. Do the steps one at a time and finish with a short summary "
-    "of the result."
+    "need), write_file saves files. For a task on files, prefer one run_python call whose code "
+    "reads the input files, computes the result, writes the output file and prints it. Never "
+    "guess a file's content: read it or compute it. Finish with a short summary of the result."
 )
 
 
@@ -126,7 +127,7 @@ class WorkspaceTools(Tool):
                 "e.g. import csv; print(open('sales.csv').read())"
             )
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-c", code, cwd=self.root,
+            sys.executable, "-E", "-s", "-c", code, cwd=self.root,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
@@ -142,7 +143,7 @@ class WorkspaceTools(Tool):
         if process.returncode:
             hint = "Fix the error and run corrected code (not the same code again)."
             missing = re.search(r"No module named '([\w.]+)'", text)
-            if missing:
+            if missing and not (self.root / f"{missing.group(1).split('.')[0]}.py").exists():
                 hint = (
                     f"The module {missing.group(1)!r} is not installed here: only the Python "
                     "standard library is available. Rewrite the code with the csv module."
@@ -174,18 +175,19 @@ def _evaluate(node: ast.AST) -> float:
 
 
 @tool
-def calculator(expression: str) -> float:
+def calculator(expression: str) -> float | int:
     """Evaluate an arithmetic expression such as "(120 + 45) * 2".
 
     Args:
         expression: numbers with + - * / // % ** and parentheses.
     """
     try:
-        return _evaluate(ast.parse(expression, mode="eval"))
+        value = _evaluate(ast.parse(expression, mode="eval"))
     except SyntaxError:
         raise ToolError(f"{expression!r} is not an arithmetic expression") from None
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
 def check_report(root: Path) -> str | None:

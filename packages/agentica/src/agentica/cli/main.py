@@ -4,6 +4,7 @@
 agentica run "task" [--model M] [--base-url URL] [--api-key KEY] [--tool module:function ...]
 agentica demo [--model M]                 an agent solves a small task on the embedded model
 agentica models list | pull | where | serve
+agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
 ``run`` streams the run to the terminal (text as it arrives, one line per tool call, a summary
 line). ``--model`` takes a model string (``deepseek:deepseek-chat``, ``local``) or, with
@@ -26,6 +27,7 @@ from agentica import __version__
 from agentica.agent import Agent
 from agentica.cli import demo as demo_command
 from agentica.cli import models_cmd as models_command
+from agentica.cli import sessions_cmd as sessions_command
 from agentica.errors import AgenticaError, UsageError
 from agentica.models.base import Model, ModelSettings
 from agentica.models.openai import OpenAILike
@@ -67,12 +69,16 @@ async def _run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     sys.path.insert(0, os.getcwd())
     model = build_model(args.model, args.base_url, args.api_key)
+    storage = sessions_command.storage_from(args) if args.session else None
     agent = Agent(
         model=model,
         tools=[_load_tool(spec) for spec in args.tool],
         instructions=args.instructions,
         model_settings=ModelSettings(temperature=args.temperature, max_tokens=args.max_tokens),
         limits=RunLimits(max_turns=args.max_turns),
+        storage=storage,
+        user_id=args.user,
+        session_id=args.session,
     )
     printer = EventPrinter(console, show_reasoning=args.reasoning)
     try:
@@ -85,6 +91,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     finally:
         await model.aclose()
+        if storage is not None:
+            await storage.aclose()
     return 0
 
 
@@ -109,8 +117,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=None, help="output tokens per model call")
     run.add_argument("--max-turns", type=int, default=100, help="model calls per run")
     run.add_argument("--reasoning", action="store_true", help="show reasoning text")
+    run.add_argument("--session", help="continue (or start) this stored session")
+    sessions_command.add_storage_options(run)
     demo_command.add_parser(commands)
     models_command.add_parser(commands)
+    sessions_command.add_parser(commands)
     return parser
 
 
@@ -123,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = demo_command.run(args)
         elif args.command == "models":
             code = models_command.run(args)
+        elif args.command == "sessions":
+            code = sessions_command.run(args)
         else:  # pragma: no cover - argparse rejects unknown commands
             code = 2
     except UsageError as exc:

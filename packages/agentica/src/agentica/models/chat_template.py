@@ -50,8 +50,9 @@ def _example_arguments(parameters: dict[str, Any]) -> dict[str, Any]:
     return example
 
 
-def tool_instructions(tools: Sequence[ToolDefinition]) -> str:
-    """The system-prompt section that offers ``tools`` and says how to call them."""
+def tool_instructions(tools: Sequence[ToolDefinition], *, parallel: bool = True) -> str:
+    """The system-prompt section that offers ``tools`` and says how to call them (``parallel``:
+    whether several independent calls may share one reply)."""
     lines = ["# Tools", "", "You can call these tools (JSON schema of each tool's arguments):"]
     for t in tools:
         lines.append(
@@ -66,9 +67,17 @@ def tool_instructions(tools: Sequence[ToolDefinition]) -> str:
         "",
         "To call a tool, reply with only a JSON object like this example, and nothing else:",
         example,
-        "Use a tool's exact name and give every required argument. To call several tools at "
-        "once, write one JSON object per line. Multi-line text goes in a JSON string with \\n.",
-        "After you receive the tool results, answer the user in plain text.",
+        "Use a tool's exact name and give every required argument; multi-line text goes in a "
+        "JSON string with \\n.",
+        "Call one tool at a time and wait for its result before the next step: never guess what "
+        "a file contains or what code prints."
+        + (
+            " Write several JSON objects, one per line, only for calls that do not depend on "
+            "each other."
+            if parallel
+            else " Write exactly one JSON object per reply."
+        ),
+        "When every step of the task is done, answer the user in plain text.",
     ]
     return "\n".join(lines)
 
@@ -85,7 +94,7 @@ def _call_json(message: AssistantMessage) -> str:
 
 
 def prompted_messages(
-    messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()
+    messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *, parallel: bool = True
 ) -> list[Message]:
     """``messages`` for a model without native tool calling: one system message that offers the
     tools, earlier calls as JSON text, and results as ``<tool_response>`` blocks of a user turn.
@@ -93,7 +102,7 @@ def prompted_messages(
     system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
     system = system or DEFAULT_SYSTEM
     if tools:
-        system = f"{system}\n\n{tool_instructions(tools)}"
+        system = f"{system}\n\n{tool_instructions(tools, parallel=parallel)}"
     out: list[Message] = [SystemMessage(content=system)]
     pending: list[str] = []
 
@@ -117,10 +126,12 @@ def prompted_messages(
     return out
 
 
-def render_chatml(messages: Sequence[Message], tools: Sequence[ToolDefinition] = ()) -> str:
+def render_chatml(
+    messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *, parallel: bool = True
+) -> str:
     """The full ChatML prompt for ``messages``, ending with an open assistant turn."""
     out = []
-    for message in prompted_messages(messages, tools):
+    for message in prompted_messages(messages, tools, parallel=parallel):
         if isinstance(message, UserMessage) and not isinstance(message.content, str):
             text = "\n".join(
                 "[image]" if isinstance(p, ImagePart) else p.text for p in message.content

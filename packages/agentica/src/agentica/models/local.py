@@ -101,7 +101,7 @@ class LocalModel:
         self.n_ctx = n_ctx
         self.threads = threads or os.cpu_count() or 2
         self.parallel = parallel
-        self.settings = ModelSettings(temperature=0.0).merged(settings)
+        self.settings = ModelSettings(temperature=0.0, parallel_tool_calls=False).merged(settings)
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.retry = RetryPolicy(max_retries=1)
@@ -187,7 +187,9 @@ class LocalModel:
         s = self.settings.merged(request.settings)
         tools = () if s.tool_choice == "none" else request.tools
         body: dict[str, Any] = {
-            "prompt": render_chatml(request.messages, tools),
+            "prompt": render_chatml(
+                request.messages, tools, parallel=s.parallel_tool_calls is not False
+            ),
             "max_tokens": s.max_tokens or self.max_tokens,
             "temperature": s.temperature if s.temperature is not None else 0.0,
             "stop": list(CHATML_STOP) + list(s.stop or ()),
@@ -206,20 +208,23 @@ class LocalModel:
             body.update(s.extra_body)
         return body
 
-    def _tool_names(self, request: ModelRequest) -> list[str]:
-        if self.settings.merged(request.settings).tool_choice == "none":
-            return []
-        return [t.name for t in request.tools]
+    def _tool_policy(self, request: ModelRequest) -> tuple[list[str], bool]:
+        """The tool names to parse from the reply, and whether to keep only the first call."""
+        s = self.settings.merged(request.settings)
+        if s.tool_choice == "none":
+            return [], False
+        return [t.name for t in request.tools], s.parallel_tool_calls is False
 
     def _timeout(self, settings: ModelSettings) -> float:
         return settings.timeout or self.settings.timeout or self.timeout
 
     def _message(
-        self, text: str, tool_names: list[str], usage: Usage, finish: str | None
+        self, text: str, policy: tuple[list[str], bool], usage: Usage, finish: str | None
     ) -> AssistantMessage:
+        tool_names, first_only = policy
         if tool_names:
             parsed = parse_tool_calls(text, tool_names)
-            calls = as_tool_calls(parsed)
+            calls = as_tool_calls(parsed, first_only=first_only)
             content = parsed.text or None
         else:
             calls, content = [], text.strip() or None
@@ -235,7 +240,7 @@ class LocalModel:
         base = await self.start()
         body = dumps(self.build_body(request, stream=False))
         timeout = self._timeout(request.settings)
-        tool_names = self._tool_names(request)
+        policy = self._tool_policy(request)
 
         async def attempt() -> ModelResponse:
             data = await post_json(
@@ -259,7 +264,7 @@ class LocalModel:
                     retryable=True,
                 ) from exc
             message = self._message(
-                text, tool_names, _usage(data.get("usage")), choice.get("finish_reason")
+                text, policy, _usage(data.get("usage")), choice.get("finish_reason")
             )
             return ModelResponse(message=message, provider="local", response_id=data.get("id"))
 
@@ -269,14 +274,15 @@ class LocalModel:
         base = await self.start()
         body = dumps(self.build_body(request, stream=True))
         timeout = self._timeout(request.settings)
-        tool_names = self._tool_names(request)
-        async with aclosing(self._stream(base, body, timeout, tool_names)) as events:
+        policy = self._tool_policy(request)
+        async with aclosing(self._stream(base, body, timeout, policy)) as events:
             async for event in events:
                 yield event
 
     async def _stream(
-        self, base: str, body: bytes, timeout: float, tool_names: list[str]
+        self, base: str, body: bytes, timeout: float, policy: tuple[list[str], bool]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
+        tool_names, first_only = policy
         splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
         assembler = StreamAssembler()
         usage: Usage | None = None
@@ -337,7 +343,7 @@ class LocalModel:
                 delta = TextDelta(parsed.text)
                 assembler.add(delta)
                 yield delta
-            calls = as_tool_calls(parsed)
+            calls = as_tool_calls(parsed, first_only=first_only)
         for index, call in enumerate(calls):
             call_delta = ToolCallDelta(
                 index=index, id=call.id, name=call.name, arguments=call.arguments

@@ -177,7 +177,11 @@ class OpenAIChat:
         messages = request.messages
         tools = request.tools
         if self.tool_mode == "text":
-            messages = prompted_messages(messages, () if s.tool_choice == "none" else tools)
+            messages = prompted_messages(
+                messages,
+                () if s.tool_choice == "none" else tools,
+                parallel=s.parallel_tool_calls is not False,
+            )
             tools = ()
         body: dict[str, Any] = {
             "model": self._id,

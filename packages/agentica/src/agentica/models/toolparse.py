@@ -499,10 +499,11 @@ class ToolCallStreamSplitter:
         return ParsedReply(text=text, calls=calls, malformed=malformed)
 
 
-def as_tool_calls(parsed: ParsedReply) -> list[ToolCall]:
+def as_tool_calls(parsed: ParsedReply, *, first_only: bool = False) -> list[ToolCall]:
     """The calls to hand to the engine: the recognised ones, then each malformed attempt as a call
     the engine refuses with an explanation (unknown tool, arguments that are not JSON), so the
-    model learns what to fix and an attempted call never ends up as the answer."""
+    model learns what to fix and an attempted call never ends up as the answer. ``first_only``
+    keeps just the first (for models told to make one call per reply)."""
     calls = list(parsed.calls)
     for bad in parsed.malformed:
         if bad.name:
@@ -512,4 +513,4 @@ def as_tool_calls(parsed: ParsedReply) -> list[ToolCall]:
             calls.append(
                 ToolCall(id=new_tool_call_id(), name="invalid_tool_call", arguments=arguments)
             )
-    return calls
+    return calls[:1] if first_only else calls

@@ -4,6 +4,14 @@
 - ``RunRecord``, ``ToolCallRecord``, ``SessionInfo``, ``SessionData``: what is stored (records.py)
 - ``encode_run`` / ``decode_run``: the versioned JSON format (codec.py)
 - ``InMemoryStorage``: a dict, for tests and throw-away sessions (memory.py)
+- ``SQLStorage`` / ``SQLiteStorage``: SQLite (the default, ``default_sqlite_path()``) or
+  PostgreSQL through SQLAlchemy's async Core, schema managed by alembic (sql.py, migrations/)
+- ``JSONFileStorage``: one directory per session, one JSON file per run, for debugging
+  (jsonfile.py)
+- ``open_storage``: a backend from ``"memory"``, a URL, a ``.db`` path or a directory (factory.py)
+
+SQLAlchemy and alembic are imported on a storage's first use, in a worker thread: importing this
+package stays cheap.
 """
 
 from agentica.storage.base import (
@@ -14,14 +22,20 @@ from agentica.storage.base import (
     VariableInfo,
 )
 from agentica.storage.codec import RUN_FORMAT_VERSION, decode_run, dump_run, encode_run, load_run
+from agentica.storage.factory import open_storage
+from agentica.storage.jsonfile import JSONFileStorage
 from agentica.storage.memory import InMemoryStorage
 from agentica.storage.records import RunRecord, SessionData, SessionInfo, ToolCallRecord
+from agentica.storage.sql import SQLiteStorage, SQLStorage, default_sqlite_path
 
 __all__ = [
     "MAX_VARIABLE_BYTES",
     "RUN_FORMAT_VERSION",
     "InMemoryStorage",
+    "JSONFileStorage",
     "RunRecord",
+    "SQLStorage",
+    "SQLiteStorage",
     "SessionData",
     "SessionInfo",
     "SessionNotFound",
@@ -30,7 +44,9 @@ __all__ = [
     "Variable",
     "VariableInfo",
     "decode_run",
+    "default_sqlite_path",
     "dump_run",
     "encode_run",
     "load_run",
+    "open_storage",
 ]

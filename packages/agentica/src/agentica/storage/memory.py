@@ -66,7 +66,10 @@ class InMemoryStorage:
             return None
         return SessionData(
             info=self._info((user_id, session_id), session),
-            runs=[decode_run(text) for text in session.runs],
+            runs=[
+                decode_run(text, where=f"run {seq} of session {session_id!r} of user {user_id!r}")
+                for seq, text in enumerate(session.runs, 1)
+            ],
             summary=session.summary,
             state=json.loads(session.state),
         )

@@ -1,0 +1,537 @@
+"""``JSONFileStorage``: sessions and variables as JSON files in a directory, for debugging.
+
+Layout, every name percent-encoded by ``file_name`` (no id can name ``..`` or contain ``/``)::
+
+    <directory>/<user>/<session>/session.json          ids, title, times, run count, summary, state
+                                 runs/00000001.json     one run record (the codec's envelope)
+                                 variables/<key>.json   key, summary, size, time and value hash
+                                 values/<sha256>.json   a value, shared by keys holding equal values
+
+Every file is written atomically (temporary file, fsync, ``os.replace``, fsync of the directory).
+``session.json`` is written last and its run count is what a load reads, so a crash in the middle
+of ``append_run`` leaves the session as it was. A fork hard-links the runs and values (stored
+once). All file I/O runs in worker threads, never on the event loop; writes are serialised by a
+lock of the storage object, so one process at a time should write to a directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import string
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from agentica.errors import SessionFormatError, StorageError
+from agentica.storage.base import (
+    SessionNotFound,
+    Variable,
+    VariableInfo,
+    check_ids,
+    check_variable,
+)
+from agentica.storage.codec import decode_run, dump_run
+from agentica.storage.records import RunRecord, SessionData, SessionInfo
+
+__all__ = ["JSONFileStorage", "file_name"]
+
+_FILE_VERSION = 1
+_SAFE = frozenset(string.ascii_letters + string.digits + "_-")
+_MAX_NAME = 120
+
+
+def _escape(char: str) -> str:
+    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+
+
+def file_name(text: str) -> str:
+    """A file name for an id or key: letters, digits, ``_`` and ``-`` kept, the rest ``%XX``.
+
+    Names longer than 120 characters become a readable prefix, ``~`` and a SHA-256 digest (``~``
+    is always escaped, so such a name never equals an encoded one).
+    """
+    encoded = "".join(char if char in _SAFE else _escape(char) for char in text)
+    if len(encoded) <= _MAX_NAME:
+        return encoded
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return f"{encoded[:60]}~{digest}"
+
+
+def _decoded_name(name: str) -> str | None:
+    """The text ``file_name`` encoded, or ``None`` for a digest name (read the file instead)."""
+    return None if "~" in name else unquote(name, errors="surrogatepass")
+
+
+def _run_file(seq: int) -> str:
+    return f"{seq:08d}.json"
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a crash leaves the old file or the new one."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _make_directories(path: Path, root: Path) -> None:
+    """``mkdir -p`` that also makes each new directory's entry durable."""
+    root.mkdir(parents=True, exist_ok=True)
+    missing = [p for p in (path, *path.parents) if root in p.parents]
+    for directory in reversed([p for p in missing if not p.exists()]):
+        directory.mkdir(exist_ok=True)
+        _fsync_directory(directory.parent)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link ``source`` (stored once); copy where the file system has no hard links."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError as exc:
+        raise SessionFormatError(
+            f"{what} ({path}) is not valid JSON (truncated or corrupted): {exc}"
+        ) from None
+
+
+def _check_envelope(data: Any, kind: str, where: str) -> dict[str, Any]:
+    """``data`` if it is an agentica ``kind`` file of a version this code reads."""
+    if not isinstance(data, dict) or data.get("format") != f"agentica.{kind}":
+        raise SessionFormatError(f"{where} is not an agentica {kind} file: it is damaged")
+    version = data.get("version")
+    if not isinstance(version, int) or version < 1:
+        raise SessionFormatError(f"{where} has no valid format version ({version!r})")
+    if version > _FILE_VERSION:
+        raise SessionFormatError(
+            f"{where} was written by a newer agentica ({kind} format v{version}; this version "
+            f"reads up to v{_FILE_VERSION}): upgrade agentica to load it"
+        )
+    return data
+
+
+@dataclass(slots=True, kw_only=True)
+class _SessionFile:
+    """The contents of ``session.json``."""
+
+    user_id: str
+    session_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    runs: int
+    summary: str | None
+    state: dict[str, Any]
+
+    def dump(self) -> str:
+        data = {"format": "agentica.session", "version": _FILE_VERSION, "user_id": self.user_id,
+                "session_id": self.session_id, "title": self.title, "created_at": self.created_at,
+                "updated_at": self.updated_at, "runs": self.runs, "summary": self.summary,
+                "state": self.state}  # fmt: skip
+        return json.dumps(data, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> _SessionFile:
+        fields = _check_envelope(data, "session", where)
+        try:
+            parsed = cls(
+                user_id=fields["user_id"], session_id=fields["session_id"], title=fields["title"],
+                created_at=float(fields["created_at"]), updated_at=float(fields["updated_at"]),
+                runs=int(fields["runs"]), summary=fields.get("summary"),
+                state=fields.get("state") or {},
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SessionFormatError(f"{where} is damaged: {type(exc).__name__}: {exc}") from None
+        if not isinstance(parsed.state, dict) or parsed.runs < 0:
+            raise SessionFormatError(f"{where} is damaged: bad state or run count")
+        return parsed
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(
+            user_id=self.user_id, session_id=self.session_id, title=self.title, runs=self.runs,
+            created_at=self.created_at, updated_at=self.updated_at,
+        )  # fmt: skip
+
+
+@dataclass(slots=True, kw_only=True)
+class _VariableFile:
+    """The contents of ``variables/<key>.json`` (the value is in ``values/<hash>.json``)."""
+
+    key: str
+    summary: str | None
+    size: int
+    updated_at: float
+    hash: str
+
+    def dump(self) -> str:
+        data = {"format": "agentica.variable", "version": _FILE_VERSION, "key": self.key,
+                "summary": self.summary, "size": self.size, "updated_at": self.updated_at,
+                "hash": self.hash}  # fmt: skip
+        return json.dumps(data, ensure_ascii=False, indent=1)
+
+    @classmethod
+    def read(cls, path: Path, where: str) -> _VariableFile:
+        fields = _check_envelope(_read_json(path, where), "variable", where)
+        try:
+            return cls(
+                key=fields["key"], summary=fields.get("summary"), size=int(fields["size"]),
+                updated_at=float(fields["updated_at"]), hash=str(fields["hash"]),
+            )  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SessionFormatError(f"{where} is damaged: {type(exc).__name__}: {exc}") from None
+
+    def info(self) -> VariableInfo:
+        return VariableInfo(
+            key=self.key, summary=self.summary, size=self.size, updated_at=self.updated_at
+        )
+
+
+class JSONFileStorage:
+    """Sessions and variables as JSON files under ``directory`` (created on first write)."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory).expanduser().absolute()
+        self._write_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"JSONFileStorage({str(self.directory)!r})"
+
+    def _session_dir(self, user_id: str, session_id: str) -> Path:
+        return self.directory / file_name(user_id) / file_name(session_id)
+
+    @staticmethod
+    def _where(user_id: str, session_id: str) -> str:
+        return f"session {session_id!r} of user {user_id!r}"
+
+    def _read_session(self, directory: Path, where: str) -> _SessionFile | None:
+        path = directory / "session.json"
+        try:
+            data = _read_json(path, f"the metadata of {where}")
+        except FileNotFoundError:
+            return None
+        return _SessionFile.parse(data, f"the metadata of {where} ({path})")
+
+    def _require_session(self, user_id: str, session_id: str) -> _SessionFile:
+        session = self._read_session(
+            self._session_dir(user_id, session_id), self._where(user_id, session_id)
+        )
+        if session is None:
+            raise SessionNotFound(f"no session {session_id!r} for user {user_id!r}")
+        return session
+
+    def _write_session(self, session: _SessionFile) -> None:
+        directory = self._session_dir(session.user_id, session.session_id)
+        _make_directories(directory / "runs", self.directory)
+        _write_atomic(directory / "session.json", session.dump())
+
+    def _new_session(self, user_id: str, session_id: str, title: str, now: float) -> _SessionFile:
+        return _SessionFile(
+            user_id=user_id, session_id=session_id, title=title, created_at=now, updated_at=now,
+            runs=0, summary=None, state={},
+        )  # fmt: skip
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    async def load_session(self, user_id: str, session_id: str) -> SessionData | None:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._load, user_id, session_id)
+
+    def _load(self, user_id: str, session_id: str) -> SessionData | None:
+        directory = self._session_dir(user_id, session_id)
+        where = self._where(user_id, session_id)
+        session = self._read_session(directory, where)
+        if session is None:
+            return None
+        runs = []
+        for seq in range(1, session.runs + 1):
+            path = directory / "runs" / _run_file(seq)
+            try:
+                text = path.read_bytes()
+            except FileNotFoundError:
+                raise SessionFormatError(
+                    f"{where} is damaged: run {seq} of {session.runs} is missing ({path})"
+                ) from None
+            runs.append(decode_run(text, where=f"run {seq} of {where} ({path})"))
+        return SessionData(
+            info=session.info(), runs=runs, summary=session.summary, state=session.state
+        )
+
+    async def append_run(
+        self,
+        user_id: str,
+        session_id: str,
+        run: RunRecord,
+        *,
+        title: str | None = None,
+        summary: str | None = None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        check_ids(user_id, session_id)
+        record = json.dumps(dump_run(run), ensure_ascii=False, indent=1)
+        state_copy = json.loads(json.dumps(dict(state))) if state is not None else None
+        new_title = title or run.input[:80] or session_id
+        await asyncio.to_thread(
+            self._append, user_id, session_id, record, new_title, summary, state_copy
+        )
+
+    def _append(
+        self,
+        user_id: str,
+        session_id: str,
+        record: str,
+        title: str,
+        summary: str | None,
+        state: dict[str, Any] | None,
+    ) -> None:
+        now = time.time()
+        directory = self._session_dir(user_id, session_id)
+        with self._write_lock:
+            session = self._read_session(directory, self._where(user_id, session_id))
+            if session is None:
+                session = self._new_session(user_id, session_id, title, now)
+                _make_directories(directory / "runs", self.directory)
+            _write_atomic(directory / "runs" / _run_file(session.runs + 1), record)
+            session.runs += 1
+            session.updated_at = now
+            if summary is not None:
+                session.summary = summary
+            if state is not None:
+                session.state = state
+            _write_atomic(directory / "session.json", session.dump())
+
+    async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:
+        check_ids(user_id, "-")
+        return await asyncio.to_thread(self._list_sessions, user_id, limit)
+
+    def _list_sessions(self, user_id: str, limit: int) -> list[SessionInfo]:
+        user_dir = self.directory / file_name(user_id)
+        try:
+            names = [name for name in os.listdir(user_dir) if not name.startswith(".")]
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            where = f"session directory {name!r} of user {user_id!r}"
+            session = self._read_session(user_dir / name, where)
+            if session is not None and session.user_id == user_id:
+                found.append(session.info())
+        found.sort(key=lambda info: (-info.updated_at, info.session_id))
+        return found[: max(limit, 0)]
+
+    async def rename_session(self, user_id: str, session_id: str, title: str) -> None:
+        check_ids(user_id, session_id)
+        await asyncio.to_thread(self._rename, user_id, session_id, title)
+
+    def _rename(self, user_id: str, session_id: str, title: str) -> None:
+        with self._write_lock:
+            session = self._require_session(user_id, session_id)
+            session.title = title
+            self._write_session(session)
+
+    async def delete_session(self, user_id: str, session_id: str) -> bool:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._delete_session, user_id, session_id)
+
+    def _delete_session(self, user_id: str, session_id: str) -> bool:
+        directory = self._session_dir(user_id, session_id)
+        with self._write_lock:
+            if not directory.is_dir():
+                return False
+            existed = (directory / "session.json").exists()
+            # one atomic rename makes it disappear; the tree is removed afterwards
+            doomed = directory.with_name(f".deleted-{secrets.token_hex(6)}")
+            os.rename(directory, doomed)
+            _fsync_directory(directory.parent)
+            shutil.rmtree(doomed, ignore_errors=True)
+            return existed
+
+    async def fork_session(
+        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+    ) -> SessionInfo:
+        check_ids(user_id, session_id)
+        check_ids(user_id, new_session_id)
+        return await asyncio.to_thread(self._fork, user_id, session_id, new_session_id, title)
+
+    def _fork(self, user_id: str, session_id: str, new_id: str, title: str | None) -> SessionInfo:
+        source_dir = self._session_dir(user_id, session_id)
+        target_dir = self._session_dir(user_id, new_id)
+        with self._write_lock:
+            source = self._require_session(user_id, session_id)
+            if (target_dir / "session.json").exists():
+                raise StorageError(f"session {new_id!r} already exists for {user_id!r}")
+            shutil.rmtree(target_dir, ignore_errors=True)  # a leftover of an interrupted write
+            building = target_dir.with_name(f".fork-{secrets.token_hex(6)}")
+            (building / "runs").mkdir(parents=True)
+            for seq in range(1, source.runs + 1):
+                name = _run_file(seq)
+                _link_or_copy(source_dir / "runs" / name, building / "runs" / name)
+            for sub in ("variables", "values"):
+                if (source_dir / sub).is_dir():
+                    (building / sub).mkdir()
+                    for name in os.listdir(source_dir / sub):
+                        if not name.startswith("."):
+                            _link_or_copy(source_dir / sub / name, building / sub / name)
+            now = time.time()
+            twin = replace(source, session_id=new_id, title=title or f"{source.title} (fork)",
+                           created_at=now, updated_at=now)  # fmt: skip
+            _write_atomic(building / "session.json", twin.dump())
+            os.rename(building, target_dir)
+            _fsync_directory(target_dir.parent)
+            return twin.info()
+
+    # -- variables ------------------------------------------------------------------------------
+
+    async def set_variable(
+        self, user_id: str, session_id: str, key: str, value: Any, *, summary: str | None = None
+    ) -> VariableInfo:
+        check_ids(user_id, session_id)
+        encoded = json.dumps(value, ensure_ascii=False)
+        size = len(encoded.encode())
+        check_variable(key, size)
+        variable = _VariableFile(key=key, summary=summary, size=size, updated_at=time.time(),
+                                 hash=hashlib.sha256(encoded.encode()).hexdigest())  # fmt: skip
+        await asyncio.to_thread(self._set_variable, user_id, session_id, variable, encoded)
+        return variable.info()
+
+    def _set_variable(
+        self, user_id: str, session_id: str, variable: _VariableFile, encoded: str
+    ) -> None:
+        directory = self._session_dir(user_id, session_id)
+        with self._write_lock:
+            if self._read_session(directory, self._where(user_id, session_id)) is None:
+                self._write_session(
+                    self._new_session(user_id, session_id, session_id, variable.updated_at)
+                )
+            _make_directories(directory / "values", self.directory)
+            _make_directories(directory / "variables", self.directory)
+            value_path = directory / "values" / f"{variable.hash}.json"
+            if not value_path.exists():
+                _write_atomic(value_path, encoded)
+            path = directory / "variables" / f"{file_name(variable.key)}.json"
+            old = self._old_hash(path)
+            _write_atomic(path, variable.dump())
+            if old is not None and old != variable.hash:
+                self._drop_value_if_unused(directory, old)
+
+    @staticmethod
+    def _old_hash(path: Path) -> str | None:
+        """The value hash of an existing variable file (``None``: none, or unreadable)."""
+        try:
+            return _VariableFile.read(path, str(path)).hash
+        except (FileNotFoundError, SessionFormatError):
+            return None
+
+    @staticmethod
+    def _drop_value_if_unused(directory: Path, digest: str) -> None:
+        """Delete ``values/<digest>.json`` if no variable of the session refers to it."""
+        variables = directory / "variables"
+        for name in os.listdir(variables):
+            if not name.startswith(".") and JSONFileStorage._old_hash(variables / name) == digest:
+                return
+        (directory / "values" / f"{digest}.json").unlink(missing_ok=True)
+
+    async def get_variable(self, user_id: str, session_id: str, key: str) -> Variable | None:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._get_variable, user_id, session_id, key)
+
+    def _get_variable(self, user_id: str, session_id: str, key: str) -> Variable | None:
+        directory = self._session_dir(user_id, session_id)
+        where = f"variable {key!r} of {self._where(user_id, session_id)}"
+        path = directory / "variables" / f"{file_name(key)}.json"
+        with self._write_lock:  # a value is never read while a writer may delete it
+            try:
+                variable = _VariableFile.read(path, f"{where} ({path})")
+            except FileNotFoundError:
+                return None
+            value_path = directory / "values" / f"{variable.hash}.json"
+            try:
+                value = _read_json(value_path, f"the value of {where}")
+            except FileNotFoundError:
+                raise SessionFormatError(
+                    f"the value of {where} is missing ({value_path})"
+                ) from None
+        return Variable(info=variable.info(), value=value)
+
+    async def list_variables(
+        self, user_id: str, session_id: str, *, prefix: str = "", limit: int = 100
+    ) -> list[VariableInfo]:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._list_variables, user_id, session_id, prefix, limit)
+
+    def _list_variables(
+        self, user_id: str, session_id: str, prefix: str, limit: int
+    ) -> list[VariableInfo]:
+        directory = self._session_dir(user_id, session_id) / "variables"
+        where = self._where(user_id, session_id)
+        try:
+            names = [n for n in os.listdir(directory) if n.endswith(".json") and n[0] != "."]
+        except FileNotFoundError:
+            return []
+        read: dict[str, _VariableFile] = {}
+        keys: list[tuple[str, str]] = []
+        for name in names:  # the file names are the index: only digest names need a read
+            key = _decoded_name(name[: -len(".json")])
+            if key is None:
+                read[name] = _VariableFile.read(directory / name, f"a variable of {where}")
+                key = read[name].key
+            if key.startswith(prefix):
+                keys.append((key, name))
+        keys.sort()
+        return [
+            (read.get(name) or self._variable_file(directory / name, key, where)).info()
+            for key, name in keys[: max(limit, 0)]
+        ]
+
+    @staticmethod
+    def _variable_file(path: Path, key: str, where: str) -> _VariableFile:
+        return _VariableFile.read(path, f"variable {key!r} of {where} ({path})")
+
+    async def delete_variable(self, user_id: str, session_id: str, key: str) -> bool:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._delete_variable, user_id, session_id, key)
+
+    def _delete_variable(self, user_id: str, session_id: str, key: str) -> bool:
+        directory = self._session_dir(user_id, session_id)
+        path = directory / "variables" / f"{file_name(key)}.json"
+        with self._write_lock:
+            old = self._old_hash(path)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+            _fsync_directory(path.parent)
+            if old is not None:
+                self._drop_value_if_unused(directory, old)
+            return True
+
+    async def aclose(self) -> None:
+        return None
