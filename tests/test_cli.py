@@ -77,3 +77,36 @@ async def test_a_bad_tool_spec_is_a_usage_error() -> None:
         "run", "hi", "--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--tool", "nope"
     )
     assert code == 2 and "module:function" in err
+
+
+async def test_sessions_resume_and_manage(
+    fake_openai: Callable[..., Awaitable[FakeOpenAIServer]], tmp_path: Path
+) -> None:
+    def echo_history(body: dict[str, Any]) -> str:
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        return "seen: " + " | ".join(users)
+
+    server = await fake_openai(echo_history)
+    db = str(tmp_path / "sessions.db")
+    common = ("--model", "fake", "--base-url", server.base_url, "--storage", db, "--user", "ada")
+    code, out, err = await agentica_cli("run", "first question", "--session", "work", *common)
+    assert code == 0, err
+    code, out, err = await agentica_cli("run", "second question", "--session", "work", *common)
+    assert code == 0, err
+    assert "seen: first question | second question" in out  # resumed from the stored session
+
+    manage = ("--storage", db, "--user", "ada")
+    code, out, _ = await agentica_cli("sessions", "list", *manage)
+    assert code == 0 and "work" in out and "first question" in out
+    code, out, _ = await agentica_cli("sessions", "show", "work", *manage)
+    assert "second question" in out and "seen: first question" in out
+    assert (await agentica_cli("sessions", "rename", "work", "Homework", *manage))[0] == 0
+    assert (await agentica_cli("sessions", "fork", "work", "work-2", *manage))[0] == 0
+    code, out, _ = await agentica_cli("sessions", "list", *manage)
+    assert "Homework" in out and "work-2" in out
+    assert (await agentica_cli("sessions", "delete", "work", *manage))[0] == 0
+    code, _, err = await agentica_cli("sessions", "show", "work", *manage)
+    assert code == 2 and "no session 'work'" in err
+    # another user sees nothing of ada's
+    code, out, _ = await agentica_cli("sessions", "list", "--storage", db, "--user", "bob")
+    assert "no sessions" in out

@@ -204,3 +204,57 @@ async def test_required_archiving_fails_unarchivable_calls(required: bool) -> No
         assert result.is_error and "could not be archived" in result.content
     else:
         assert result.content == "Q3 revenue was 4.2 M (up 12%)."  # unarchived, no ref
+
+
+CRASHING_AGENT = """
+import asyncio, sys
+from agentica import Agent, tool
+from agentica.storage import SQLiteStorage
+from agentica.testing import ScriptedModel, tool_calls
+
+@tool
+async def slow() -> str:
+    print("in tool", flush=True)
+    await asyncio.sleep(60)
+    return "never"
+
+async def main():
+    storage = SQLiteStorage(sys.argv[1])
+    model = ScriptedModel(["first answer", tool_calls("slow"), "never"])
+    agent = Agent(model=model, tools=[slow], storage=storage, user_id="u", session_id="s")
+    await agent.run("first")
+    print("first saved", flush=True)
+    await agent.run("second, killed mid-run")
+
+asyncio.run(main())
+"""
+
+
+async def test_killing_a_process_mid_run_leaves_the_session_consistent(tmp_path: Any) -> None:
+    import asyncio
+    import sys
+
+    from agentica.storage import SQLiteStorage
+
+    db = tmp_path / "crash.db"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CRASHING_AGENT, str(db), stdout=asyncio.subprocess.PIPE
+    )
+    assert process.stdout is not None
+    lines = [await asyncio.wait_for(process.stdout.readline(), 60) for _ in range(2)]
+    assert lines == [b"first saved\n", b"in tool\n"]
+    process.kill()  # SIGKILL in the middle of the second run
+    await process.wait()
+
+    storage = SQLiteStorage(db)
+    try:
+        data = await storage.load_session("u", "s")
+        assert data is not None
+        assert [r.input for r in data.runs] == ["first"]  # the half-done run left no trace
+        assert data.runs[0].status == "completed" and data.runs[0].output == "first answer"
+        model = ScriptedModel(["resumed"])
+        agent = Agent(model=model, storage=storage, user_id="u", session_id="s")
+        assert (await agent.run("third")).content == "resumed"
+        assert user_texts(model.requests[0].messages) == ["first", "third"]
+    finally:
+        await storage.aclose()

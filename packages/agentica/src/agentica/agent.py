@@ -35,6 +35,7 @@ from agentica.run.loop import RunInput, output_schema_for, run_events
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
 from agentica.storage.base import Storage
+from agentica.storage.factory import open_storage
 from agentica.tools.context import RunContext
 from agentica.tools.execution import ToolSettings
 from agentica.tools.function import Function
@@ -69,7 +70,9 @@ class Agent:
             dataclass, ``list[int]``, ...); the run's ``output`` is then the validated value.
         capabilities: ``Capability`` objects adding tools, prompt text and hooks (workspace
             memory, the variable space, the deep-agent harness's features).
-        storage: where the conversation is kept (``agentica.storage``); with it, the agent loads
+        storage: where the conversation is kept: a ``Storage`` or what ``open_storage`` takes
+            (``"memory"``, ``"sqlite"`` for the default SQLite file, a ``.db`` path, a
+            ``postgresql://`` URL, a directory of JSON files); with it, the agent loads
             the session ``(user_id, session_id)`` on first use and saves every run, so a new
             process with the same ids continues the conversation.
         user_id, session_id: who the conversation belongs to and which one it is (defaults:
@@ -113,7 +116,7 @@ class Agent:
         history: HistoryPolicy | None = None,
         output_type: Any = None,
         capabilities: Sequence[Capability] = (),
-        storage: Storage | None = None,
+        storage: Storage | str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
@@ -137,7 +140,7 @@ class Agent:
         self.history = history or _DEFAULT_HISTORY
         self.output_type = None if output_type is str else output_type
         self.capabilities = tuple(capabilities)
-        self.storage = storage
+        self.storage = open_storage(storage) if isinstance(storage, str) else storage
         self.user_id: str = user_id if user_id is not None else "default"
         self.session_id: str = session_id if session_id is not None else uuid.uuid4().hex
         self.memory = AgentMemory()

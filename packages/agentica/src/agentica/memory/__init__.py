@@ -10,11 +10,12 @@ isolated (a user id cannot leave its folder, symbolic links pointing outside are
 - ``WorkspaceMemory``: the ``Capability`` that puts a workspace in an agent's system prompt and
   gives it the ``save_memory`` and ``read_daily_notes`` tools (capability.py)
 
-The variable space and evidence archive (``agentica.memory.variables.VariableSpace``) lives in
-this package too; import it from its module.
+- ``VariableSpace``: the variable space and evidence archive, a ``Capability`` that gives the
+  agent ``var_*`` tools and archives every tool output as citable evidence (variables.py)
 """
 
 from agentica.memory.capability import WorkspaceMemory
+from agentica.memory.variables import VariableSpace
 from agentica.memory.workspace import Workspace, WorkspaceError, user_folder
 
-__all__ = ["Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"]
+__all__ = ["VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"]

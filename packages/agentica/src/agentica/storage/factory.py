@@ -1,6 +1,6 @@
 """``open_storage``: pick a storage backend from a URL or a path (what a CLI flag or setting holds).
 
-- ``None``: the default SQLite file (``default_sqlite_path()``)
+- ``None``, ``"sqlite"`` or ``"default"``: the default SQLite file (``default_sqlite_path()``)
 - ``"memory"``: ``InMemoryStorage``
 - ``sqlite:///...``, ``sqlite+aiosqlite:///...``, ``postgresql://...``,
   ``postgresql+asyncpg://...``: ``SQLStorage``
@@ -41,6 +41,8 @@ def open_storage(url_or_path: str | os.PathLike[str] | None = None) -> Storage:
     text = os.fspath(url_or_path)
     if text == "memory":
         return InMemoryStorage()
+    if text in ("sqlite", "default"):
+        return SQLiteStorage()
     if "://" in text:
         return SQLStorage(text)  # raises StorageError for other schemes
     if not text:
