@@ -7,7 +7,9 @@ fresh workspace, at temperature 0, at most 10 model calls and 180 s.
 
 Variants (``--variants``):
 - ``agentica``: the default ``LocalModel`` (agentica renders the prompt and parses tool calls
-  from the reply text);
+  from the reply text) with the ``AnswerCheck`` capability (the model is asked once to check its
+  work before it finishes), as ``agentica demo`` runs it;
+- ``plain``: the same without ``AnswerCheck``;
 - ``native``: the same loaded model through llama.cpp's own chat endpoint with native tool
   calling (its template and its strict server-side parser), driven by the same agent loop.
 """
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from agentica import Agent, ModelSettings, OpenAILike, RunLimits  # noqa: E402
 from agentica.cli.demo import INSTRUCTIONS, SALES, WorkspaceTools, calculator  # noqa: E402
+from agentica.deep import AnswerCheck  # noqa: E402
 from agentica.errors import AgenticaError  # noqa: E402
 from agentica.models.base import Model  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
@@ -103,7 +106,9 @@ TASKS = [
 ]  # fmt: skip
 
 
-async def run_task(model: Model, task: Task, verbose: bool = False) -> tuple[bool, float, int, str]:
+async def run_task(
+    model: Model, task: Task, verbose: bool = False, check: bool = True
+) -> tuple[bool, float, int, str]:
     root = Path(tempfile.mkdtemp(prefix=f"agentica-task-{task.name}-"))
     for name, text in task.files.items():
         (root / name).write_text(text)
@@ -113,6 +118,7 @@ async def run_task(model: Model, task: Task, verbose: bool = False) -> tuple[boo
         instructions=INSTRUCTIONS,
         model_settings=ModelSettings(max_tokens=768, temperature=0.0),
         limits=RunLimits(max_turns=10, max_wall_time=180),
+        capabilities=[AnswerCheck()] if check else [],
     )
     start = time.perf_counter()
     note = ""
@@ -139,9 +145,12 @@ async def main_async(args: argparse.Namespace) -> None:
     local = LocalModel(args.model)
     await local.start()
     assert local.base_url is not None
-    variants: dict[str, Model] = {"agentica": local}
-    if "native" in args.variants:
-        variants["native"] = OpenAILike(id=args.model, base_url=local.base_url + "/v1")
+    variants: dict[str, Model] = {"agentica": local, "plain": local}
+    if "native" in args.variants:  # a second server with llama.cpp's own chat template (jinja)
+        native = LocalModel(args.model, server_options={"use_jinja": True})
+        await native.start()
+        assert native.base_url is not None
+        variants["native"] = OpenAILike(id=args.model, base_url=native.base_url + "/v1")
     results: dict[str, dict[str, tuple[bool, float, int, str]]] = {}
     for name in args.variants:
         model = variants[name]
@@ -149,7 +158,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for task in TASKS:
             if args.task and task.name not in args.task:
                 continue
-            outcome = await run_task(model, task, args.verbose)
+            outcome = await run_task(model, task, args.verbose, check=name == "agentica")
             results[name][task.name] = outcome
             print(f"{name:9} {task.name:14} {'ok ' if outcome[0] else 'FAIL'} "
                   f"{outcome[1]:5.1f} s {outcome[2]:2} calls {outcome[3]}", flush=True)  # fmt: skip
@@ -195,8 +204,8 @@ async def main_async(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
-    parser.add_argument("--variants", nargs="+", default=["agentica", "native"],
-                        choices=["agentica", "native"])  # fmt: skip
+    parser.add_argument("--variants", nargs="+", default=["agentica", "plain", "native"],
+                        choices=["agentica", "plain", "native"])  # fmt: skip
     parser.add_argument("--task", nargs="*", help="run only these tasks")
     parser.add_argument("--verbose", action="store_true", help="print every tool call")
     parser.add_argument("--write-docs", action="store_true")

@@ -23,6 +23,7 @@ from typing import Any
 from rich.console import Console
 
 from agentica.agent import Agent
+from agentica.deep import AnswerCheck
 from agentica.errors import AgenticaError, ToolError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
@@ -253,6 +254,7 @@ async def run_demo(
         instructions=INSTRUCTIONS,
         model_settings=ModelSettings(max_tokens=768),
         limits=RunLimits(max_turns=12, max_wall_time=600),
+        capabilities=[AnswerCheck()],
     )
     printer = EventPrinter(console)
     responses: list[RunResponse] = []

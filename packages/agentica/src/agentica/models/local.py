@@ -77,6 +77,9 @@ class LocalModel:
         parallel: requests decoded at once (each gets ``n_ctx / parallel`` tokens of context).
         settings: default ``ModelSettings`` (temperature defaults to 0 for reliable tool calls).
         timeout: seconds for one request (for a stream: between two chunks).
+        max_tokens: the default cap on generated tokens per reply.
+        server_options: extra llama.cpp server parameters (``xllamacpp.CommonParams``
+            attributes, e.g. ``{"use_jinja": True}``), for experiments.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class LocalModel:
         settings: ModelSettings | None = None,
         timeout: float = 600.0,
         max_tokens: int = 2048,
+        server_options: dict[str, Any] | None = None,
     ) -> None:
         if model_path is None and name not in EMBEDDED_MODELS:
             raise UsageError(
@@ -104,6 +108,7 @@ class LocalModel:
         self.settings = ModelSettings(temperature=0.0, parallel_tool_calls=False).merged(settings)
         self.timeout = timeout
         self.max_tokens = max_tokens
+        self.server_options = dict(server_options or {})
         self.retry = RetryPolicy(max_retries=1)
         self.price = _FREE
         self.context_window = n_ctx // max(parallel, 1)
@@ -154,6 +159,10 @@ class LocalModel:
             params.cpuparams_batch.n_threads = self.threads
             params.verbosity = -1
             params.warmup = False
+            for option, value in self.server_options.items():
+                if not hasattr(params, option):
+                    raise UsageError(f"llama.cpp has no server option {option!r}")
+                setattr(params, option, value)
             self._server = xllamacpp.Server(params)
             self._base_url = str(self._server.listening_address).rstrip("/")
             self.load_seconds = time.perf_counter() - started

@@ -12,6 +12,9 @@ Hooks, all optional (the defaults do nothing):
   is replaced each turn rather than appended to the history (for example the variable directory);
 - ``after_tools(ctx, calls)``: called after a turn's tool calls ran and before the model sees their
   results (archive them, annotate them, or fail them);
+- ``review_answer(ctx, message)``: called when the model gives a final answer; returning text sends
+  the model back to work with that text as the next user message (a checkpoint: "is it really
+  done?"); the capability itself bounds how often it does so;
 - ``after_run(ctx, record)``: called when the run ended, with its record.
 
 A capability object is configuration: it may be shared by many agents and runs. Per-run state
@@ -23,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agentica.messages import AssistantMessage
 from agentica.storage.records import RunRecord
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
@@ -51,6 +55,10 @@ class Capability:
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         """After the turn's calls ran, before their results are sent to the model."""
         return
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        """Return text to send the model back to work instead of finishing, or ``None``."""
+        return None
 
     async def after_run(self, ctx: RunContext[Any], record: RunRecord) -> None:
         """When the run ended (completed, failed or cancelled)."""

@@ -164,6 +164,7 @@ async def _start(
         user_id=agent.user_id,
         session_id=agent.session_id,
         storage=agent.storage,
+        input=user.text,
     )
     system = await _instructions(agent, ctx)
     window = getattr(agent.model, "context_window", None)
@@ -275,6 +276,15 @@ async def _with_slots(agent: Agent, state: _RunState) -> list[Message]:
         return list(state.messages)
     head = 1 if state.messages and isinstance(state.messages[0], SystemMessage) else 0
     return [*state.messages[:head], *slots, *state.messages[head:]]
+
+
+async def _review(agent: Agent, state: _RunState, message: AssistantMessage) -> UserMessage | None:
+    """The first capability's request to keep working instead of finishing, if any."""
+    for capability in agent.capabilities:
+        text = await capability.review_answer(state.ctx, message)
+        if text:
+            return UserMessage(content=text)
+    return None
 
 
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
@@ -481,6 +491,11 @@ async def run_events(
                 if stop is not None:
                     finished = _finish(agent, state, None, stop)
                     break
+                continue
+            review = await _review(agent, state, message)
+            if review is not None:
+                state.messages.append(review)
+                state.new_messages.append(review)
                 continue
             if agent.output_type is None:
                 finished = _finish(agent, state, message, None)

@@ -28,6 +28,7 @@ class RunContext(Generic[DepsT]):
         usage: the run's usage so far; a tool that calls a model itself may add to it.
         user_id, session_id: who and which conversation the run belongs to, when known.
         storage: the agent's ``agentica.storage.Storage``, or ``None``.
+        input: the text of the user's message that started the run.
         state: a dict private to this run, for capabilities (keyed by their names).
     """
 
@@ -35,6 +36,7 @@ class RunContext(Generic[DepsT]):
         "_agent",
         "_cancel",
         "deps",
+        "input",
         "run_id",
         "session_id",
         "state",
@@ -53,6 +55,7 @@ class RunContext(Generic[DepsT]):
         user_id: str | None = None,
         session_id: str | None = None,
         storage: Any = None,
+        input: str = "",
     ) -> None:
         self.run_id = run_id
         self.deps = deps
@@ -60,6 +63,7 @@ class RunContext(Generic[DepsT]):
         self.user_id = user_id
         self.session_id = session_id
         self.storage = storage
+        self.input = input
         self.state: dict[str, Any] = {}
         self._agent: weakref.ReferenceType[Any] | None = (
             weakref.ref(agent) if agent is not None else None
