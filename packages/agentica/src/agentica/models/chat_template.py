@@ -67,17 +67,12 @@ def tool_instructions(tools: Sequence[ToolDefinition], *, parallel: bool = True)
         "",
         "To call a tool, reply with only a JSON object like this example, and nothing else:",
         example,
-        "Use a tool's exact name and give every required argument; multi-line text goes in a "
+        "Use a tool's exact name and give every required argument. Multi-line text goes in a "
         "JSON string with \\n.",
-        "Call one tool at a time and wait for its result before the next step: never guess what "
-        "a file contains or what code prints."
-        + (
-            " Write several JSON objects, one per line, only for calls that do not depend on "
-            "each other."
-            if parallel
-            else " Write exactly one JSON object per reply."
-        ),
-        "When every step of the task is done, answer the user in plain text.",
+        "To call several tools at once, write one JSON object per line."
+        if parallel
+        else "Call one tool per reply and wait for its result before the next call.",
+        "After you receive the tool results, answer the user in plain text.",
     ]
     return "\n".join(lines)
 
