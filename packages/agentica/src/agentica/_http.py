@@ -31,9 +31,12 @@ _OPENED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakSet[Ht
 class HttpClientPool:
     """Lazily created, per-event-loop pooled ``aiohttp.ClientSession``."""
 
-    __slots__ = ("__weakref__", "_connect_timeout", "_max_connections", "_sessions")
+    __slots__ = ("__weakref__", "_connect_timeout", "_keepalive", "_max_connections", "_sessions")
 
-    def __init__(self, *, max_connections: int = 1000, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, *, max_connections: int = 1000, connect_timeout: float = 10.0, keepalive: bool = True
+    ) -> None:
+        self._keepalive = keepalive
         self._max_connections = max_connections
         self._connect_timeout = connect_timeout
         self._sessions: weakref.WeakKeyDictionary[
@@ -48,7 +51,10 @@ class HttpClientPool:
             import aiohttp
 
             connector = aiohttp.TCPConnector(
-                limit=self._max_connections, limit_per_host=0, ttl_dns_cache=300
+                limit=self._max_connections,
+                limit_per_host=0,
+                ttl_dns_cache=300,
+                force_close=not self._keepalive,
             )
             session = aiohttp.ClientSession(
                 connector=connector,

@@ -60,9 +60,8 @@ DEMO_TASK = (
 INSTRUCTIONS = (
     "You are a careful assistant working in a small workspace. Use the tools to do the "
     "work: run_python runs Python code in the workspace (standard library only; print what you "
-    "need), write_file saves files: when the task asks for a file, the task is done only after "
-    "write_file (or your code) has written it. Do the steps one at a time and finish with a "
-    "short summary of the result."
+    "need), write_file saves files. Do the steps one at a time and finish with a short summary "
+    "of the result."
 )
 
 

@@ -105,7 +105,7 @@ class LocalModel:
         self.n_ctx = n_ctx
         self.threads = threads or os.cpu_count() or 2
         self.parallel = parallel
-        self.settings = ModelSettings(temperature=0.0, parallel_tool_calls=False).merged(settings)
+        self.settings = ModelSettings(temperature=0.0).merged(settings)
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.server_options = dict(server_options or {})
@@ -115,7 +115,9 @@ class LocalModel:
         self._server: Any = None
         self._base_url: str | None = None
         self._start_lock = threading.Lock()
-        self._pool = HttpClientPool(max_connections=64)
+        # llama.cpp's server closes idle keep-alive connections; on loopback a fresh connection
+        # per request costs microseconds and never meets a half-closed socket.
+        self._pool = HttpClientPool(max_connections=64, keepalive=False)
         self.load_seconds: float | None = None
 
     @property
@@ -284,9 +286,20 @@ class LocalModel:
         body = dumps(self.build_body(request, stream=True))
         timeout = self._timeout(request.settings)
         policy = self._tool_policy(request)
-        async with aclosing(self._stream(base, body, timeout, policy)) as events:
-            async for event in events:
-                yield event
+        retries = 0
+        while True:
+            yielded = False
+            try:
+                async with aclosing(self._stream(base, body, timeout, policy)) as events:
+                    async for event in events:
+                        yielded = True
+                        yield event
+                return
+            except ModelError as error:  # retried only before anything reached the caller
+                if yielded or not error.retryable or retries >= self.retry.max_retries:
+                    raise
+                retries += 1
+                await asyncio.sleep(self.retry.delay(retries, error))
 
     async def _stream(
         self, base: str, body: bytes, timeout: float, policy: tuple[list[str], bool]

@@ -7,6 +7,7 @@ Loading checks the envelope: an older version is upgraded, a newer one or a dama
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -20,7 +21,11 @@ __all__ = ["RUN_FORMAT_VERSION", "decode_run", "dump_run", "encode_run", "load_r
 RUN_FORMAT_VERSION = 1
 _FORMAT = "agentica.run"
 
-_RUN: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
+
+@functools.cache
+def _adapter() -> TypeAdapter[RunRecord]:
+    """Built on first use: building it costs tens of milliseconds, not paid at import."""
+    return TypeAdapter(RunRecord)
 
 
 def dump_run(record: RunRecord) -> dict[str, Any]:
@@ -28,7 +33,7 @@ def dump_run(record: RunRecord) -> dict[str, Any]:
     return {
         "format": _FORMAT,
         "version": RUN_FORMAT_VERSION,
-        "run": _RUN.dump_python(record, mode="json"),
+        "run": _adapter().dump_python(record, mode="json"),
     }
 
 
@@ -59,7 +64,7 @@ def load_run(data: Any, *, where: str = "a stored run") -> RunRecord:
             f"up to v{RUN_FORMAT_VERSION}): upgrade agentica to load this session"
         )
     try:
-        return _RUN.validate_python(_upgrade(version, data.get("run") or {}))
+        return _adapter().validate_python(_upgrade(version, data.get("run") or {}))
     except ValidationError as exc:
         raise SessionFormatError(
             f"{where} is damaged: {exc.error_count()} problem(s), first: "
