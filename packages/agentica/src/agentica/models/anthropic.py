@@ -37,10 +37,8 @@ Not sent (the Messages API has no such field): ``ModelSettings.seed`` and ``User
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -72,7 +70,7 @@ from agentica.models.base import (
     new_tool_call_id,
 )
 from agentica.models.pricing import ModelPrice, price_for
-from agentica.models.retry import RetryPolicy, call_with_retries
+from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 
 __all__ = ["PROVIDER_DATA_KEY", "Claude"]
 
@@ -522,36 +520,24 @@ class Claude:
 
         return await call_with_retries(attempt, self.retry)
 
-    async def _before_retry(self, error: ModelError, retries: int, started: float) -> None:
-        """Re-raise ``error`` unless the policy allows one more attempt; then wait for it."""
-        if not error.retryable or retries >= self.retry.max_retries:
-            raise error
-        wait = self.retry.delay(retries + 1, error)
-        if time.monotonic() - started + wait > self.retry.max_elapsed:
-            raise error
-        await asyncio.sleep(wait)
-
     async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         body = dumps(self.build_body(request, stream=True))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
-        retries = 0
-        started = time.monotonic()
-        while True:
-            yielded = False
+
+        async def refined() -> AsyncGenerator[ModelStreamEvent, None]:
             try:
                 async with aclosing(self._stream_once(body, headers, timeout)) as events:
                     async for event in events:
-                        yielded = True
                         yield event
-                return
             except ModelError as error:
-                # A stream is retried only before anything reached the caller.
-                if yielded:
-                    raise
                 self._refine(error)
-                await self._before_retry(error, retries, started)
-                retries += 1
+                raise
+
+        events = stream_with_retries(refined, self.retry)
+        async with aclosing(events):
+            async for event in events:
+                yield event
 
     async def _stream_once(
         self, body: bytes, headers: Mapping[str, str], timeout: float

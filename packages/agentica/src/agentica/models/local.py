@@ -40,7 +40,7 @@ from agentica.models.base import (
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
 from agentica.models.pricing import ModelPrice
-from agentica.models.retry import RetryPolicy, call_with_retries
+from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 from agentica.models.toolparse import (
     ToolCallStreamSplitter,
     as_tool_calls,
@@ -286,20 +286,10 @@ class LocalModel:
         body = dumps(self.build_body(request, stream=True))
         timeout = self._timeout(request.settings)
         policy = self._tool_policy(request)
-        retries = 0
-        while True:
-            yielded = False
-            try:
-                async with aclosing(self._stream(base, body, timeout, policy)) as events:
-                    async for event in events:
-                        yielded = True
-                        yield event
-                return
-            except ModelError as error:  # retried only before anything reached the caller
-                if yielded or not error.retryable or retries >= self.retry.max_retries:
-                    raise
-                retries += 1
-                await asyncio.sleep(self.retry.delay(retries, error))
+        events = stream_with_retries(lambda: self._stream(base, body, timeout, policy), self.retry)
+        async with aclosing(events):
+            async for event in events:
+                yield event
 
     async def _stream(
         self, base: str, body: bytes, timeout: float, policy: tuple[list[str], bool]

@@ -12,16 +12,14 @@ reasoning tokens), ``tool_choice``, structured output (``response_format`` with 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
 from agentica._http import HttpClientPool
-from agentica.errors import ModelError, ModelResponseError, UsageError
+from agentica.errors import ModelResponseError, UsageError
 from agentica.messages import (
     AssistantMessage,
     ReasoningDelta,
@@ -43,7 +41,7 @@ from agentica.models.base import (
 from agentica.models.chat_template import prompted_messages
 from agentica.models.openai_wire import message_to_wire
 from agentica.models.pricing import ModelPrice, price_for
-from agentica.models.retry import RetryPolicy, call_with_retries
+from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 from agentica.models.toolparse import ToolCallStreamSplitter, as_tool_calls, parse_tool_calls
 
 __all__ = ["OpenAIChat", "OpenAILike"]
@@ -321,26 +319,12 @@ class OpenAIChat:
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
         text_tools = self._text_tools(request)
-        retries = 0
-        started = time.monotonic()
-        while True:
-            yielded = False
-            try:
-                stream = self._stream_once(body, headers, timeout, text_tools)
-                async with aclosing(stream) as events:
-                    async for event in events:
-                        yielded = True
-                        yield event
-                return
-            except ModelError as error:
-                # A stream is retried only before anything reached the caller.
-                if yielded or not error.retryable or retries >= self.retry.max_retries:
-                    raise
-                retries += 1
-                wait = self.retry.delay(retries, error)
-                if time.monotonic() - started + wait > self.retry.max_elapsed:
-                    raise
-                await asyncio.sleep(wait)
+        events = stream_with_retries(
+            lambda: self._stream_once(body, headers, timeout, text_tools), self.retry
+        )
+        async with aclosing(events):
+            async for event in events:
+                yield event
 
     async def _stream_once(
         self, body: bytes, headers: Mapping[str, str], timeout: float, text_tools: Sequence[str]

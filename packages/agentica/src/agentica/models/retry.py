@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TypeVar
 
 from agentica.errors import ModelError, ModelHTTPError
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["RetryPolicy", "call_with_retries", "stream_with_retries"]
 
 T = TypeVar("T")
 
@@ -49,6 +50,40 @@ class RetryPolicy:
         return max(0.0, base + (rng or random).uniform(-spread, spread))
 
 
+async def _wait_or_raise(
+    policy: RetryPolicy, error: ModelError, retries: int, started: float
+) -> None:
+    """Re-raise ``error`` unless the policy allows retry number ``retries``; then wait for it."""
+    if not error.retryable or retries > policy.max_retries:
+        raise error
+    wait = policy.delay(retries, error)
+    if time.monotonic() - started + wait > policy.max_elapsed:
+        raise error
+    await asyncio.sleep(wait)
+
+
+async def stream_with_retries(
+    open_stream: Callable[[], AsyncGenerator[T, None]], policy: RetryPolicy
+) -> AsyncGenerator[T, None]:
+    """Yield the events of ``open_stream()``, opening it again after a retryable failure as long
+    as nothing was yielded yet (text already shown cannot be taken back)."""
+    started = time.monotonic()
+    retries = 0
+    while True:
+        yielded = False
+        try:
+            async with aclosing(open_stream()) as events:
+                async for event in events:
+                    yielded = True
+                    yield event
+            return
+        except ModelError as error:
+            if yielded:
+                raise
+            retries += 1
+            await _wait_or_raise(policy, error, retries, started)
+
+
 async def call_with_retries(
     attempt: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -62,12 +97,7 @@ async def call_with_retries(
         try:
             return await attempt()
         except ModelError as error:
-            if not error.retryable or retries >= policy.max_retries:
-                raise
             retries += 1
-            wait = policy.delay(retries, error)
-            if time.monotonic() - started + wait > policy.max_elapsed:
-                raise
-            if on_retry is not None:
-                on_retry(retries, error, wait)
-            await asyncio.sleep(wait)
+            if on_retry is not None and error.retryable and retries <= policy.max_retries:
+                on_retry(retries, error, policy.delay(retries, error))
+            await _wait_or_raise(policy, error, retries, started)
