@@ -8,6 +8,8 @@ Hooks, all optional (the defaults do nothing):
 
 - ``tools()``: tools the capability gives the agent;
 - ``instructions(ctx)``: text added to the system prompt once per run;
+- ``allowed_tools(ctx)``: the names of the tools the model may use for the next call, or
+  ``None`` for no restriction (a skill's allowed tools); several restrictions intersect;
 - ``system_slot(ctx)``: text shown to the model before every model call, in a system message that
   is replaced each turn rather than appended to the history (for example the variable directory);
 - ``after_tools(ctx, calls)``: called after a turn's tool calls ran and before the model sees their
@@ -23,7 +25,7 @@ belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from agentica.messages import AssistantMessage
@@ -46,6 +48,10 @@ class Capability:
 
     async def instructions(self, ctx: RunContext[Any]) -> str | None:
         """Text for the system prompt, computed once at the start of each run."""
+        return None
+
+    async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
+        """Names of the tools offered for the next model call, or ``None`` (no restriction)."""
         return None
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:

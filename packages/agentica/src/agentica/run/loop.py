@@ -17,7 +17,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -66,7 +66,7 @@ from agentica.tools.call import FunctionCall, render_result
 from agentica.tools.context import RunContext
 from agentica.tools.control import StopRun
 from agentica.tools.execution import execute_calls
-from agentica.tools.function import _strip_titles
+from agentica.tools.function import Function, _strip_titles
 
 if TYPE_CHECKING:
     from agentica.agent import Agent
@@ -95,6 +95,7 @@ class _RunState:
     new_messages: list[Message]
     usage: RunUsage
     calls: list[FunctionCall] = field(default_factory=list)
+    allowed: frozenset[str] | None = None
     turn: int = 0
     output_retries: int = 0
 
@@ -241,9 +242,13 @@ async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
 async def _model_events(
     agent: Agent, state: _RunState, stream: bool
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
+    state.allowed = await _allowed_tools(agent, state)
+    tools = state.request_tools
+    if state.allowed is not None:
+        tools = tuple(t for t in tools if t.name in state.allowed)
     request = ModelRequest(
         messages=await _with_slots(agent, state),
-        tools=state.request_tools,
+        tools=tools,
         settings=state.settings,
         output_schema=state.output_schema,
     )
@@ -262,6 +267,16 @@ async def _model_events(
         close = getattr(events, "aclose", None)
         if close is not None:
             await close()
+
+
+async def _allowed_tools(agent: Agent, state: _RunState) -> frozenset[str] | None:
+    """The tools the capabilities allow for the next call (intersected), or ``None`` for all."""
+    allowed: frozenset[str] | None = None
+    for capability in agent.capabilities:
+        names = await capability.allowed_tools(state.ctx)
+        if names is not None:
+            allowed = frozenset(names) if allowed is None else allowed & frozenset(names)
+    return allowed
 
 
 async def _with_slots(agent: Agent, state: _RunState) -> list[Message]:
@@ -303,11 +318,18 @@ def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) ->
             limit,
             f"{state.usage.tool_calls} calls made and {len(message.tool_calls)} more requested",
         )
-    functions = agent.functions
+    functions = _offered(agent, state)
     calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
     state.usage.tool_calls += len(calls)
     state.calls.extend(calls)
     return calls
+
+
+def _offered(agent: Agent, state: _RunState) -> Mapping[str, Function]:
+    """The functions the model may call this turn."""
+    if state.allowed is None:
+        return agent.functions
+    return {n: f for n, f in agent.functions.items() if n in state.allowed}
 
 
 def _record_results(state: _RunState, calls: Sequence[FunctionCall]) -> StopRun | None:
@@ -480,7 +502,7 @@ async def run_events(
                         calls,
                         state.ctx,
                         agent.tool_settings,
-                        known_tools=tuple(agent.functions),
+                        known_tools=tuple(_offered(agent, state)),
                     ),
                 )
                 for capability in agent.capabilities:
