@@ -26,6 +26,7 @@ async def test_a_premature_answer_is_checked_once_and_the_model_continues() -> N
     assert response.content == "Both files written."
     check = model.requests[2].messages[-1]
     assert isinstance(check, UserMessage) and "Write a.txt and b.txt" in check.text
+    assert 'write_file({"path": "a.txt", "content": "x"}) -> wrote a.txt' in check.text
     assert [c.call.arguments for c in response.tool_calls][
         -1
     ] == '{"path": "b.txt", "content": "y"}'
@@ -39,3 +40,33 @@ async def test_no_check_for_plain_questions_or_when_disabled() -> None:
     model = ScriptedModel([tool_calls(call("write_file", path="a", content="b")), "ok"])
     agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck(max_checks=0)])
     assert (await agent.run("go")).content == "ok" and len(model.requests) == 2
+
+
+async def test_the_check_names_files_of_the_task_that_no_call_used() -> None:
+    """As measured on the 1.5B model: it computes the value, then says it saved it."""
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="notes.txt", content="13")),
+        "The count is 13 and it was saved.",
+        tool_calls(call("write_file", path="count.txt", content="13")),
+        "Saved to count.txt.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    await agent.run("Count the words in notes.txt and write only the number to count.txt, e.g. 3.")
+    check = model.requests[2].messages[-1]
+    assert isinstance(check, UserMessage)
+    assert check.text.startswith("The task names count.txt, but none of your tool calls used it.")
+    assert "notes.txt," not in check.text.split("\n")[0]  # used by a call: not named
+
+
+async def test_a_failed_call_does_not_count_as_using_a_file() -> None:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        raise FileNotFoundError(path)
+
+    model = ScriptedModel([tool_calls(call("read_file", path="data.csv")), "done", "done"])
+    agent = Agent(model=model, tools=[read_file], capabilities=[AnswerCheck()])
+    await agent.run("Summarise data.csv")
+    check = model.requests[2].messages[-1]
+    assert isinstance(check, UserMessage) and check.text.startswith("The task names data.csv")
+    assert "read_file(" in check.text and "-> error: " in check.text

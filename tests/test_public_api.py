@@ -37,12 +37,26 @@ def test_testing_exports() -> None:
 def test_every_submodule_declares_its_exports_and_they_exist() -> None:
     for name in (
         "agentica.messages", "agentica.errors", "agentica.models", "agentica.tools",
-        "agentica.run", "agentica.context", "agentica.agent",
+        "agentica.run", "agentica.context", "agentica.agent", "agentica.guardrails",
+        "agentica.deep",
     ):  # fmt: skip
         module = importlib.import_module(name)
         assert module.__doc__, f"{name} has no module docstring"
         for export in module.__all__:
             assert hasattr(module, export), f"{name}.__all__ names missing {export}"
+
+
+GUARDRAILS = {
+    "GuardrailOutput", "InputGuardrail", "OutputGuardrail", "ToolCallInfo", "ToolInputGuardrail",
+    "ToolOutputGuardrail", "input_guardrail", "output_guardrail", "tool_input_guardrail",
+    "tool_output_guardrail",
+}  # fmt: skip
+
+
+def test_guardrail_exports() -> None:
+    import agentica.guardrails
+
+    assert set(agentica.guardrails.__all__) == GUARDRAILS
 
 
 def test_error_tree() -> None:

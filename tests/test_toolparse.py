@@ -195,6 +195,20 @@ def test_triple_quoted_text_is_verbatim() -> None:
     assert calls_of(parse(text)) == [("run_python", {"code": 'print("a\\nb")\n'})]
 
 
+def test_a_call_nested_in_its_own_arguments_is_unwrapped() -> None:
+    """As measured on the 1.5B model: the call written again, as a JSON string, as its arguments."""
+    inner = json.dumps({"name": "run_python", "arguments": {"code": "print(1)"}})
+    text = json.dumps({"name": "run_python", "arguments": inner})
+    assert calls_of(parse(text)) == [("run_python", {"code": "print(1)"})]
+    nested = '{"name": "read_file", "arguments": {"name": "read_file", "arguments": {"path": "a"}}}'
+    assert calls_of(parse(nested)) == [("read_file", {"path": "a"})]
+
+
+def test_an_argument_called_name_is_not_unwrapped() -> None:
+    text = '{"name": "write_file", "arguments": {"name": "notes", "arguments": "x"}}'
+    assert calls_of(parse(text)) == [("write_file", {"name": "notes", "arguments": "x"})]
+
+
 def test_calls_keep_their_order_across_shapes() -> None:
     text = (
         '<tool_call>{"name": "write_file", "arguments": {"path": "x", "content": "1"}}'

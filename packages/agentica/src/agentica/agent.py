@@ -39,6 +39,7 @@ from agentica.storage.factory import open_storage
 from agentica.tools.context import RunContext
 from agentica.tools.execution import ToolSettings
 from agentica.tools.function import Function
+from agentica.tools.guardrails import AgentGuardrails, AnyGuardrail
 from agentica.tools.toolkit import Tool, ToolLike, resolve_functions
 
 __all__ = ["Agent", "Instructions"]
@@ -77,6 +78,9 @@ class Agent:
             process with the same ids continues the conversation.
         user_id, session_id: who the conversation belongs to and which one it is (defaults:
             ``"default"`` and a fresh id).
+        guardrails: ``@input_guardrail`` / ``@output_guardrail`` checks on the run and
+            ``@tool_input_guardrail`` / ``@tool_output_guardrail`` checks on every tool call
+            (``agentica.guardrails``).
     """
 
     __slots__ = (
@@ -88,6 +92,7 @@ class Agent:
         "_tools",
         "capabilities",
         "description",
+        "guardrails",
         "history",
         "instructions",
         "limits",
@@ -119,6 +124,7 @@ class Agent:
         storage: Storage | str | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
+        guardrails: Sequence[AnyGuardrail] = (),
     ) -> None:
         model = resolve_model(model)
         if not callable(getattr(model, "response", None)):
@@ -143,6 +149,7 @@ class Agent:
         self.storage = open_storage(storage) if isinstance(storage, str) else storage
         self.user_id: str = user_id if user_id is not None else "default"
         self.session_id: str = session_id if session_id is not None else uuid.uuid4().hex
+        self.guardrails = AgentGuardrails.of(guardrails)
         self.memory = AgentMemory()
         self._loaded = storage is None
         self._functions: Mapping[str, Function] | None = None
@@ -203,6 +210,7 @@ class Agent:
             "storage": self.storage,
             "user_id": self.user_id,
             "session_id": uuid.uuid4().hex,
+            "guardrails": self.guardrails.all,
         }
         unknown = set(changes) - set(config)
         if unknown:

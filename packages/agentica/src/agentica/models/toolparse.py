@@ -189,10 +189,22 @@ def _attempt(raw: str, tools: _Tools, *, opening_only: bool) -> tuple[bool, str 
     return (resolved is not None and has_args and not opening_only), resolved
 
 
-def _make_call(name: str, arguments: Any, raw: str) -> _Item:
+def _decode_arguments(arguments: Any) -> Any:
     if isinstance(arguments, str):
         ok, decoded, _ = _load(arguments) if arguments.strip() else (True, None, "")
         arguments = decoded if ok and (decoded is None or isinstance(decoded, dict)) else arguments
+    return arguments
+
+
+def _make_call(name: str, arguments: Any, raw: str) -> _Item:
+    arguments = _decode_arguments(arguments)
+    for _ in range(3):  # the call written again as its own arguments: {"name": n, "arguments": ...}
+        if not (isinstance(arguments, dict) and arguments.get("name") == name):
+            break
+        key = "arguments" if "arguments" in arguments else "parameters"
+        if key not in arguments or not set(arguments) <= _CALL_KEYS:
+            break
+        arguments = _decode_arguments(arguments[key])
     if arguments is None or isinstance(arguments, dict):
         text = json.dumps(arguments or {}, ensure_ascii=False, separators=(",", ":"))
         return ToolCall(id=new_tool_call_id(), name=name, arguments=text)

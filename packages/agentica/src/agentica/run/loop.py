@@ -67,6 +67,7 @@ from agentica.tools.context import RunContext
 from agentica.tools.control import StopRun
 from agentica.tools.execution import execute_calls
 from agentica.tools.function import Function, _strip_titles
+from agentica.tools.guardrails import run_guardrails
 
 if TYPE_CHECKING:
     from agentica.agent import Agent
@@ -302,6 +303,31 @@ async def _review(agent: Agent, state: _RunState, message: AssistantMessage) -> 
     return None
 
 
+async def _check_input(agent: Agent, state: _RunState) -> None:
+    """The input guardrails: ``stop`` raises; ``reject`` adds a note the model sees."""
+    verdict = await run_guardrails(agent.guardrails.inputs, state.ctx, state.ctx.input)
+    if verdict is None:
+        return
+    if verdict.output.action == "stop":
+        raise verdict.error()
+    note = SystemMessage(content=f"Note on the user's message: {verdict.output.message}")
+    state.messages.append(note)
+    state.new_messages.append(note)
+
+
+async def _check_output(
+    agent: Agent, state: _RunState, message: AssistantMessage
+) -> UserMessage | None:
+    """The output guardrails: ``stop`` raises; ``reject`` sends the model back (bounded)."""
+    verdict = await run_guardrails(agent.guardrails.outputs, state.ctx, message.content or "")
+    if verdict is None:
+        return None
+    if verdict.output.action == "stop" or state.output_retries >= state.limits.max_output_retries:
+        raise verdict.error()
+    state.output_retries += 1
+    return UserMessage(content=f"Your answer was refused: {verdict.output.message} Answer again.")
+
+
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
     message = response.message
     state.usage.add_request(response.usage, cost_of(response.usage, state.price))
@@ -472,6 +498,7 @@ async def run_events(
             if isinstance(state.new_messages[0], UserMessage)
             else "",
         )
+        await _check_input(agent, state)
         while True:
             _check_limits(state)
             state.turn += 1
@@ -503,6 +530,7 @@ async def run_events(
                         state.ctx,
                         agent.tool_settings,
                         known_tools=tuple(_offered(agent, state)),
+                        guardrails=agent.guardrails.tools,
                     ),
                 )
                 for capability in agent.capabilities:
@@ -510,11 +538,16 @@ async def run_events(
                 stop = _record_results(state, calls)  # phase 3: results, in call order
                 for call in calls:
                     yield ToolCallCompleted(call=call)
+                for call in calls:
+                    if call.tripped is not None:
+                        raise call.tripped
                 if stop is not None:
                     finished = _finish(agent, state, None, stop)
                     break
                 continue
             review = await _review(agent, state, message)
+            if review is None:
+                review = await _check_output(agent, state, message)
             if review is not None:
                 state.messages.append(review)
                 state.new_messages.append(review)

@@ -18,11 +18,17 @@ from typing import Any, Literal
 
 import pydantic_core
 
-from agentica.errors import ToolError
+from agentica.errors import GuardrailTripped, ToolError
 from agentica.messages import ToolCall, ToolMessage
 from agentica.tools.context import RunContext
 from agentica.tools.control import Retry, StopRun
 from agentica.tools.function import ArgumentsError, Function
+from agentica.tools.guardrails import (
+    GuardrailVerdict,
+    ToolCallInfo,
+    ToolGuardrails,
+    run_guardrails,
+)
 
 __all__ = ["FunctionCall", "render_result"]
 
@@ -46,6 +52,7 @@ class FunctionCall:
         control: a ``StopRun`` or ``Retry`` the tool returned, if any.
         status: ``"pending"``, ``"success"`` or ``"error"``.
         ref: the reference of the archived output (set by the evidence archive), if any.
+        tripped: the ``GuardrailTripped`` error when a tool guardrail stopped the run.
         duration: seconds the call took.
     """
 
@@ -59,6 +66,7 @@ class FunctionCall:
         "ref",
         "result",
         "status",
+        "tripped",
     )
 
     def __init__(self, call: ToolCall, function: Function | None) -> None:
@@ -70,6 +78,7 @@ class FunctionCall:
         self.control: StopRun | Retry | None = None
         self.status: Literal["pending", "success", "error"] = "pending"
         self.ref: str | None = None
+        self.tripped: GuardrailTripped | None = None
         self.duration = 0.0
 
     @property
@@ -107,11 +116,12 @@ class FunctionCall:
         executor: Executor | None = None,
         default_timeout: float | None = None,
         known_tools: tuple[str, ...] = (),
+        guardrails: ToolGuardrails | None = None,
     ) -> None:
         """Run the tool and record its outcome. Raises only ``asyncio.CancelledError``."""
         started = time.perf_counter()
         try:
-            await self._execute(ctx, executor, default_timeout, known_tools)
+            await self._execute(ctx, executor, default_timeout, known_tools, guardrails)
         finally:
             self.duration = time.perf_counter() - started
 
@@ -121,6 +131,7 @@ class FunctionCall:
         executor: Executor | None,
         default_timeout: float | None,
         known_tools: tuple[str, ...],
+        guardrails: ToolGuardrails | None,
     ) -> None:
         function = self.function
         if function is None:
@@ -134,6 +145,10 @@ class FunctionCall:
             kwargs = function.validate_arguments(self.call.arguments)
         except ArgumentsError as exc:
             self.fail(str(exc))
+            return
+        checks_in, checks_out = guardrails.for_tool(function.name) if guardrails else ([], [])
+        info = ToolCallInfo(function.name, dict(kwargs), self.call.id)
+        if checks_in and self._blocked(await run_guardrails(checks_in, ctx, info)):
             return
         if function.context_param is not None:
             kwargs[function.context_param] = ctx
@@ -173,8 +188,21 @@ class FunctionCall:
         if isinstance(result, StopRun):
             self.control = result
             result = result.content
+        if checks_out and self._blocked(await run_guardrails(checks_out, ctx, (info, result))):
+            return
         self.result = result
         self.status = "success"
+
+    def _blocked(self, verdict: GuardrailVerdict | None) -> bool:
+        """Apply a guardrail's verdict: True when the call must not go on (or its result stand)."""
+        if verdict is None or verdict.output.action == "allow":
+            return False
+        if verdict.output.action == "stop":
+            self.tripped = verdict.error()
+            self.fail(f"Stopped by a guardrail: {self.tripped}", self.tripped)
+        else:
+            self.fail(verdict.output.message or f"Refused by guardrail {verdict.guardrail.name!r}.")
+        return True
 
     def __repr__(self) -> str:
         return f"<FunctionCall {self.call.name} id={self.call.id} {self.status}>"

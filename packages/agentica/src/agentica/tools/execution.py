@@ -27,6 +27,7 @@ from typing import Any
 from agentica.errors import UsageError
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
+from agentica.tools.guardrails import ToolGuardrails
 
 __all__ = ["ToolSettings", "execute_calls", "tool_thread_pool"]
 
@@ -93,6 +94,7 @@ async def execute_calls(
     settings: ToolSettings,
     *,
     known_tools: tuple[str, ...] = (),
+    guardrails: ToolGuardrails | None = None,
 ) -> None:
     """Run ``calls`` (phase 2); each ``FunctionCall`` records its own result or error."""
     if not calls:
@@ -104,7 +106,11 @@ async def execute_calls(
     async def run_one(call: FunctionCall) -> None:
         async with limiter:
             await call.execute(
-                ctx, executor=executor, default_timeout=settings.timeout, known_tools=known_tools
+                ctx,
+                executor=executor,
+                default_timeout=settings.timeout,
+                known_tools=known_tools,
+                guardrails=guardrails,
             )
 
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
 import typing
 from collections.abc import Callable
@@ -110,6 +111,17 @@ def _type_hints(source: Any) -> dict[str, Any]:
                 annotation = base
         hints[name] = annotation
     return hints
+
+
+def _nests_a_call(arguments: str, properties: dict[str, Any]) -> bool:
+    """Whether the model sent ``{"name": ..., "arguments": ...}`` as a tool's arguments."""
+    if "name" in properties or '"arguments"' not in arguments:
+        return False
+    try:
+        data = json.loads(arguments)
+    except ValueError:
+        return arguments.lstrip().startswith('{"name"')
+    return isinstance(data, dict) and {"name", "arguments"} <= data.keys()
 
 
 class Function:
@@ -336,6 +348,12 @@ class Function:
             f"{name}{'' if name in self.parameters.get('required', ()) else '?'}"
             for name in self.parameters.get("properties", {})
         )
+        if _nests_a_call(arguments, self.parameters.get("properties", {})):
+            lines.insert(
+                0,
+                "- you wrote a whole tool call as the arguments; the arguments are only the "
+                f"object with {{{expected}}}",
+            )
         return (
             f"Invalid arguments for tool '{self.name}':\n"
             + "\n".join(lines)

@@ -1,0 +1,175 @@
+"""``Todos``: the agent's to-do list, a plan it writes, updates and sees every turn.
+
+Long tasks go better when the model writes its plan down and ticks steps off. ``write_todos``
+replaces the whole list (each item has a ``content`` and a ``status``: ``pending``,
+``in_progress`` or ``completed``); ``read_todos`` returns it. The list lives in the session's
+state (``agent.memory.state["todos"]``, plain JSON), so it is saved with the session and is still
+there after a restart, and while it is not empty the model sees it before every call in one
+compact line: ``Todos: [x] done  [>] doing  [ ] to do``.
+
+Small models get some slack: a JSON string instead of a list, a bare string instead of an item,
+and common spellings of a status (``done``, ``in progress``, ``todo``) are accepted; anything else
+is refused with an error that says which item is wrong and what is expected.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
+
+from agentica.errors import ToolError
+from agentica.run.capability import Capability
+from agentica.tools.context import RunContext
+from agentica.tools.function import Function
+from agentica.tools.toolkit import ToolLike
+
+__all__ = ["TodoItem", "Todos"]
+
+Status = Literal["pending", "in_progress", "completed"]
+
+_MARKS: dict[str, str] = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+_STATUS_ALIASES = {
+    "done": "completed",
+    "complete": "completed",
+    "finished": "completed",
+    "todo": "pending",
+    "to_do": "pending",
+    "not_started": "pending",
+    "open": "pending",
+    "doing": "in_progress",
+    "active": "in_progress",
+    "started": "in_progress",
+    "inprogress": "in_progress",
+}
+
+
+def _no_description(schema: dict[str, Any]) -> None:
+    schema.pop("description", None)  # the class docstring: tokens the model does not need
+
+
+class TodoItem(BaseModel):
+    """One step of the plan: what to do and how far it is."""
+
+    model_config = ConfigDict(
+        extra="ignore", str_strip_whitespace=True, json_schema_extra=_no_description
+    )
+
+    content: str
+    status: Status = "pending"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_string(cls, value: Any) -> Any:
+        return {"content": value} if isinstance(value, str) else value
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _status_spelling(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        key = value.strip().lower().replace(" ", "_").replace("-", "_")
+        return _STATUS_ALIASES.get(key, key)
+
+    @field_validator("content")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value:
+            raise ValueError("content is empty: write what the step is")
+        return value
+
+
+def _json_list(value: Any) -> Any:
+    """A list sent as a JSON string (small models do that) is decoded."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _inline_refs(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """The schema with ``$ref``s replaced by their definitions (clearer for small models)."""
+    if isinstance(schema, dict):
+        if defs is None:
+            defs = schema.get("$defs", {})
+        if "$ref" in schema:
+            return _inline_refs(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+        return {k: _inline_refs(v, defs) for k, v in schema.items() if k != "$defs"}
+    if isinstance(schema, list):
+        return [_inline_refs(item, defs) for item in schema]
+    return schema
+
+
+def _render(items: list[dict[str, Any]]) -> str:
+    """The compact one-line form: ``[x] a  [>] b  [ ] c``."""
+    return "  ".join(f"{_MARKS.get(str(i.get('status')), '[ ]')} {i.get('content')}" for i in items)
+
+
+class Todos(Capability):
+    """A to-do list the model keeps with ``write_todos``/``read_todos`` and sees every turn.
+
+    Args:
+        key: the key of the list in ``agent.memory.state``.
+        max_items: the longest list accepted (it is shown to the model every turn).
+        max_chars: the longest ``content`` of one item.
+    """
+
+    name = "todos"
+
+    def __init__(self, *, key: str = "todos", max_items: int = 30, max_chars: int = 300) -> None:
+        self.key = key
+        self.max_items = max_items
+        self.max_chars = max_chars
+        write = Function.from_callable(self.write_todos)
+        write.parameters = _inline_refs(write.parameters)
+        self._tools = (write, Function.from_callable(self.read_todos))
+
+    def tools(self) -> tuple[ToolLike, ...]:
+        return self._tools
+
+    def items(self, ctx: RunContext[Any]) -> list[dict[str, Any]]:
+        """The current list (plain dicts), read from the agent's session state."""
+        agent = ctx.agent
+        if agent is None:
+            return []
+        items = agent.memory.state.get(self.key)
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+        items = self.items(ctx)
+        return f"Todos: {_render(items)}" if items else None
+
+    # ------------------------------------------------------------------------------ tools
+
+    async def write_todos(
+        self,
+        ctx: RunContext[Any],
+        todos: Annotated[list[TodoItem], BeforeValidator(_json_list)],
+    ) -> str:
+        """Save your plan as a todo list; send the whole list each time, each step with a status."""
+        if len(todos) > self.max_items:
+            raise ToolError(
+                f"Too many todos ({len(todos)}): keep at most {self.max_items}. Merge small "
+                "steps into bigger ones and call write_todos again."
+            )
+        for number, item in enumerate(todos, 1):
+            if len(item.content) > self.max_chars:
+                raise ToolError(
+                    f"Todo {number} is too long ({len(item.content)} characters, at most "
+                    f"{self.max_chars}): describe the step in one short sentence and call "
+                    "write_todos again."
+                )
+        agent = ctx.agent
+        if agent is None:
+            raise ToolError("The agent is gone: the todo list cannot be saved.")
+        items = [item.model_dump() for item in todos]
+        agent.memory.state[self.key] = items
+        return f"Todos saved: {_render(items)}" if items else "Todo list cleared."
+
+    async def read_todos(self, ctx: RunContext[Any]) -> str:
+        """Return your todo list."""
+        items = self.items(ctx)
+        return json.dumps(items, ensure_ascii=False) if items else "The todo list is empty."

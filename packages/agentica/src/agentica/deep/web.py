@@ -1,0 +1,701 @@
+"""``Web``: the capability that lets an agent read web pages and search the web.
+
+```python
+agent = Agent(model=..., capabilities=[Web()])  # fetch_url, plus web_search if configured
+```
+
+- ``fetch_url`` downloads one http(s) page through the capability's pooled HTTP client (redirects
+  followed up to ``max_redirects``, ``timeout`` seconds in all, at most ``max_bytes`` read) and
+  returns it as Markdown (HTML, converted in a thread without scripts, styles, navigation and
+  footers) or as text (other text types); binary content is refused. The output is cut at
+  ``max_chars`` and says where to continue (``start=``).
+- ``web_search`` asks a ``SearchProvider`` and lists titles, URLs and snippets. It is offered only
+  when a provider is configured, so the model is never given a tool that cannot work.
+
+Search providers: ``SearxngProvider`` (self-hosted, no key), ``TavilyProvider`` and
+``BraveProvider`` (API keys, never shown in tool results, errors or logs). ``provider_from_env``
+picks one from the environment, in this order:
+
+1. ``AGENTICA_SEARCH_PROVIDER`` = ``searxng``, ``tavily``, ``brave`` or ``none``: that choice (its
+   variable below must then be set);
+2. otherwise the first one configured of ``SEARXNG_URL``, ``TAVILY_API_KEY``, ``BRAVE_API_KEY``
+   (the self-hosted engine first: no key, no cost, no queries sent to a third party);
+3. otherwise none (no ``web_search`` tool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import html as html_lib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from agentica._http import HttpClientPool
+from agentica.errors import ToolError, UsageError
+from agentica.run.capability import Capability
+from agentica.tools.function import Function
+from agentica.tools.toolkit import ToolLike
+
+if TYPE_CHECKING:
+    import aiohttp
+    from bs4 import Tag
+
+__all__ = [
+    "BraveProvider",
+    "SearchProvider",
+    "SearchResult",
+    "SearxngProvider",
+    "TavilyProvider",
+    "Web",
+    "html_to_markdown",
+    "provider_from_env",
+]
+
+logger = logging.getLogger(__name__)
+
+PROVIDER_ENV = "AGENTICA_SEARCH_PROVIDER"
+_SEARCH_RESPONSE_BYTES = 2_000_000  # the most bytes read from a search API's answer
+_MAX_SEARCH_RESULTS = 10
+
+# ---------------------------------------------------------------------------------- search
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """One web search hit."""
+
+    title: str
+    url: str
+    snippet: str = ""
+
+
+class SearchProvider(Protocol):
+    """A web search engine: ``await provider.search(query, n)`` returns at most ``n`` results.
+
+    Raise ``ToolError`` with a message for the model when the search fails; it must not contain
+    credentials.
+    """
+
+    async def search(self, query: str, n: int) -> list[SearchResult]: ...
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
+
+
+def _display_url(url: str) -> str:
+    """``url`` without user name, password, query or fragment (safe to show)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+_TAG_RE = re.compile(r"<[^>]+>")
+_SPACE_RE = re.compile(r"\s+")
+
+
+def _plain(value: Any) -> str:
+    """A search API's field as one line of plain text (tags such as ``<strong>`` removed)."""
+    if not isinstance(value, str):
+        return ""
+    return _SPACE_RE.sub(" ", html_lib.unescape(_TAG_RE.sub("", value))).strip()
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the body, and whether there was more (then reading stopped)."""
+    buf = bytearray()
+    while len(buf) <= limit:
+        chunk = await resp.content.read(min(65536, limit + 1 - len(buf)))
+        if not chunk:
+            return bytes(buf), False
+        buf += chunk
+    return bytes(buf[:limit]), True
+
+
+class _HTTPSearchProvider:
+    """What the HTTP search providers share: a pooled client, a timeout, safe error messages."""
+
+    label = "search"
+    key_env = ""
+
+    def __init__(self, base_url: str, *, api_key: str = "", timeout: float = 15.0) -> None:
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise UsageError(f"{self.label} base URL must start with http:// or https://")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._api_key = api_key
+        self._pool = HttpClientPool(max_connections=16)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {_display_url(self.base_url)}>"
+
+    async def aclose(self) -> None:
+        """Close the HTTP session of the running loop."""
+        await self._pool.aclose()
+
+    def _secrets(self) -> tuple[str, ...]:
+        parts = urlsplit(self.base_url)
+        return tuple(s for s in (self._api_key, parts.password or "") if s)
+
+    def _fail(self, message: str) -> ToolError:
+        return ToolError(_redact(message, self._secrets()))
+
+    def _status_error(self, status: int, body: bytes) -> ToolError:
+        if status in (401, 403) and self.key_env:
+            hint = f"the API key was rejected; check {self.key_env}"
+        elif status == 429:
+            hint = "rate limit or quota reached; wait before searching again"
+        elif status >= 500:
+            hint = "the search service failed; try again later"
+        else:
+            hint = "the search request was refused"
+        detail = _plain(body[:300].decode("utf-8", "replace"))
+        detail = f" ({detail[:200]})" if detail else ""
+        return self._fail(f"web search failed: {self.label} answered HTTP {status}: {hint}{detail}")
+
+    async def _request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        import aiohttp
+
+        url = self.base_url + path
+        where = _display_url(url)
+        session = self._pool.session()
+        try:
+            async with session.request(
+                method,
+                url,
+                params=params,
+                json=body,
+                headers={"Accept": "application/json", **(headers or {})},
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                allow_redirects=False,
+            ) as resp:
+                raw, _ = await _read_capped(resp, _SEARCH_RESPONSE_BYTES)
+                if resp.status >= 400:
+                    raise self._status_error(resp.status, raw)
+                if resp.status >= 300:
+                    raise self._fail(
+                        f"web search failed: {self.label} at {where} answered with a redirect "
+                        f"(HTTP {resp.status}); check its URL"
+                    )
+        except TimeoutError:
+            raise self._fail(
+                f"web search failed: {self.label} did not answer within {self.timeout:g} s; "
+                "try again later"
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise self._fail(
+                f"web search failed: cannot reach {self.label} at {where} "
+                f"({type(exc).__name__}); try again later"
+            ) from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise self._fail(
+                f"web search failed: {self.label} answered with something that is not JSON"
+            ) from None
+
+    @staticmethod
+    def _results(items: Any, n: int, snippet_key: str) -> list[SearchResult]:
+        out: list[SearchResult] = []
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict):
+                continue
+            url = item.get("url")
+            if not isinstance(url, str) or not url:
+                continue
+            title = _plain(item.get("title")) or url
+            out.append(SearchResult(title=title, url=url, snippet=_plain(item.get(snippet_key))))
+            if len(out) >= n:
+                break
+        return out
+
+
+class SearxngProvider(_HTTPSearchProvider):
+    """A SearXNG instance (``GET {base_url}/search?q=...&format=json``).
+
+    The instance must allow the JSON format (``search: formats: [html, json]`` in its
+    ``settings.yml``). A user name and password may be given in the URL.
+    """
+
+    label = "SearXNG"
+
+    def __init__(self, base_url: str, *, timeout: float = 15.0) -> None:
+        super().__init__(base_url, timeout=timeout)
+
+    def _status_error(self, status: int, body: bytes) -> ToolError:
+        if status == 403:
+            return self._fail(
+                "web search failed: SearXNG refused the JSON format (HTTP 403); enable 'json' "
+                "under search.formats in its settings.yml"
+            )
+        return super()._status_error(status, body)
+
+    async def search(self, query: str, n: int) -> list[SearchResult]:
+        data = await self._request_json("GET", "/search", params={"q": query, "format": "json"})
+        items = data.get("results") if isinstance(data, dict) else None
+        return self._results(items, n, "content")
+
+
+class TavilyProvider(_HTTPSearchProvider):
+    """The Tavily search API (``POST {base_url}/search``, the key as a bearer token)."""
+
+    label = "Tavily"
+    key_env = "TAVILY_API_KEY"
+
+    def __init__(
+        self, api_key: str, *, base_url: str = "https://api.tavily.com", timeout: float = 15.0
+    ) -> None:
+        if not api_key:
+            raise UsageError("TavilyProvider needs an API key (TAVILY_API_KEY)")
+        super().__init__(base_url, api_key=api_key, timeout=timeout)
+
+    async def search(self, query: str, n: int) -> list[SearchResult]:
+        data = await self._request_json(
+            "POST",
+            "/search",
+            body={"query": query, "max_results": n},
+            headers={"Authorization": f"Bearer {self._api_key}"},
+        )
+        items = data.get("results") if isinstance(data, dict) else None
+        return self._results(items, n, "content")
+
+
+class BraveProvider(_HTTPSearchProvider):
+    """The Brave web search API (``GET {base_url}/web/search``, ``X-Subscription-Token``)."""
+
+    label = "Brave Search"
+    key_env = "BRAVE_API_KEY"
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        base_url: str = "https://api.search.brave.com/res/v1",
+        timeout: float = 15.0,
+    ) -> None:
+        if not api_key:
+            raise UsageError("BraveProvider needs an API key (BRAVE_API_KEY)")
+        super().__init__(base_url, api_key=api_key, timeout=timeout)
+
+    async def search(self, query: str, n: int) -> list[SearchResult]:
+        data = await self._request_json(
+            "GET",
+            "/web/search",
+            params={"q": query, "count": str(min(n, 20))},
+            headers={"X-Subscription-Token": self._api_key},
+        )
+        web = data.get("web") if isinstance(data, dict) else None
+        items = web.get("results") if isinstance(web, dict) else None
+        return self._results(items, n, "description")
+
+
+_PROVIDERS: dict[str, tuple[str, Callable[[str], SearchProvider]]] = {
+    "searxng": ("SEARXNG_URL", SearxngProvider),
+    "tavily": ("TAVILY_API_KEY", TavilyProvider),
+    "brave": ("BRAVE_API_KEY", BraveProvider),
+}
+
+
+def provider_from_env(env: Mapping[str, str] = os.environ) -> SearchProvider | None:
+    """The search provider the environment configures, or ``None``.
+
+    ``AGENTICA_SEARCH_PROVIDER`` (``searxng``, ``tavily``, ``brave``, ``none``) chooses one
+    explicitly; otherwise the first of ``SEARXNG_URL``, ``TAVILY_API_KEY``, ``BRAVE_API_KEY`` that
+    is set (not empty) is used. Raises ``UsageError`` when the chosen provider is not configured.
+    """
+    choice = env.get(PROVIDER_ENV, "").strip().lower()
+    if choice == "none":
+        return None
+    if choice:
+        if choice not in _PROVIDERS:
+            raise UsageError(
+                f"{PROVIDER_ENV}={choice!r} is not a search provider: use one of "
+                f"{', '.join(_PROVIDERS)} or none"
+            )
+        variable, make = _PROVIDERS[choice]
+        value = env.get(variable, "").strip()
+        if not value:
+            raise UsageError(f"{PROVIDER_ENV}={choice} needs {variable} to be set")
+        return make(value)
+    for variable, make in _PROVIDERS.values():
+        value = env.get(variable, "").strip()
+        if value:
+            return make(value)
+    return None
+
+
+# ---------------------------------------------------------------------------------- pages
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_TEXT_TYPES = frozenset({
+    "application/json", "application/xml", "application/javascript", "application/ecmascript",
+    "application/x-javascript", "application/yaml", "application/x-yaml", "application/toml",
+    "application/x-sh", "application/sql", "application/graphql", "application/x-ndjson",
+    "application/x-www-form-urlencoded", "application/rtf",
+})  # fmt: skip
+# Removed before conversion: code, styling, navigation and page furniture.
+_NOISE_TAGS = (
+    "script", "style", "noscript", "template", "nav", "footer", "aside", "form", "button",
+    "input", "select", "textarea", "iframe", "svg", "canvas", "object", "embed", "dialog", "link",
+    "meta",
+)  # fmt: skip
+_NOISE_ROLES = frozenset({"navigation", "contentinfo", "banner", "search", "complementary"})
+_META_CHARSET_RE = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_.:-]+)""", re.I)
+_BLANK_LINES_RE = re.compile(r"\n[ \t]*(?:\n[ \t]*){2,}")
+_LANGUAGE_RE = re.compile(r"(?:language|lang)-([\w+#.-]+)")
+
+
+def _kind(mime: str) -> str:
+    """``html``, ``text``, ``binary`` or ``unknown`` (sniff the body) for a media type."""
+    if not mime or mime == "application/octet-stream":  # often a mislabelled text file
+        return "unknown"
+    if mime in _HTML_TYPES:
+        return "html"
+    if mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml")):
+        return "text"
+    return "binary"
+
+
+def _sniff(body: bytes) -> str:
+    head = body[:2048]
+    if b"\x00" in head and not head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "binary"
+    start = head.lstrip()[:200].lower()
+    if start.startswith((b"<!doctype html", b"<html")) or b"<body" in head.lower():
+        return "html"
+    return "text"
+
+
+def _decode(body: bytes, charset: str | None, kind: str) -> str:
+    for bom, encoding in (
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
+        if body.startswith(bom):
+            return body.decode(encoding, "replace")
+    if not charset and kind == "html":
+        match = _META_CHARSET_RE.search(body[:4096])
+        charset = match.group(1).decode("ascii") if match else None
+    try:
+        return body.decode(charset or "utf-8", "replace")
+    except LookupError:
+        return body.decode("utf-8", "replace")
+
+
+def _code_language(el: Any) -> str | None:
+    for node in (el, el.find("code")):
+        classes = node.get("class") if node is not None else None
+        for cls in classes or ():
+            match = _LANGUAGE_RE.match(cls)
+            if match:
+                return match.group(1)
+    return None
+
+
+def html_to_markdown(page: str, base_url: str = "") -> tuple[str, str]:
+    """The title and the readable content of an HTML page as Markdown (CPU-bound: use a thread).
+
+    Scripts, styles, navigation, footers, forms and other page furniture are dropped; headings,
+    links (made absolute against ``base_url``), lists, code blocks and tables are kept; images
+    become their alt text.
+    """
+    from bs4 import BeautifulSoup
+    from markdownify import MarkdownConverter
+
+    soup = BeautifulSoup(page, "html.parser")
+    title = _plain(soup.title.get_text()) if soup.title else ""
+    for tag in soup.find_all(_NOISE_TAGS):
+        tag.decompose()
+    for tag in soup.find_all(role=True):
+        if not tag.decomposed and str(tag.get("role", "")).lower() in _NOISE_ROLES:
+            tag.decompose()
+    for tag in soup.find_all(["header", "head"]):
+        # a page's banner goes; an article's own header (its title, author) stays
+        if not tag.decomposed and tag.find_parent(["article", "main"]) is None:
+            tag.decompose()
+    mains = soup.find_all("main")
+    root: BeautifulSoup | Tag = mains[0] if len(mains) == 1 else (soup.body or soup)
+    for a in root.find_all("a"):
+        href = str(a.get("href") or "").strip()
+        if not href or href.startswith(("#", "javascript:", "data:", "mailto:")):
+            a.unwrap()
+        else:
+            a["href"] = urljoin(base_url, href) if base_url else href
+    for img in root.find_all("img"):
+        alt = _plain(img.get("alt"))
+        if alt:
+            img.replace_with(f"[image: {alt}]")
+        else:
+            img.decompose()
+    converter = MarkdownConverter(
+        heading_style="ATX",
+        bullets="-",
+        escape_asterisks=False,
+        escape_underscores=False,
+        code_language_callback=_code_language,
+    )
+    markdown = converter.convert_soup(root)
+    markdown = "\n".join(line.rstrip() for line in markdown.splitlines())
+    return title, _BLANK_LINES_RE.sub("\n\n", markdown).strip()
+
+
+def _http_hint(status: int) -> str:
+    if status in (401, 403):
+        return "access denied (login needed or automated access blocked); use another source"
+    if status in (404, 410):
+        return "the page does not exist; check the URL or search for the right page"
+    if status == 429:
+        return "the site is rate limiting; wait, or use another source"
+    if status >= 500:
+        return "the server failed; try again later or use another source"
+    return "the server refused the request; check the URL"
+
+
+def _clip(text: str, start: int, max_chars: int) -> tuple[str, str]:
+    """The part of ``text`` shown from ``start`` (cut near ``max_chars``) and a note about it."""
+    total = len(text)
+    if start >= total > 0:
+        raise ToolError(f"start={start} is past the end of the page ({total} characters)")
+    end = start + max_chars
+    if end >= total:
+        note = f"[Characters {start}-{total} of {total}: the end.]" if start else ""
+        return text[start:], note
+    newline = text.rfind("\n", start + max_chars * 4 // 5, end)
+    if newline > start:
+        end = newline
+    note = (
+        f"[Cut: characters {start}-{end} of {total} shown. "
+        f"Call fetch_url with start={end} to read more.]"
+    )
+    return text[start:end], note
+
+
+# ---------------------------------------------------------------------------------- capability
+
+
+class Web(Capability):
+    """Web tools: ``fetch_url`` always, ``web_search`` when a search provider is configured.
+
+    Args:
+        provider: the search engine; default: ``provider_from_env(env)``.
+        env: the environment to read the provider from (default ``os.environ``; ``{}`` for no
+            search unless ``provider`` is given).
+        max_chars: characters ``fetch_url`` returns by default.
+        max_chars_limit: the most characters the model may ask ``fetch_url`` for.
+        max_bytes: the most bytes downloaded per page (reading stops there).
+        timeout: seconds one page download may take, redirects included.
+        max_redirects: redirects followed per page.
+        user_agent: the ``User-Agent`` sent with page requests.
+    """
+
+    name = "web"
+
+    def __init__(
+        self,
+        *,
+        provider: SearchProvider | None = None,
+        env: Mapping[str, str] | None = None,
+        max_chars: int = 8000,
+        max_chars_limit: int = 40_000,
+        max_bytes: int = 2_000_000,
+        timeout: float = 20.0,
+        max_redirects: int = 5,
+        user_agent: str = "Mozilla/5.0 (compatible; agentica)",
+    ) -> None:
+        if not 1 <= max_chars <= max_chars_limit:
+            raise UsageError("max_chars must be at least 1 and at most max_chars_limit")
+        if max_bytes < 1 or timeout <= 0 or max_redirects < 0:
+            raise UsageError("max_bytes and timeout must be positive, max_redirects not negative")
+        if provider is None:
+            provider = provider_from_env(os.environ if env is None else env)
+        self.provider = provider
+        self.max_chars = max_chars
+        self.max_chars_limit = max_chars_limit
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.max_redirects = max_redirects
+        self.user_agent = user_agent
+        self._pool = HttpClientPool(max_connections=64)
+        self._tools = self._build_tools()
+
+    def __repr__(self) -> str:
+        return f"<Web search={self.provider!r}>"
+
+    def tools(self) -> Sequence[ToolLike]:
+        return self._tools
+
+    async def aclose(self) -> None:
+        """Close the HTTP sessions of the running loop (pages and the search provider)."""
+        await self._pool.aclose()
+        close = getattr(self.provider, "aclose", None)
+        if callable(close):
+            await close()
+
+    # ------------------------------------------------------------------------------ operations
+
+    async def fetch(self, url: str, *, max_chars: int | None = None, start: int = 0) -> str:
+        """``fetch_url``'s work: the page at ``url`` as text for the model; ``ToolError`` if not."""
+        import aiohttp
+
+        url = url.strip()
+        if "://" not in url and not urlsplit(url).scheme:
+            url = "https://" + url
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ToolError(
+                f"fetch_url only reads http:// and https:// URLs, not {url[:100]!r}; "
+                "give a full web address"
+            )
+        limit = max(200, min(max_chars or self.max_chars, self.max_chars_limit))
+        start = max(0, start)
+        session = self._pool.session()
+        try:
+            async with session.get(
+                url,
+                headers={
+                    "User-Agent": self.user_agent,
+                    "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
+                },
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                allow_redirects=True,
+                max_redirects=self.max_redirects + 1,  # aiohttp counts the last response too
+            ) as resp:
+                final = str(resp.url)
+                redirected = bool(resp.history)
+                if resp.status >= 400:
+                    reason = f" {resp.reason}" if resp.reason else ""
+                    raise ToolError(
+                        f"HTTP {resp.status}{reason} for {final}: {_http_hint(resp.status)}"
+                    )
+                mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
+                kind = _kind(mime)
+                if kind == "binary":
+                    raise ToolError(_binary_message(final, mime))
+                body, cut_download = await _read_capped(resp, self.max_bytes)
+                if cut_download:
+                    resp.close()  # drop the connection rather than read the rest
+                charset = resp.charset
+        except aiohttp.TooManyRedirects:
+            raise ToolError(
+                f"{url} redirected more than {self.max_redirects} times; the page cannot be read"
+            ) from None
+        except aiohttp.RedirectClientError as exc:  # to ftp:, file:, or a malformed address
+            raise ToolError(
+                f"{url} redirected to {str(exc)[:200]!r}, which is not an http(s) page"
+            ) from None
+        except aiohttp.InvalidURL:
+            raise ToolError(f"{url[:200]!r} is not a valid URL") from None
+        except TimeoutError:
+            raise ToolError(
+                f"{url} did not answer within {self.timeout:g} s; try again later or use "
+                "another source"
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise ToolError(
+                f"cannot fetch {url}: {type(exc).__name__}: {exc}; check the address or use "
+                "another source"
+            ) from None
+        if kind == "unknown":
+            kind = _sniff(body)
+            if kind == "binary":
+                raise ToolError(_binary_message(final, "unlabelled binary"))
+        title, content = await asyncio.to_thread(_readable, body, charset, kind, final)
+        logger.debug("fetched %s: %d bytes, %d characters", final, len(body), len(content))
+        header = [f"URL: {final}"]
+        if redirected:
+            header[0] += f" (redirected from {url})"
+        if title:
+            header.append(f"Title: {title}")
+        if kind == "text" and mime:
+            header.append(f"Content-Type: {mime}")
+        if cut_download:
+            header.append(
+                f"Note: the download stopped after {self.max_bytes:,} bytes; the end of the "
+                "page is missing."
+            )
+        if not content:
+            header.append("The page has no readable text (it may need JavaScript).")
+            return "\n".join(header)
+        shown, note = _clip(content, start, limit)
+        return "\n".join(header) + "\n\n" + shown + (f"\n\n{note}" if note else "")
+
+    async def search(self, query: str, *, max_results: int = 5) -> str:
+        """``web_search``'s work: the results as text for the model; ``ToolError`` if it fails."""
+        if self.provider is None:
+            raise ToolError("web search is not configured")
+        query = query.strip()
+        if not query:
+            raise ToolError("the query is empty; say what to search for")
+        n = max(1, min(max_results, _MAX_SEARCH_RESULTS))
+        results = await self.provider.search(query, n)
+        if not results:
+            return f"No results for {query!r}. Try other words."
+        lines = []
+        for i, result in enumerate(results[:n], 1):
+            lines.append(f"{i}. {result.title}\n   {result.url}")
+            if result.snippet:
+                lines.append(f"   {result.snippet}")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------------ tools
+
+    def _build_tools(self) -> tuple[Function, ...]:
+        web = self
+        default_chars = self.max_chars
+
+        async def fetch_url(url: str, max_chars: int = default_chars, start: int = 0) -> str:
+            """Read a web page (http/https) as Markdown text.
+
+            Args:
+                url: the page's address.
+                max_chars: the most characters to return.
+                start: where to start reading (to continue a cut page).
+            """
+            return await web.fetch(url, max_chars=max_chars, start=start)
+
+        async def web_search(query: str, max_results: int = 5) -> str:
+            """Search the web; returns titles, URLs and snippets.
+
+            Args:
+                query: what to search for.
+                max_results: how many results (1-10).
+            """
+            return await web.search(query, max_results=max_results)
+
+        tools = [Function.from_callable(fetch_url)]
+        if self.provider is not None:
+            tools.append(Function.from_callable(web_search))
+        return tuple(tools)
+
+
+def _binary_message(url: str, mime: str) -> str:
+    return (
+        f"{url} is {mime} content, which fetch_url cannot read (it reads HTML and text pages "
+        "only); look for an HTML or text version"
+    )
+
+
+def _readable(body: bytes, charset: str | None, kind: str, url: str) -> tuple[str, str]:
+    """The title and text of a downloaded body (run in a thread)."""
+    text = _decode(body, charset, kind)
+    if kind == "html":
+        return html_to_markdown(text, url)
+    return "", text.strip()

@@ -1,0 +1,152 @@
+"""Todos: the to-do list kept in the session state and shown to the model every turn."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentica import Agent
+from agentica.deep.todos import Todos
+from agentica.messages import SystemMessage, ToolMessage
+from agentica.models import ModelRequest
+from agentica.storage.jsonfile import JSONFileStorage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+PLAN = [
+    {"content": "Read the spec", "status": "completed"},
+    {"content": "Write the code", "status": "in_progress"},
+    {"content": "Run the tests", "status": "pending"},
+]
+SLOT = "Todos: [x] Read the spec  [>] Write the code  [ ] Run the tests"
+
+
+def todo_slots(request: ModelRequest) -> list[str]:
+    return [
+        m.content
+        for m in request.messages
+        if isinstance(m, SystemMessage) and m.content.startswith("Todos:")
+    ]
+
+
+def tool_results(request: ModelRequest) -> list[ToolMessage]:
+    return [m for m in request.messages if isinstance(m, ToolMessage)]
+
+
+async def test_written_todos_are_in_the_session_state_and_in_the_next_requests_slot() -> None:
+    model = ScriptedModel([tool_calls(call("write_todos", todos=PLAN)), "Planned.", "Working."])
+    agent = Agent(model=model, instructions="Be brief.", capabilities=[Todos()])
+    await agent.run("Build the feature")
+    assert agent.memory.state["todos"] == PLAN
+    assert todo_slots(model.requests[0]) == []  # nothing shown while the list is empty
+    assert todo_slots(model.requests[1]) == [SLOT]
+    # the slot comes right after the instructions and is not kept in the history
+    assert model.requests[1].messages[1] == SystemMessage(content=SLOT)
+    assert tool_results(model.requests[1])[0].content == f"Todos saved: {SLOT[7:]}"
+    await agent.run("Go on")
+    assert todo_slots(model.requests[2]) == [SLOT]  # the next run sees it too, once
+
+
+async def test_the_list_survives_a_restart_with_the_session(tmp_path: Path) -> None:
+    storage = JSONFileStorage(tmp_path / "sessions")
+    first = Agent(
+        model=ScriptedModel([tool_calls(call("write_todos", todos=PLAN)), "Planned."]),
+        capabilities=[Todos()],
+        storage=storage,
+        user_id="u",
+        session_id="s",
+    )
+    await first.run("Plan the work")
+    model = ScriptedModel([tool_calls("read_todos"), "Resumed."])
+    second = Agent(
+        model=model,
+        capabilities=[Todos()],
+        storage=JSONFileStorage(tmp_path / "sessions"),
+        user_id="u",
+        session_id="s",
+    )
+    await second.run("Where were we?")
+    assert second.memory.state["todos"] == PLAN
+    assert todo_slots(model.requests[0]) == [SLOT]
+    assert json.loads(tool_results(model.requests[1])[-1].content) == PLAN
+
+
+async def test_invalid_lists_are_refused_with_errors_naming_the_item_and_the_list_is_kept() -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=PLAN)),
+        tool_calls(call("write_todos", todos=[{"content": "a", "status": "blocked"}])),
+        tool_calls(call("write_todos", todos=[{"content": "a"}, {"status": "pending"}])),
+        tool_calls(call("write_todos", todos=[{"content": "  ", "status": "pending"}])),
+        tool_calls(call("write_todos", todos={"content": "a"})),
+        "Gave up.",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[Todos()])
+    await agent.run("Plan")
+    errors = [tool_results(r)[-1] for r in model.requests[2:6]]
+    assert all(e.is_error for e in errors)
+    assert "todos.0.status" in errors[0].content
+    assert "'pending', 'in_progress' or 'completed'" in errors[0].content
+    assert "'blocked'" in errors[0].content
+    assert "todos.1.content: this required argument is missing" in errors[1].content
+    assert "todos.0.content" in errors[2].content and "content is empty" in errors[2].content
+    assert "- todos: Input should be a valid array" in errors[3].content
+    assert agent.memory.state["todos"] == PLAN  # the bad calls changed nothing
+
+
+async def test_too_many_or_too_long_items_are_refused() -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=["a", "b", "c"])),
+        tool_calls(call("write_todos", todos=["a", "x" * 50])),
+        "ok",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[Todos(max_items=2, max_chars=40)])
+    await agent.run("Plan")
+    too_many = tool_results(model.requests[1])[-1]
+    too_long = tool_results(model.requests[2])[-1]
+    assert too_many.is_error and "Too many todos (3): keep at most 2" in too_many.content
+    assert too_long.is_error and "Todo 2 is too long (50 characters, at most 40)" in (
+        too_long.content
+    )
+    assert "todos" not in agent.memory.state
+
+
+async def test_small_model_slips_are_accepted() -> None:
+    slips = [{"content": "a", "status": "Done"}, {"content": "b", "status": "in progress"}]
+    sent = json.dumps(slips)
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=sent)),  # the list as a JSON string
+        tool_calls(call("write_todos", todos=["first", {"content": "second", "status": "todo"}])),
+        "ok",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[Todos()])
+    await agent.run("Plan")
+    assert todo_slots(model.requests[1]) == ["Todos: [x] a  [>] b"]
+    assert agent.memory.state["todos"] == [
+        {"content": "first", "status": "pending"},
+        {"content": "second", "status": "pending"},
+    ]
+
+
+async def test_an_empty_list_clears_the_slot_and_read_todos_says_so() -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=PLAN)),
+        tool_calls(call("write_todos", todos=[])),
+        tool_calls("read_todos"),
+        "ok",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[Todos()])
+    await agent.run("Plan")
+    assert todo_slots(model.requests[1]) == [SLOT]
+    assert tool_results(model.requests[2])[-1].content == "Todo list cleared."
+    assert todo_slots(model.requests[2]) == todo_slots(model.requests[3]) == []
+    assert tool_results(model.requests[3])[-1].content == "The todo list is empty."
+    assert agent.memory.state["todos"] == []
+
+
+def test_the_tools_are_short_and_their_schema_has_no_references() -> None:
+    functions = Agent(model=ScriptedModel([]), capabilities=[Todos()]).functions
+    write = functions["write_todos"].definition
+    assert len(write.description) < 100 and len(functions["read_todos"].description) < 40
+    assert "$ref" not in json.dumps(write.parameters)
+    item = write.parameters["properties"]["todos"]["items"]
+    assert item["properties"]["status"]["enum"] == ["pending", "in_progress", "completed"]
+    assert item["required"] == ["content"]
