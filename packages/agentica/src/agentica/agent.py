@@ -29,9 +29,10 @@ from agentica.errors import UsageError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
+from agentica.run.approval import Decision, PendingCall
 from agentica.run.capability import Capability
 from agentica.run.limits import RunLimits
-from agentica.run.loop import RunInput, output_schema_for, run_events
+from agentica.run.loop import RunInput, output_schema_for, pending_calls, run_events
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
 from agentica.storage.base import Storage
@@ -316,6 +317,52 @@ class Agent:
                 await aclose_loop_sessions()
 
         return asyncio.run(main())
+
+    def resume_stream(
+        self,
+        decisions: Mapping[str, Decision],
+        *,
+        deps: Any = None,
+        limits: RunLimits | None = None,
+        model_settings: ModelSettings | None = None,
+        stream_model: bool = True,
+    ) -> RunStream:
+        """Continue the paused run with a ``Decision`` per pending call id (streamed)."""
+        return RunStream(
+            run_events(
+                self,
+                None,
+                deps=deps,
+                limits=limits,
+                model_settings=model_settings,
+                stream=stream_model,
+                decisions=decisions,
+            )
+        )
+
+    async def resume(
+        self,
+        decisions: Mapping[str, Decision],
+        *,
+        deps: Any = None,
+        limits: RunLimits | None = None,
+        model_settings: ModelSettings | None = None,
+    ) -> RunResponse:
+        """Continue the paused run with a ``Decision`` per pending call id.
+
+        Works in a new process too: the paused run is part of the saved session.
+        """
+        stream = self.resume_stream(
+            decisions, deps=deps, limits=limits, model_settings=model_settings, stream_model=False
+        )
+        async with stream:
+            async for _ in stream:
+                pass
+        return stream.response
+
+    async def pending(self) -> list[PendingCall]:
+        """The calls the paused run waits on (empty when the last run is not paused)."""
+        return await pending_calls(self)
 
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Function:
         """This agent as a tool another agent can call; each call runs in a fresh conversation.

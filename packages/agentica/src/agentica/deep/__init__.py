@@ -4,6 +4,8 @@
   and the tool calls it made (checks.py)
 - ``Todos``: a structured task list in the session, shown to the model each turn (todos.py)
 - ``Skills``: Markdown skills with YAML front matter, activated by a trigger (skills.py)
+- ``Shell``: ``execute`` and interruptible ``start/wait/stop_command`` in a workspace, optionally
+  sandboxed with bubblewrap, never leaving a process behind (shell.py)
 - ``Web``: ``fetch_url`` and, when a search provider is configured, ``web_search`` (web.py)
 
 File backends and tools, shell execution, subagents and ``DeepAgent`` are being added by the
@@ -11,6 +13,7 @@ deep-agent issue; context management by the context-management issue.
 """
 
 from agentica.deep.checks import AnswerCheck
+from agentica.deep.shell import Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
 from agentica.deep.todos import TodoItem, Todos
 from agentica.deep.web import (
@@ -29,6 +32,7 @@ __all__ = [
     "SearchProvider",
     "SearchResult",
     "SearxngProvider",
+    "Shell",
     "Skill",
     "SkillError",
     "Skills",

@@ -3,10 +3,12 @@
 - ``run_events``: the one run loop (loop.py)
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
+- ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
 - ``RunLimits``: turns, tool calls, tokens, cost, time (limits.py)
 - ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)
 """
 
+from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.events import (
     ModelRequestStarted,
     ModelResponseReceived,
@@ -26,8 +28,11 @@ from agentica.run.stream import RunStream
 
 __all__ = [
     "AgentMemory",
+    "Decision",
+    "HumanApproval",
     "ModelRequestStarted",
     "ModelResponseReceived",
+    "PendingCall",
     "ReasoningDelta",
     "RunCompleted",
     "RunEvent",

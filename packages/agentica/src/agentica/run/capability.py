@@ -14,6 +14,8 @@ Hooks, all optional (the defaults do nothing):
   is replaced each turn rather than appended to the history (for example the variable directory);
 - ``after_tools(ctx, calls)``: called after a turn's tool calls ran and before the model sees their
   results (archive them, annotate them, or fail them);
+- ``needs_approval(ctx, call)``: a ``PendingCall`` when the call must wait for a person's
+  decision (the run pauses before the turn's calls run; see approval.py), else ``None``;
 - ``review_answer(ctx, message)``: called when the model gives a final answer; returning text sends
   the model back to work with that text as the next user message (a checkpoint: "is it really
   done?"); the capability itself bounds how often it does so;
@@ -26,13 +28,16 @@ belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentica.messages import AssistantMessage
 from agentica.storage.records import RunRecord
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.toolkit import ToolLike
+
+if TYPE_CHECKING:
+    from agentica.run.approval import PendingCall
 
 __all__ = ["Capability"]
 
@@ -61,6 +66,10 @@ class Capability:
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         """After the turn's calls ran, before their results are sent to the model."""
         return
+
+    async def needs_approval(self, ctx: RunContext[Any], call: FunctionCall) -> PendingCall | None:
+        """A ``PendingCall`` if ``call`` must wait for a person's decision, else ``None``."""
+        return None
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         """Return text to send the model back to work instead of finishing, or ``None``."""

@@ -31,6 +31,7 @@ from agentica.errors import (
     ModelResponseError,
     OutputValidationError,
     RunCancelled,
+    SessionFormatError,
     StorageError,
     UsageError,
 )
@@ -51,6 +52,7 @@ from agentica.models.base import (
     ResponseDone,
 )
 from agentica.models.pricing import ModelPrice, cost_of, price_for
+from agentica.run.approval import Decision, PendingCall, apply_decisions
 from agentica.run.events import (
     ModelRequestStarted,
     ModelResponseReceived,
@@ -72,7 +74,7 @@ from agentica.tools.guardrails import run_guardrails
 if TYPE_CHECKING:
     from agentica.agent import Agent
 
-__all__ = ["RunInput", "output_schema_for", "run_events"]
+__all__ = ["RunInput", "output_schema_for", "paused_run", "pending_calls", "run_events"]
 
 T = TypeVar("T")
 RunInput = str | UserMessage | list[ContentPart]
@@ -152,12 +154,14 @@ async def _start(
     deps: Any,
     limits: RunLimits | None,
     model_settings: ModelSettings | None,
+    *,
+    resuming: RunRecord | None = None,
 ) -> _RunState:
     user = _user_message(user_input)
     limits = limits or agent.limits
     await agent.load()
     usage = RunUsage()
-    run_id = uuid.uuid4().hex
+    run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
     ctx: RunContext[Any] = RunContext(
         run_id=run_id,
         deps=deps,
@@ -172,16 +176,19 @@ async def _start(
     window = getattr(agent.model, "context_window", None)
     policy = agent.history
     budget = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
+    earlier = agent.memory.runs[:-1] if resuming is not None else agent.memory.runs
     history = (
-        assemble_history(
-            [r.messages for r in agent.memory.runs], budget_tokens=budget, policy=policy
-        )
-        if agent.memory.runs
+        assemble_history([r.messages for r in earlier], budget_tokens=budget, policy=policy)
+        if earlier
         else []
     )
+    # a paused run left behind (the user moved on) has calls without results: repair them
     messages: list[Message] = [SystemMessage(content=system)] if system else []
-    messages.extend(history)
-    messages.append(user)
+    messages.extend(repair_tool_pairs(history, reason="not approved"))
+    if resuming is not None:
+        messages.extend(resuming.messages)
+    else:
+        messages.append(user)
     output_schema = agent.output_adapter()[1] if agent.output_type is not None else None
     started = time.monotonic()
     deadline = (
@@ -201,9 +208,37 @@ async def _start(
         started=started,
         deadline=deadline,
         messages=messages,
-        new_messages=[user],
+        new_messages=[user] if resuming is None else [],
         usage=usage,
     )
+
+
+async def _resume(
+    agent: Agent,
+    decisions: Mapping[str, Decision],
+    deps: Any,
+    limits: RunLimits | None,
+    model_settings: ModelSettings | None,
+) -> tuple[_RunState, list[FunctionCall]]:
+    """The state of the agent's paused run, and its calls with ``decisions`` applied."""
+    await agent.load()
+    record = paused_run(agent)
+    if record is None:
+        raise UsageError(
+            f"agent {agent.name!r} has no paused run to resume: resume() continues a run that "
+            "ended with stop_reason='paused'; start a new one with run()"
+        )
+    first = record.messages[0] if record.messages else None
+    user_input: RunInput = first if isinstance(first, UserMessage) else ""
+    state = await _start(agent, user_input, deps, limits, model_settings, resuming=record)
+    pending = await _pending_of(agent, state.ctx, record)
+    message = record.messages[-1]
+    assert isinstance(message, AssistantMessage)
+    functions = agent.functions
+    calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
+    apply_decisions(calls, pending, decisions)
+    state.calls.extend(calls)
+    return state, calls
 
 
 def _check_limits(state: _RunState) -> None:
@@ -463,24 +498,131 @@ def _failure_record(agent: Agent, state: _RunState, exc: BaseException) -> RunRe
     )
 
 
-async def _end_run(agent: Agent, state: _RunState, record: RunRecord) -> None:
+async def _end_run(
+    agent: Agent, state: _RunState, record: RunRecord, *, hooks: bool = True
+) -> None:
     """Remember the run: in memory, through the capabilities' hooks, and in storage."""
     agent.memory.runs.append(record)
-    for capability in agent.capabilities:
-        await capability.after_run(state.ctx, record)
+    if hooks:  # a paused run is not over: its capabilities' after_run waits for the end
+        for capability in agent.capabilities:
+            await capability.after_run(state.ctx, record)
     await agent.save(record)
+
+
+async def _approvals(
+    agent: Agent, state: _RunState, calls: Sequence[FunctionCall]
+) -> list[PendingCall]:
+    """The calls of this turn that must wait for a person's decision."""
+    pending = []
+    for call in calls:
+        for capability in agent.capabilities:
+            request = await capability.needs_approval(state.ctx, call)
+            if request is not None:
+                pending.append(request)
+                break
+    return pending
+
+
+def _pause(
+    agent: Agent,
+    state: _RunState,
+    calls: Sequence[FunctionCall],
+    pending: list[PendingCall],
+) -> tuple[RunResponse, RunRecord]:
+    """End the run as ``paused``: nothing of this turn ran; the record keeps what waits."""
+    duration = time.monotonic() - state.started
+    record = RunRecord(
+        run_id=state.run_id,
+        messages=state.new_messages,
+        usage=state.usage,
+        status="paused",
+        started_at=state.started_at,
+        duration=duration,
+        model=agent.model.id,
+        tool_calls=_tool_records(state.calls),
+        approvals=[p.call_id for p in pending],
+    )
+    response = RunResponse(
+        run_id=state.run_id,
+        content=None,
+        output=None,
+        messages=state.new_messages,
+        tool_calls=list(calls),
+        usage=state.usage,
+        model=agent.model.id,
+        stop_reason="paused",
+        duration=duration,
+        pending=pending,
+    )
+    return response, record
+
+
+def paused_run(agent: Agent) -> RunRecord | None:
+    """The agent's last run if it is paused waiting for decisions."""
+    runs = agent.memory.runs
+    return runs[-1] if runs and runs[-1].status == "paused" else None
+
+
+async def _pending_of(agent: Agent, ctx: RunContext[Any], record: RunRecord) -> list[PendingCall]:
+    """The pending calls of a paused run, with the decisions allowed by today's configuration."""
+    message = record.messages[-1] if record.messages else None
+    if not isinstance(message, AssistantMessage) or not message.tool_calls:
+        raise SessionFormatError(
+            f"run {record.run_id} is paused but does not end with the calls it paused on"
+        )
+    functions = agent.functions
+    pending = []
+    for tool_call in message.tool_calls:
+        if tool_call.id not in record.approvals:
+            continue
+        call = FunctionCall(tool_call, functions.get(tool_call.name))
+        request = None
+        for capability in agent.capabilities:
+            request = await capability.needs_approval(ctx, call)
+            if request is not None:
+                break
+        pending.append(request or PendingCall(
+            call_id=tool_call.id, tool=tool_call.name, arguments=_json_object(tool_call.arguments)
+        ))  # fmt: skip
+    return pending
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return {"_raw": text}
+    return value if isinstance(value, dict) else {"_raw": value}
+
+
+async def pending_calls(agent: Agent) -> list[PendingCall]:
+    """The calls the agent's paused run waits on (empty when it is not paused)."""
+    await agent.load()
+    record = paused_run(agent)
+    if record is None:
+        return []
+    ctx: RunContext[Any] = RunContext(
+        run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
+        user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
+        input=record.input,
+    )  # fmt: skip
+    return await _pending_of(agent, ctx, record)
 
 
 async def run_events(
     agent: Agent,
-    user_input: RunInput,
+    user_input: RunInput | None,
     *,
     deps: Any = None,
     limits: RunLimits | None = None,
     model_settings: ModelSettings | None = None,
     stream: bool = True,
+    decisions: Mapping[str, Decision] | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
-    """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure."""
+    """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure.
+
+    With ``decisions`` (and no input) the agent's paused run resumes instead (approval.py).
+    """
     if agent.is_running:
         raise ConcurrentRunError(
             f"agent {agent.name!r} is already running: an agent is one conversation. Await the "
@@ -490,87 +632,94 @@ async def run_events(
     state: _RunState | None = None
     ended = False
     try:
-        state = await _start(agent, user_input, deps, limits, model_settings)
-        yield RunStarted(
-            run_id=state.run_id,
-            agent=agent.name,
-            input=state.new_messages[0].text
-            if isinstance(state.new_messages[0], UserMessage)
-            else "",
-        )
-        await _check_input(agent, state)
+        if decisions is None:
+            assert user_input is not None
+            state = await _start(agent, user_input, deps, limits, model_settings)
+            calls: list[FunctionCall] | None = None
+        else:
+            state, calls = await _resume(agent, decisions, deps, limits, model_settings)
+        yield RunStarted(run_id=state.run_id, agent=agent.name, input=state.ctx.input)
+        if calls is None:
+            await _check_input(agent, state)
         while True:
-            _check_limits(state)
-            state.turn += 1
-            yield ModelRequestStarted(turn=state.turn)
-            response: ModelResponse | None = None
-            async with aclosing(_model_events(agent, state, stream)) as model_events:
-                async for event in model_events:
-                    if isinstance(event, ResponseDone):
-                        response = event.response
-                    else:
-                        yield event
-            if response is None:
-                raise ModelResponseError(
-                    f"the stream of model {agent.model.id!r} ended without a final reply",
-                    provider=agent.model.provider,
-                    model=agent.model.id,
-                    retryable=True,
-                )
-            message = _record_reply(state, response)
-            yield ModelResponseReceived(message=message, turn=state.turn)
-            if message.tool_calls:
-                calls = _prepare_calls(agent, state, message)
-                for call in calls:  # phase 1: started events, in call order
-                    yield ToolCallStarted(call=call)
-                await _within(  # phase 2: all calls concurrently
-                    state,
-                    execute_calls(
-                        calls,
-                        state.ctx,
-                        agent.tool_settings,
-                        known_tools=tuple(_offered(agent, state)),
-                        guardrails=agent.guardrails.tools,
-                    ),
-                )
-                for capability in agent.capabilities:
-                    await capability.after_tools(state.ctx, calls)
-                stop = _record_results(state, calls)  # phase 3: results, in call order
-                for call in calls:
-                    yield ToolCallCompleted(call=call)
-                for call in calls:
-                    if call.tripped is not None:
-                        raise call.tripped
-                if stop is not None:
-                    finished = _finish(agent, state, None, stop)
-                    break
-                continue
-            review = await _review(agent, state, message)
-            if review is None:
-                review = await _check_output(agent, state, message)
-            if review is not None:
-                state.messages.append(review)
-                state.new_messages.append(review)
-                continue
-            if agent.output_type is None:
-                finished = _finish(agent, state, message, None)
+            if calls is None:
+                _check_limits(state)
+                state.turn += 1
+                yield ModelRequestStarted(turn=state.turn)
+                response: ModelResponse | None = None
+                async with aclosing(_model_events(agent, state, stream)) as model_events:
+                    async for event in model_events:
+                        if isinstance(event, ResponseDone):
+                            response = event.response
+                        else:
+                            yield event
+                if response is None:
+                    raise ModelResponseError(
+                        f"the stream of model {agent.model.id!r} ended without a final reply",
+                        provider=agent.model.provider,
+                        model=agent.model.id,
+                        retryable=True,
+                    )
+                message = _record_reply(state, response)
+                yield ModelResponseReceived(message=message, turn=state.turn)
+                if message.tool_calls:
+                    calls = _prepare_calls(agent, state, message)
+                    pending = await _approvals(agent, state, calls)
+                    if pending:
+                        finished = _pause(agent, state, calls, pending)
+                        break
+                else:
+                    review = await _review(agent, state, message)
+                    if review is None:
+                        review = await _check_output(agent, state, message)
+                    if review is not None:
+                        state.messages.append(review)
+                        state.new_messages.append(review)
+                        continue
+                    if agent.output_type is None:
+                        finished = _finish(agent, state, message, None)
+                        break
+                    ok, value = _parse_output(agent, state, message.content)
+                    if ok:
+                        finished = _finish(agent, state, message, None, output=value)
+                        break
+                    if state.output_retries >= state.limits.max_output_retries:
+                        raise OutputValidationError(
+                            f"the model's answer did not match {agent.output_type!r} after "
+                            f"{state.output_retries} retries: {value}"
+                        )
+                    state.output_retries += 1
+                    retry = UserMessage(content=value)
+                    state.messages.append(retry)
+                    state.new_messages.append(retry)
+                    continue
+            for call in calls:  # phase 1: started events, in call order
+                yield ToolCallStarted(call=call)
+            await _within(  # phase 2: all calls concurrently (not those already decided)
+                state,
+                execute_calls(
+                    [c for c in calls if c.status == "pending"],
+                    state.ctx,
+                    agent.tool_settings,
+                    known_tools=tuple(_offered(agent, state)),
+                    guardrails=agent.guardrails.tools,
+                ),
+            )
+            for capability in agent.capabilities:
+                await capability.after_tools(state.ctx, calls)
+            stop = _record_results(state, calls)  # phase 3: results, in call order
+            for call in calls:
+                yield ToolCallCompleted(call=call)
+            for call in calls:
+                if call.tripped is not None:
+                    raise call.tripped
+            calls = None
+            if stop is not None:
+                finished = _finish(agent, state, None, stop)
                 break
-            ok, value = _parse_output(agent, state, message.content)
-            if ok:
-                finished = _finish(agent, state, message, None, output=value)
-                break
-            if state.output_retries >= state.limits.max_output_retries:
-                raise OutputValidationError(
-                    f"the model's answer did not match {agent.output_type!r} after "
-                    f"{state.output_retries} retries: {value}"
-                )
-            state.output_retries += 1
-            retry = UserMessage(content=value)
-            state.messages.append(retry)
-            state.new_messages.append(retry)
         run_response, record = finished
         ended = True
-        await _end_run(agent, state, record)
+        await _end_run(agent, state, record, hooks=run_response.stop_reason != "paused")
         yield RunCompleted(response=run_response)
     except BaseException as exc:
         if state is not None and not ended:

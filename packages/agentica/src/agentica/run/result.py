@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentica.messages import Message, RunUsage
+from agentica.run.approval import PendingCall
 from agentica.storage.records import RunRecord, ToolCallRecord
 from agentica.tools.call import FunctionCall
 
@@ -27,9 +28,11 @@ class RunResponse:
         messages: the messages this run added to the conversation (user input first).
         tool_calls: every tool call of the run, in order, with arguments, results and errors.
         usage: requests, tool calls, tokens and cost (``None`` when a price is unknown).
-        stop_reason: ``"completed"`` (the model answered) or ``"stopped"`` (a tool returned
-            ``StopRun``).
+        stop_reason: ``"completed"`` (the model answered), ``"stopped"`` (a tool returned
+            ``StopRun``) or ``"paused"`` (calls wait for approval: see ``pending`` and
+            ``Agent.resume``).
         duration: seconds the run took.
+        pending: the calls waiting for a decision when the run paused.
     """
 
     run_id: str
@@ -39,8 +42,9 @@ class RunResponse:
     tool_calls: list[FunctionCall]
     usage: RunUsage
     model: str
-    stop_reason: Literal["completed", "stopped"]
+    stop_reason: Literal["completed", "stopped", "paused"]
     duration: float
+    pending: list[PendingCall] = field(default_factory=list)
 
 
 @dataclass(slots=True)

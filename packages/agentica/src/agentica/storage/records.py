@@ -46,6 +46,7 @@ class RunRecord:
     output: str | None = None
     model: str | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)  # of a paused run: ids awaiting a decision
 
     @property
     def input(self) -> str:

@@ -1,0 +1,814 @@
+"""``Shell``: shell commands in the workspace, and background commands (operations) that can be
+waited for and stopped.
+
+```python
+shell = Shell("workspace/", timeout=60, sandbox="auto")
+agent = Agent(model=..., capabilities=[shell])
+...
+await shell.aclose()  # stops the background commands that are still running
+```
+
+Tools: ``execute`` (run a command and return its output and exit code), ``start_command`` (start
+a long command in the background and return its id), ``wait_command`` (its output so far, or its
+final output once it finished), ``stop_command`` and ``list_commands``. Background commands belong
+to the session (``RunContext.user_id``, ``session_id``) that started them: another session can
+neither see nor stop them. With ``operations_end="run"`` they are stopped when the run that
+started them ends; with ``"session"`` they live until ``aclose()``.
+
+Processes. Every command runs under a small supervisor (a Python ``-I -S -c`` script, given its
+arguments as argv, never through another shell layer) that:
+
+- asks the kernel to signal it when its parent dies (``PR_SET_PDEATHSIG``) and to adopt the
+  command's orphans (``PR_SET_CHILD_SUBREAPER``); it also notices its parent's death when its stdin
+  pipe closes or it is re-parented (other platforms, where ``prctl`` is missing);
+- starts ``/bin/sh -c COMMAND`` in a new session (its own process group), with stdin from
+  ``/dev/null`` and stdout and stderr merged into one pipe;
+- when told to stop (SIGTERM), when its parent dies, or when the shell exits leaving background
+  jobs behind, sends SIGTERM to the command's process group and to every descendant (found through
+  ``/proc``, so ``setsid`` and double forks are included), waits ``kill_grace`` seconds, then sends
+  SIGKILL until none is left, reaps them and exits with the command's exit status.
+
+So a command never outlives its tool call (``execute``), its operation, or the Python process that
+started it, even when that process is killed with SIGKILL.
+
+Output is capped while it is read: the first and last ``max_output // 2`` bytes are kept and the
+rest is only counted, so a command printing gigabytes costs no memory; the result says how much was
+cut.
+
+Environment. Commands do not inherit the parent's environment (which holds API keys): they get
+``PATH`` (the parent's), ``HOME`` (the workspace), ``LANG`` (the parent's, else ``C.UTF-8``),
+``PYTHONUNBUFFERED=1`` (so background Python programs show their output as they go), and the
+``env=`` mapping, which adds to or replaces these.
+
+Sandbox. ``sandbox="bwrap"`` runs every command under bubblewrap: ``/`` mounted read-only, the
+workspace writable, a private ``/tmp``, new PID and IPC namespaces, no network unless
+``allow_network=True``, ``--die-with-parent`` and ``--new-session``. ``"auto"`` uses bubblewrap when
+it is installed and can create namespaces here (checked once per ``Shell``) and otherwise runs
+commands unsandboxed with a logged warning; ``"none"`` (the default) never sandboxes. On Debian and
+Ubuntu the package is ``bubblewrap``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from agentica.errors import ToolError, UsageError
+from agentica.run.capability import Capability
+from agentica.storage.records import RunRecord
+from agentica.tools.context import RunContext
+from agentica.tools.function import Function
+from agentica.tools.toolkit import ToolLike
+
+__all__ = ["Shell"]
+
+logger = logging.getLogger(__name__)
+
+SessionKey = tuple[str | None, str | None]
+
+# The supervisor every command runs under (see the module docstring). argv: the parent's pid, the
+# grace period in seconds, then the command's argv. It imports only the standard library.
+_SUPERVISOR = r"""
+import os, select, signal, sys, time
+
+def descendants(root):
+    # Living descendants of root (zombies excluded), from /proc; [] where /proc is missing.
+    children = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2:].split()
+        if len(fields) < 2 or fields[0] in (b"Z", b"X"):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+    found, stack = [], [root]
+    while stack:
+        for pid in children.get(stack.pop(), ()):
+            found.append(pid)
+            stack.append(pid)
+    return found
+
+def main():
+    parent, grace, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+    me = os.getpid()
+    prctl = None
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            def prctl(option, value):
+                zero = ctypes.c_ulong(0)
+                return libc.prctl(option, ctypes.c_ulong(value), zero, zero, zero)
+        except Exception:
+            prctl = None
+    stop = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda signum, frame: stop.append(signum))
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    if prctl is not None:
+        prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: SIGTERM when the parent dies
+        prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of the command are re-parented to us
+    if os.getppid() != parent:
+        return 128 + signal.SIGTERM  # the parent died before it could be watched
+    try:
+        import fcntl
+        fcntl.fcntl(1, 1031, 1 << 20)  # F_SETPIPE_SZ: fewer, larger reads for the parent
+    except Exception:
+        pass
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            signal.set_wakeup_fd(-1)
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
+                           signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(signum, signal.SIG_DFL)
+            if prctl is not None:
+                prctl(1, signal.SIGKILL)
+            if os.getppid() != me:
+                os._exit(137)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.execv(argv[0], argv)
+        except BaseException as exc:
+            try:
+                os.write(2, ("could not start %s: %s\n" % (argv[0], exc)).encode())
+            finally:
+                os._exit(127)
+    status = None
+
+    def reap():
+        nonlocal status
+        while True:
+            try:
+                done, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done == 0:
+                return
+            if done == pid:
+                status = st
+
+    def signal_all(signum):
+        try:
+            os.killpg(pid, signum)
+        except OSError:
+            pass
+        for other in descendants(me):
+            try:
+                os.kill(other, signum)
+            except OSError:
+                pass
+
+    while True:
+        reap()
+        if status is not None or stop or os.getppid() != parent:
+            break
+        try:
+            ready = select.select([0, wake_r], [], [], 0.5)[0]
+        except OSError:
+            ready = []
+        if wake_r in ready:
+            try:
+                os.read(wake_r, 4096)
+            except OSError:
+                pass
+        if 0 in ready:
+            try:
+                data = os.read(0, 4096)
+            except OSError:
+                data = b""
+            if not data:
+                break  # stdin closed: the parent is gone
+    if status is None or descendants(me):
+        signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            reap()
+            if status is not None and not descendants(me):
+                break
+            time.sleep(0.02)
+    for _ in range(500):
+        reap()
+        if status is not None and not descendants(me):
+            break
+        signal_all(signal.SIGKILL)
+        time.sleep(0.01)
+    reap()
+    if status is None:
+        return 128 + signal.SIGKILL
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
+
+sys.exit(main())
+"""
+
+_PYTHON_START = re.compile(
+    r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s|def\s+\w+\s*\(|class\s+\w+|print\s*\()"
+)
+_PIPE_GUARD = 5.0  # seconds to wait for the output pipe to close once the supervisor exited
+
+
+def _descendants(root: int) -> list[int]:
+    """Living descendants of ``root`` (for the last-resort kill); [] where /proc is missing."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) >= 2 and fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for pid in children.get(stack.pop(), ()):
+            found.append(pid)
+            stack.append(pid)
+    return found
+
+
+def _kill_tree(root: int) -> None:
+    """SIGKILL ``root`` and its descendants (when the supervisor itself does not answer)."""
+    for pid in [*_descendants(root), root]:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class _CappedOutput:
+    """Keeps the first and last bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if not data or self.tail_limit == 0:
+            return
+        if len(data) >= self.tail_limit:
+            self.tail = bytearray(data[-self.tail_limit :])
+        else:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_limit + 65536:
+                del self.tail[: -self.tail_limit]
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-self.tail_limit :]) if self.tail_limit else b""
+        omitted = self.total - len(self.head) - len(tail)
+        if omitted <= 0:
+            return (bytes(self.head) + tail).decode(errors="replace")
+        return (
+            self.head.decode(errors="replace")
+            + f"\n[... output cut: {omitted:,} of {self.total:,} bytes omitted; showing the "
+            f"first {len(self.head):,} and the last {len(tail):,} bytes. To see more, write "
+            "the output to a file (command > out.txt) and read parts of it with grep, head or "
+            "tail ...]\n" + tail.decode(errors="replace")
+        )
+
+
+class _Protocol(asyncio.SubprocessProtocol):
+    def __init__(self, output: _CappedOutput) -> None:
+        self.output = output
+        self.done = asyncio.Event()
+        self.transport: asyncio.SubprocessTransport | None = None
+        self._guard: asyncio.TimerHandle | None = None
+        self.ended: float | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self.transport = transport
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.output.feed(data if isinstance(data, bytes) else data.encode())
+
+    def process_exited(self) -> None:
+        # the supervisor killed every descendant before it exited, so the pipe closes at once;
+        # should something still hold it, stop reading after a while
+        self._guard = asyncio.get_running_loop().call_later(_PIPE_GUARD, self._close_pipes)
+
+    def _close_pipes(self) -> None:
+        if self.transport is None:
+            return
+        for fd in (0, 1):
+            pipe = self.transport.get_pipe_transport(fd)
+            if pipe is not None:
+                pipe.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # the supervisor exited and the pipes are closed: release the transport
+        if self._guard is not None:
+            self._guard.cancel()
+        if self.transport is not None:
+            self.transport.close()
+        self.ended = time.monotonic()
+        self.done.set()
+
+
+class _Process:
+    """One supervised command: its output, its end, and how to stop it."""
+
+    def __init__(
+        self, transport: asyncio.SubprocessTransport, protocol: _Protocol, grace: float
+    ) -> None:
+        self.transport = transport
+        self.protocol = protocol
+        self.grace = grace
+        self.started = time.monotonic()
+        self.stop_reason: str | None = None
+
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        max_output: int,
+        grace: float,
+    ) -> _Process:
+        loop = asyncio.get_running_loop()
+        supervisor = [sys.executable or "python3", "-I", "-S", "-c", _SUPERVISOR]
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(_CappedOutput(max_output)),
+            *supervisor, str(os.getpid()), f"{grace:g}", *argv,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=dict(env), start_new_session=True,
+        )  # fmt: skip
+        return cls(transport, protocol, grace)
+
+    @property
+    def finished(self) -> bool:
+        return self.protocol.done.is_set()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.transport.get_returncode()
+
+    @property
+    def elapsed(self) -> float:
+        return (self.protocol.ended or time.monotonic()) - self.started
+
+    def output(self) -> str:
+        return self.protocol.output.text()
+
+    async def wait(self, timeout: float | None) -> bool:
+        """Wait until the command ended (True) or ``timeout`` passed (False)."""
+        if not self.finished:
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.protocol.done.wait()
+            except TimeoutError:
+                return False
+        return True
+
+    def request_stop(self, reason: str) -> None:
+        """Tell the supervisor to stop the command (it goes on alone if we are cancelled)."""
+        if self.transport.get_returncode() is not None or self.stop_reason is not None:
+            return
+        self.stop_reason = reason
+        with contextlib.suppress(OSError):  # ProcessLookupError: it just ended
+            self.transport.send_signal(signal.SIGTERM)
+
+    async def stop(self, reason: str) -> None:
+        """Stop the command and wait until it and its children are gone."""
+        self.request_stop(reason)
+        if await self.wait(self.grace + 5.0):
+            return
+        # the supervisor does not answer: kill it and what it started ourselves
+        logger.warning("the shell supervisor %s did not stop; killing it", self.transport.get_pid())
+        await asyncio.to_thread(_kill_tree, self.transport.get_pid())
+        await self.wait(_PIPE_GUARD + 5.0)
+
+    def status(self) -> str:
+        """One line: how the command ended (or that it is still running)."""
+        code = self.returncode
+        if not self.finished or code is None:
+            return f"still running after {self.elapsed:.0f} s"
+        if self.stop_reason is not None:
+            return f"{self.stop_reason} (exit code {code})"
+        if code > 128 and code - 128 in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+            return f"exit code {code} (killed by {signal.Signals(code - 128).name})"
+        return f"exit code {code}"
+
+
+@dataclass(eq=False, kw_only=True)
+class _Operation:
+    id: str
+    command: str
+    run_id: str
+    process: _Process
+
+
+def _hint(code: int | None, output: str) -> str:
+    """Advice for a small model about a failed command."""
+    if code == 127:
+        return (
+            "\nThe command was not found (exit code 127): check its spelling, or the program is "
+            "not installed here (check with: which NAME)."
+        )
+    if code == 126:
+        return (
+            "\nThe file could not be executed (exit code 126): run scripts as `sh file.sh` or "
+            "`python file.py`, or make them executable with chmod +x."
+        )
+    if code == 2 and "syntax error" in output.lower():
+        return "\nThe shell could not parse the command: check quotes and brackets."
+    return ""
+
+
+def _minimal_env(root: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(root),
+        "LANG": os.environ.get("LANG") or "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+class Shell(Capability):
+    """Shell commands in a workspace directory, and background commands that can be stopped.
+
+    Args:
+        root: the workspace: the commands' working directory and ``HOME``.
+        timeout: default seconds an ``execute`` command may run before it is stopped.
+        max_timeout: the most seconds a model may ask for (``execute`` and ``wait_command``).
+        max_output: characters (bytes) of output kept per command: the first and last halves.
+        env: environment variables for the commands, added to the minimal environment (``PATH``,
+            ``HOME``, ``LANG``, ``PYTHONUNBUFFERED``); the parent's environment is never passed.
+        sandbox: ``"none"``, ``"bwrap"`` (bubblewrap, required) or ``"auto"`` (bubblewrap when it
+            is installed and works here).
+        allow_network: keep the network in the sandbox (without a sandbox it is always there).
+        operations_end: ``"run"``: background commands are stopped when the run that started them
+            ends; ``"session"``: they run until ``aclose()``.
+        kill_grace: seconds between SIGTERM and SIGKILL when a command is stopped.
+        max_operations: background commands one session may have running at once.
+    """
+
+    name = "shell"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        timeout: float = 60.0,
+        max_timeout: float = 600.0,
+        max_output: int = 10_000,
+        env: Mapping[str, str] | None = None,
+        sandbox: Literal["none", "bwrap", "auto"] = "none",
+        allow_network: bool = False,
+        operations_end: Literal["run", "session"] = "run",
+        kill_grace: float = 2.0,
+        max_operations: int = 8,
+    ) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise UsageError(f"Shell root {str(self.root)!r} is not a directory; create it first")
+        if not 0 < timeout <= max_timeout:
+            raise UsageError("Shell needs 0 < timeout <= max_timeout")
+        if max_output < 100:
+            raise UsageError("Shell max_output must be at least 100 characters")
+        if sandbox not in ("none", "bwrap", "auto"):
+            raise UsageError(f"Shell sandbox must be 'none', 'bwrap' or 'auto', not {sandbox!r}")
+        if operations_end not in ("run", "session"):
+            raise UsageError(
+                f"Shell operations_end must be 'run' or 'session', not {operations_end!r}"
+            )
+        if kill_grace < 0 or max_operations < 1:
+            raise UsageError("Shell needs kill_grace >= 0 and max_operations >= 1")
+        self._bwrap = shutil.which("bwrap")
+        if sandbox == "bwrap" and self._bwrap is None:
+            raise UsageError(
+                "Shell(sandbox='bwrap') needs bubblewrap, which is not installed: install it "
+                "(apt-get install bubblewrap, dnf install bubblewrap) or use sandbox='auto'"
+            )
+        self.timeout = timeout
+        self.max_timeout = max_timeout
+        self.max_output = max_output
+        self.env = _minimal_env(self.root, env)
+        self.sandbox = sandbox
+        self.allow_network = allow_network
+        self.operations_end = operations_end
+        self.kill_grace = kill_grace
+        self.max_operations = max_operations
+        self._sandboxed: bool | None = False if sandbox == "none" else None
+        self._sandbox_error: str | None = None
+        self._operations: dict[SessionKey, dict[str, _Operation]] = {}
+        self._ids = itertools.count(1)
+        self._tools = self._build_tools()
+
+    # ------------------------------------------------------------------ sandbox
+
+    def _bwrap_argv(self) -> list[str]:
+        assert self._bwrap is not None
+        root = str(self.root)
+        argv = [
+            self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--tmpfs", "/tmp", "--bind", root, root, "--chdir", root,
+            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+        ]  # fmt: skip
+        if not self.allow_network:
+            argv.append("--unshare-net")
+        return argv
+
+    async def sandboxed(self) -> bool:
+        """Whether commands run under bubblewrap (checked once, on first use).
+
+        Raises ``UsageError`` for ``sandbox="bwrap"`` when bubblewrap cannot run here.
+        """
+        if self._sandboxed is not None:
+            return self._sandboxed
+        if self._sandbox_error is None:
+            works, reason = False, "bubblewrap (bwrap) is not installed"
+            if self._bwrap is not None:
+                works, reason = await self._probe_bwrap()
+            if works:
+                self._sandboxed = True
+                return True
+            self._sandbox_error = reason
+        if self.sandbox == "bwrap":
+            raise UsageError(
+                f"Shell(sandbox='bwrap') cannot run commands: {self._sandbox_error}. Allow "
+                "unprivileged user namespaces on this host, or use sandbox='auto' or 'none'."
+            )
+        logger.warning(
+            "Shell(sandbox='auto'): running commands without a sandbox: %s", self._sandbox_error
+        )
+        self._sandboxed = False
+        return False
+
+    async def _probe_bwrap(self) -> tuple[bool, str]:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._bwrap_argv(), "/bin/sh", "-c", "exit 0",
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT, env=self.env,
+            )  # fmt: skip
+        except OSError as exc:
+            return False, f"bwrap could not start: {exc}"
+        try:
+            out, _ = await asyncio.wait_for(process.communicate(), 10)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            return False, "bwrap did not answer within 10 s"
+        if process.returncode != 0:
+            message = out.decode(errors="replace").strip()
+            return False, f"bwrap cannot create namespaces here ({message})"
+        return True, ""
+
+    # ------------------------------------------------------------------ processes
+
+    def _check_command(self, command: str) -> str:
+        if not command.strip():
+            raise ToolError("The command is empty. Pass a shell command, e.g. execute('ls -la').")
+        if "\0" in command:
+            raise ToolError("The command contains a NUL character; remove it.")
+        if _PYTHON_START.match(command):
+            raise ToolError(
+                "This is Python code, not a shell command. Write it to a file and run "
+                "`python file.py`, or pass it as `python -c '...'`."
+            )
+        return command
+
+    async def _spawn(self, command: str) -> _Process:
+        argv = ["/bin/sh", "-c", command]
+        if await self.sandboxed():
+            argv = [*self._bwrap_argv(), *argv]
+        try:
+            return await _Process.start(
+                argv, cwd=self.root, env=self.env, max_output=self.max_output, grace=self.kill_grace
+            )
+        except OSError as exc:
+            raise ToolError(
+                f"The command could not be started: {exc}. If it is very long, write it to a "
+                "script file and run `sh script.sh`."
+            ) from None
+
+    def _limit(self, timeout: float | None) -> float:
+        if timeout is None or timeout <= 0:
+            return self.timeout
+        return min(float(timeout), self.max_timeout)
+
+    def _result(self, process: _Process, header: str) -> str:
+        output = process.output()
+        text = f"{header}\n{output}" if output else f"{header} (no output)"
+        return text + _hint(process.returncode, output)
+
+    async def execute(self, command: str, timeout: float | None = None) -> str:
+        """Run ``command`` with ``/bin/sh -c`` in the workspace; its exit code and output.
+
+        Raises ``ToolError`` for a command that cannot run. Cancelling the caller stops the
+        command and everything it started.
+        """
+        self._check_command(command)
+        limit = self._limit(timeout)
+        process = await self._spawn(command)
+        try:
+            if not await process.wait(limit):
+                await process.stop(f"killed after {limit:g} s timeout")
+        except BaseException:
+            process.request_stop("cancelled")
+            await asyncio.shield(process.wait(self.kill_grace + _PIPE_GUARD + 5.0))
+            raise
+        header = process.status()
+        if process.stop_reason is not None and process.stop_reason.startswith("killed after"):
+            return self._result(
+                process, f"{header}. The command did not finish in time; for long commands use "
+                "start_command, then wait_command."
+            )  # fmt: skip
+        return self._result(process, header)
+
+    # ------------------------------------------------------------------ operations
+
+    def _session(self, ctx: RunContext[Any]) -> dict[str, _Operation]:
+        return self._operations.setdefault((ctx.user_id, ctx.session_id), {})
+
+    def _find(self, ctx: RunContext[Any], id: str) -> _Operation:
+        operations = self._operations.get((ctx.user_id, ctx.session_id), {})
+        operation = operations.get(id.strip())
+        if operation is None:
+            known = ", ".join(operations) or "none"
+            raise ToolError(
+                f"There is no background command {id!r} in this session (ids: {known}). "
+                "Use the id start_command returned, or call list_commands."
+            )
+        return operation
+
+    def _prune(self, operations: dict[str, _Operation]) -> None:
+        finished = [op for op in operations.values() if op.process.finished]
+        for op in finished[: max(0, len(finished) - 16)]:
+            del operations[op.id]
+
+    async def start_command(self, ctx: RunContext[Any], command: str) -> str:
+        """Start ``command`` in the background; a message with its id."""
+        self._check_command(command)
+        operations = self._session(ctx)
+        self._prune(operations)
+        running = [op.id for op in operations.values() if not op.process.finished]
+        if len(running) >= self.max_operations:
+            raise ToolError(
+                f"{len(running)} background commands are already running ({', '.join(running)}). "
+                "Stop one with stop_command first."
+            )
+        process = await self._spawn(command)
+        op_id = f"cmd{next(self._ids)}"
+        operations[op_id] = _Operation(
+            id=op_id, command=command, run_id=ctx.run_id, process=process
+        )
+        return (
+            f"Started background command {op_id}. Call wait_command(id={op_id!r}) to see its "
+            f"output, stop_command(id={op_id!r}) to stop it."
+        )
+
+    async def wait_command(self, ctx: RunContext[Any], id: str, timeout: float = 30) -> str:
+        """Wait up to ``timeout`` s for a background command; its output so far or its result."""
+        operation = self._find(ctx, id)
+        limit = min(max(float(timeout), 0.0), self.max_timeout)
+        if not await operation.process.wait(limit):
+            return self._result(
+                operation.process,
+                f"{operation.id} is still running (after {operation.process.elapsed:.0f} s). "
+                "Output so far:",
+            )
+        return self._result(
+            operation.process, f"{operation.id} finished: {operation.process.status()}"
+        )
+
+    async def stop_command(self, ctx: RunContext[Any], id: str) -> str:
+        """Stop a background command and everything it started; its final output."""
+        operation = self._find(ctx, id)
+        already = operation.process.finished
+        await operation.process.stop("stopped by stop_command")
+        state = "had already finished" if already else "was stopped"
+        return self._result(
+            operation.process, f"{operation.id} {state}: {operation.process.status()}"
+        )
+
+    def list_commands(self, ctx: RunContext[Any]) -> str:
+        """The background commands of the run's session, one line each."""
+        operations = self._operations.get((ctx.user_id, ctx.session_id), {})
+        if not operations:
+            return "No background commands. Start one with start_command."
+        return "\n".join(
+            f"{op.id}: {op.process.status()}: {op.command[:100]}" for op in operations.values()
+        )
+
+    async def aclose(self, user_id: str | None = None, session_id: str | None = None) -> None:
+        """Stop the background commands (of one user or session when given) and forget them."""
+        stops = []
+        for key in list(self._operations):
+            if (user_id is None or key[0] == user_id) and (
+                session_id is None or key[1] == session_id
+            ):
+                operations = self._operations.pop(key)
+                stops += [
+                    op.process.stop("stopped: the session was closed") for op in operations.values()
+                ]
+        await asyncio.gather(*stops)
+
+    # ------------------------------------------------------------------ capability hooks
+
+    async def after_run(self, ctx: RunContext[Any], record: RunRecord) -> None:
+        if self.operations_end != "run":
+            return
+        operations = self._operations.get((ctx.user_id, ctx.session_id), {})
+        ended = [op for op in operations.values() if op.run_id == ctx.run_id]
+        await asyncio.gather(*(op.process.stop("stopped: the run ended") for op in ended))
+        for op in ended:
+            operations.pop(op.id, None)
+
+    def tools(self) -> Sequence[ToolLike]:
+        return self._tools
+
+    def _build_tools(self) -> list[Function]:
+        shell = self
+        slack = self.max_timeout + self.kill_grace + 30.0  # the engine's limit: after ours
+
+        async def execute(ctx: RunContext[Any], command: str, timeout: float | None = None) -> str:
+            """Run a shell command in the workspace; returns its exit code and output.
+
+            Args:
+                command: the command, e.g. "ls -la" or "python script.py".
+                timeout: seconds before it is stopped (optional).
+            """
+            return await shell.execute(command, timeout)
+
+        async def start_command(ctx: RunContext[Any], command: str) -> str:
+            """Start a long-running shell command in the background; returns its id.
+
+            Args:
+                command: the command, e.g. "python train.py".
+            """
+            return await shell.start_command(ctx, command)
+
+        async def wait_command(ctx: RunContext[Any], id: str, timeout: float = 30) -> str:
+            """Wait for a background command; returns its output and whether it finished.
+
+            Args:
+                id: the id start_command returned.
+                timeout: seconds to wait.
+            """
+            return await shell.wait_command(ctx, id, timeout)
+
+        async def stop_command(ctx: RunContext[Any], id: str) -> str:
+            """Stop a background command; returns its final output.
+
+            Args:
+                id: the id start_command returned.
+            """
+            return await shell.stop_command(ctx, id)
+
+        async def list_commands(ctx: RunContext[Any]) -> str:
+            """List the background commands."""
+            return shell.list_commands(ctx)
+
+        return [
+            Function.from_callable(execute, timeout=slack),
+            Function.from_callable(start_command),
+            Function.from_callable(wait_command, timeout=slack),
+            Function.from_callable(stop_command, timeout=slack),
+            Function.from_callable(list_commands),
+        ]

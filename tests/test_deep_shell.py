@@ -1,0 +1,376 @@
+"""Shell: commands and background commands in real subprocesses, and that none outlives its owner.
+
+Every test runs real processes. "Gone" means: no living process (zombies count as dead: PID 1 of a
+container may never reap them) whose command line carries the test's marker, or whose pid the
+command printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+
+import pytest
+
+from agentica import Agent
+from agentica.deep.shell import Shell
+from agentica.errors import ToolError, UsageError
+from agentica.messages import RunUsage
+from agentica.testing import ScriptedModel, call, tool_calls
+from agentica.tools.context import RunContext
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+
+
+def _bwrap_works() -> tuple[bool, str]:
+    try:
+        probe = subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid",
+             "--unshare-net", "--die-with-parent", "--new-session", "/bin/true"],
+            capture_output=True, timeout=10, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap is not installed ({exc})"
+    if probe.returncode != 0:
+        return False, f"bwrap cannot create namespaces here: {probe.stderr.decode().strip()}"
+    return True, ""
+
+
+BWRAP, BWRAP_REASON = _bwrap_works()
+needs_bwrap = pytest.mark.skipif(not BWRAP, reason=BWRAP_REASON or "bwrap works")
+
+
+def context(session: str = "s1", run: str = "r1", user: str = "u1") -> RunContext[None]:
+    return RunContext(run_id=run, deps=None, usage=RunUsage(), user_id=user, session_id=session)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return data[data.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def with_marker(marker: str, *, starts: bool = False) -> list[int]:
+    """Living processes whose command line contains (or ``starts`` with) ``marker``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        matches = cmdline.startswith(marker) if starts else marker in cmdline
+        if matches and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+async def gone_within(pids: Iterable[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    pids = list(pids)
+    while any(alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+def numbers(text: str) -> list[int]:
+    return [int(line) for line in text.splitlines() if line.strip().isdigit()]
+
+
+@pytest.fixture
+async def shell(tmp_path: Path) -> AsyncIterator[Shell]:
+    shell = Shell(tmp_path, timeout=10, kill_grace=0.3, operations_end="session")
+    yield shell
+    await shell.aclose()
+
+
+# ------------------------------------------------------------------------------ execute
+
+
+async def test_exit_code_and_output_in_order(shell: Shell) -> None:
+    result = await shell.execute("echo out; echo err >&2; echo again; exit 3")
+    assert result == "exit code 3\nout\nerr\nagain\n"
+    assert await shell.execute("true") == "exit code 0 (no output)"
+    assert (await shell.execute("pwd")).endswith(f"{shell.root}\n")
+
+
+async def test_errors_are_explained_for_a_small_model(shell: Shell) -> None:
+    missing = await shell.execute("no_such_program_xyz --help")
+    assert missing.startswith("exit code 127") and "not found" in missing
+    with pytest.raises(ToolError, match="empty"):
+        await shell.execute("   ")
+    for code in ("import os\nprint(os.getcwd())", "print('hi')", "def f():\n    return 1"):
+        with pytest.raises(ToolError, match=r"python file\.py.*python -c"):
+            await shell.execute(code)
+    assert "hi" in await shell.execute("python3 -c 'print(\"hi\")'")
+
+
+async def test_output_is_capped_while_reading(tmp_path: Path) -> None:
+    shell = Shell(tmp_path, timeout=60, max_output=2000)
+    small = await shell.execute("seq 1 100000")
+    assert small.startswith("exit code 0\n1\n2\n3\n") and small.endswith("\n99999\n100000\n")
+    assert "output cut" in small and len(small) < 2600
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    started = time.monotonic()
+    result = await shell.execute("yes | head -c 1000000000")
+    assert time.monotonic() - started < 20
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mib < 100, f"reading 1 GB of output grew the peak memory by {grown_mib:.0f} MiB"
+    assert result.startswith("exit code 0\ny\ny\n")
+    assert "output cut: 999,998,000 of 1,000,000,000 bytes omitted" in result
+    assert len(result) < 2600
+
+
+async def test_a_timeout_kills_the_whole_process_group(shell: Shell) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"  # a sleep duration no other test uses
+    started = time.monotonic()
+    result = await shell.execute(
+        f"echo $$; sleep {marker} & echo $!; sleep {marker} & sleep {marker}", timeout=1
+    )
+    assert time.monotonic() - started < 5
+    assert result.startswith("killed after 1 s timeout") and "start_command" in result
+    pids = numbers(result)
+    assert len(pids) == 2
+    assert not with_marker(f"sleep {marker}") and not any(alive(p) for p in pids)
+
+
+async def test_forked_and_daemonised_children_die_too(shell: Shell) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"
+    command = (
+        f"sleep {marker} & sleep {marker} & "
+        f"setsid sleep {marker} & echo $!; "  # its own session: outside the process group
+        f"( (sleep {marker} & echo $!) & ); "  # a double fork
+        "wait"
+    )
+    result = await shell.execute(command, timeout=1)
+    assert "killed after 1 s timeout" in result and len(numbers(result)) == 2
+    assert not with_marker(f"sleep {marker}")
+    # a command that ends leaving background jobs behind does not leave them running either
+    result = await shell.execute(f"sleep {marker} & setsid sleep {marker} & echo $!")
+    assert result.startswith("exit code 0") and not with_marker(f"sleep {marker}")
+
+
+async def test_cancelling_the_tool_call_kills_its_processes(shell: Shell) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"
+    task = asyncio.create_task(shell.execute(f"sleep {marker} & sleep {marker}", timeout=60))
+    deadline = time.monotonic() + 5
+    while len(pids := with_marker(f"sleep {marker}", starts=True)) < 2:
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.05)
+    assert len(pids) == 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not any(alive(p) for p in pids) and not with_marker(f"sleep {marker}")
+
+
+async def test_a_command_runs_once_exactly_as_given(shell: Shell) -> None:
+    command = (
+        "printf '%s|' \"it's\" \"$(echo sub)\" 'a;b' '$(touch pwned)'; echo; "
+        'echo ran >> count.txt; echo "; touch pwned2" `echo back`'
+    )
+    result = await shell.execute(command)
+    assert result == "exit code 0\nit's|sub|a;b|$(touch pwned)|\n; touch pwned2 back\n"
+    ctx = context()
+    await shell.start_command(ctx, command)
+    assert "finished: exit code 0" in await shell.wait_command(ctx, "cmd1", timeout=10)
+    assert (shell.root / "count.txt").read_text() == "ran\nran\n"
+    assert not (shell.root / "pwned").exists() and not (shell.root / "pwned2").exists()
+
+
+async def test_the_parents_secrets_are_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-123")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-456")
+    shell = Shell(tmp_path, env={"GREETING": "hello"})
+    result = await shell.execute("env")
+    assert "sk-secret-123" not in result and "aws-secret-456" not in result
+    assert "OPENAI_API_KEY" not in result and "AWS_SECRET" not in result
+    assert f"HOME={shell.root}" in result and "GREETING=hello" in result
+    assert "PATH=" in result
+    assert await shell.execute("echo ${OPENAI_API_KEY:-unset}") == "exit code 0\nunset\n"
+
+
+# ------------------------------------------------------------------------------ operations
+
+
+async def test_start_wait_and_stop_a_background_command(shell: Shell) -> None:
+    ctx = context()
+    started = await shell.start_command(ctx, "echo begin; echo $$; exec sleep 300")
+    assert "cmd1" in started and "wait_command" in started
+    partial = await shell.wait_command(ctx, "cmd1", timeout=0.5)
+    assert partial.startswith("cmd1 is still running") and "begin" in partial
+    (pid,) = numbers(partial)
+    assert alive(pid)
+    assert "cmd1: still running" in shell.list_commands(ctx)
+    stopped = await shell.stop_command(ctx, "cmd1")
+    assert stopped.startswith("cmd1 was stopped") and "begin" in stopped
+    assert not alive(pid)
+    await shell.start_command(ctx, "echo done")
+    finished = await shell.wait_command(ctx, "cmd2", timeout=10)
+    assert finished == "cmd2 finished: exit code 0\ndone\n"
+    assert "had already finished" in await shell.stop_command(ctx, "cmd2")
+    with pytest.raises(ToolError, match="list_commands"):
+        await shell.wait_command(ctx, "cmd9")
+
+
+async def test_another_session_cannot_see_or_stop_an_operation(shell: Shell) -> None:
+    mine, other, other_user = context("s1"), context("s2"), context("s1", user="u2")
+    await shell.start_command(mine, "echo $$; exec sleep 300")
+    for ctx in (other, other_user):
+        with pytest.raises(ToolError, match="no background command 'cmd1'"):
+            await shell.wait_command(ctx, "cmd1", timeout=0)
+        with pytest.raises(ToolError, match="no background command 'cmd1'"):
+            await shell.stop_command(ctx, "cmd1")
+        assert shell.list_commands(ctx).startswith("No background commands")
+    await shell.aclose(session_id="s2")  # closing another session leaves it alone
+    output = await shell.wait_command(mine, "cmd1", timeout=0.5)
+    assert "still running" in output
+    (pid,) = numbers(output)
+    await shell.aclose(user_id="u1", session_id="s1")
+    assert not alive(pid)
+
+
+@pytest.mark.parametrize("operations_end", ["run", "session"])
+async def test_operations_end_with_the_run_or_the_session(
+    tmp_path: Path, operations_end: str
+) -> None:
+    shell = Shell(tmp_path, kill_grace=0.3, operations_end=operations_end)  # type: ignore[arg-type]
+    model = ScriptedModel([
+        tool_calls(call("start_command", command="echo $$; exec sleep 300")),
+        tool_calls(call("wait_command", id="cmd1", timeout=0.3)),
+        "It is running.",
+    ])  # fmt: skip
+    agent = Agent(model=model, capabilities=[shell], user_id="u", session_id="s")
+    response = await agent.run("Start a server.")
+    assert response.content == "It is running."
+    waited = response.tool_calls[-1]
+    assert waited.status == "success" and "still running" in str(waited.result)
+    (pid,) = numbers(str(waited.result))
+    ctx = context("s", user="u")
+    if operations_end == "run":
+        assert not alive(pid)
+        assert shell.list_commands(ctx).startswith("No background commands")
+    else:
+        assert alive(pid) and "cmd1: still running" in shell.list_commands(ctx)
+        await shell.aclose(user_id="u", session_id="s")
+        assert not alive(pid)
+
+
+async def test_a_session_may_run_only_so_many_operations(tmp_path: Path) -> None:
+    shell = Shell(tmp_path, kill_grace=0.3, max_operations=1)
+    ctx = context()
+    await shell.start_command(ctx, "sleep 300")
+    with pytest.raises(ToolError, match="stop_command"):
+        await shell.start_command(ctx, "sleep 300")
+    await shell.start_command(context("s2"), "sleep 300")  # another session has its own limit
+    await shell.aclose()
+    assert shell.list_commands(ctx).startswith("No background commands")
+
+
+_ORPHAN_SCRIPT = """
+import asyncio, sys
+from agentica.deep.shell import Shell
+from agentica.messages import RunUsage
+from agentica.tools.context import RunContext
+
+async def main():
+    shell = Shell(sys.argv[1], kill_grace=0.3, operations_end="session")
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), user_id="u", session_id="s")
+    await shell.start_command(
+        ctx, "sleep 300 & echo $!; setsid sleep 300 & echo $!; echo $$; exec sleep 300"
+    )
+    while True:
+        out = await shell.wait_command(ctx, "cmd1", timeout=0.1)
+        pids = [line for line in out.splitlines() if line.strip().isdigit()]
+        if len(pids) == 3:
+            print(" ".join(pids), flush=True)
+            break
+    await asyncio.sleep(1000)
+
+asyncio.run(main())
+"""
+
+
+async def test_killing_the_python_process_with_sigkill_leaves_no_orphan(tmp_path: Path) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(_ORPHAN_SCRIPT)
+    owner = await asyncio.create_subprocess_exec(
+        sys.executable, str(script), str(tmp_path), stdout=asyncio.subprocess.PIPE
+    )
+    assert owner.stdout is not None
+    try:
+        line = await asyncio.wait_for(owner.stdout.readline(), 20)
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 3 and all(alive(p) for p in pids)
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        await owner.wait()
+    assert owner.returncode == -signal.SIGKILL
+    assert await gone_within(pids, 5), [p for p in pids if alive(p)]
+
+
+# ------------------------------------------------------------------------------ sandbox
+
+
+async def test_sandbox_bwrap_fails_clearly_when_bubblewrap_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on this PATH
+    with pytest.raises(UsageError, match="apt-get install bubblewrap"):
+        Shell(tmp_path, sandbox="bwrap")
+    shell = Shell(tmp_path, sandbox="auto", env={"PATH": "/usr/bin:/bin"})
+    with caplog.at_level(logging.WARNING, logger="agentica.deep.shell"):
+        assert not await shell.sandboxed()  # falls back to no sandbox, with a warning
+    assert "without a sandbox: bubblewrap (bwrap) is not installed" in caplog.text
+    assert await shell.execute("echo plain") == "exit code 0\nplain\n"
+
+
+@needs_bwrap
+async def test_the_sandbox_protects_the_host(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    beside = tmp_path / "beside.txt"  # under /tmp, which the sandbox replaces by its own
+    name = f"agentica-{uuid.uuid4().hex}"
+    host = Path("/var/tmp") / name  # on the read-only /
+    private = Path("/tmp") / name
+    shell = Shell(workspace, sandbox="auto", kill_grace=0.3)
+    assert await shell.sandboxed()
+    result = await shell.execute(
+        f"echo inside > in.txt; echo x > {host}; echo y > {beside}; echo t > {private}; "
+        f"cat {private}; cat /proc/net/dev"
+    )
+    assert (workspace / "in.txt").read_text() == "inside\n"
+    assert "Read-only file system" in result and not host.exists()
+    assert not beside.exists()
+    assert "\nt\n" in result and not private.exists()  # a private /tmp
+    interfaces = re.findall(r"^\s*(\w+):", result, re.M)
+    assert interfaces == ["lo"]  # no network
+
+
+@needs_bwrap
+async def test_sandboxed_commands_are_killed_too(tmp_path: Path) -> None:
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"
+    shell = Shell(tmp_path, sandbox="bwrap", kill_grace=0.3)
+    result = await shell.execute(f"sleep {marker} & setsid sleep {marker} & wait", timeout=1)
+    assert "killed after 1 s timeout" in result
+    assert not with_marker(f"sleep {marker}") and not with_marker("bwrap --ro-bind")
