@@ -374,3 +374,19 @@ async def test_sandboxed_commands_are_killed_too(tmp_path: Path) -> None:
     result = await shell.execute(f"sleep {marker} & setsid sleep {marker} & wait", timeout=1)
     assert "killed after 1 s timeout" in result
     assert not with_marker(f"sleep {marker}") and not with_marker("bwrap --ro-bind")
+
+
+async def test_run_python_runs_code_and_explains_shell_commands(tmp_path: Path) -> None:
+    shell = Shell(tmp_path, python=True, background=False)
+    names = [f.name for f in shell.tools()]  # type: ignore[union-attr]
+    assert names == ["execute", "run_python"]
+    out = await shell.run_python("import os\nprint(os.getcwd(), 6 * 7)")
+    assert f"{tmp_path} 42" in out and "exit code 0" in out
+    failed = await shell.run_python("print(1 +)")
+    assert "SyntaxError" in failed and "exit code 1" in failed
+    for command in ("python hello.py", "$ ls", "pip install x"):
+        with pytest.raises(ToolError, match=r"not a shell command.*execute"):
+            await shell.run_python(command)
+    assert [f.name for f in Shell(tmp_path).tools()] == [  # type: ignore[union-attr]
+        "execute", "start_command", "wait_command", "stop_command", "list_commands",
+    ]  # fmt: skip

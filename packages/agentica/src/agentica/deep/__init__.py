@@ -1,20 +1,37 @@
-"""The deep-agent harness: capabilities and tools for long, multi-step work.
+"""The deep-agent harness: ``DeepAgent`` and the capabilities and tools for long, multi-step work.
 
-- ``AnswerCheck``: before a run ends, the model is asked to check its work against the task
-  and the tool calls it made (checks.py)
+- ``DeepAgent``: an ``Agent`` assembled from the parts below (agent.py)
+- ``FileBackend`` and its implementations ``StateBackend``, ``FilesystemBackend``,
+  ``StoreBackend``, ``CompositeBackend`` (backends.py); ``FileTools``: ``ls``, ``read_file``,
+  ``write_file``, ``edit_file``, ``glob``, ``grep`` over a backend (files.py)
+- ``Shell``: ``execute``, ``run_python`` and interruptible ``start/wait/stop_command`` in a
+  workspace, optionally sandboxed with bubblewrap, never leaving a process behind (shell.py)
 - ``Todos``: a structured task list in the session, shown to the model each turn (todos.py)
+- ``SubAgents`` / ``SubAgent``: the ``task`` tool, subagents with typed privileges (subagents.py)
 - ``Skills``: Markdown skills with YAML front matter, activated by a trigger (skills.py)
-- ``Shell``: ``execute`` and interruptible ``start/wait/stop_command`` in a workspace, optionally
-  sandboxed with bubblewrap, never leaving a process behind (shell.py)
 - ``Web``: ``fetch_url`` and, when a search provider is configured, ``web_search`` (web.py)
+- ``AnswerCheck``: before a run ends, the model checks its work against the task and the tool
+  calls it made (checks.py)
 
-File backends and tools, shell execution, subagents and ``DeepAgent`` are being added by the
-deep-agent issue; context management by the context-management issue.
+Human approval (``HumanApproval``, ``Decision``) and guardrails live below, in ``agentica.run``
+and ``agentica.guardrails``; context management arrives with the context-management issue.
 """
 
+from agentica.deep.agent import HARNESS_INSTRUCTIONS, DeepAgent
+from agentica.deep.backends import (
+    BackendError,
+    CompositeBackend,
+    FileBackend,
+    FileInfo,
+    FilesystemBackend,
+    StateBackend,
+    StoreBackend,
+)
 from agentica.deep.checks import AnswerCheck
+from agentica.deep.files import FileTools, session_state_backend
 from agentica.deep.shell import Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
+from agentica.deep.subagents import SubAgent, SubAgents
 from agentica.deep.todos import TodoItem, Todos
 from agentica.deep.web import (
     BraveProvider,
@@ -27,8 +44,16 @@ from agentica.deep.web import (
 )
 
 __all__ = [
+    "HARNESS_INSTRUCTIONS",
     "AnswerCheck",
+    "BackendError",
     "BraveProvider",
+    "CompositeBackend",
+    "DeepAgent",
+    "FileBackend",
+    "FileInfo",
+    "FileTools",
+    "FilesystemBackend",
     "SearchProvider",
     "SearchResult",
     "SearxngProvider",
@@ -36,10 +61,15 @@ __all__ = [
     "Skill",
     "SkillError",
     "Skills",
+    "StateBackend",
+    "StoreBackend",
+    "SubAgent",
+    "SubAgents",
     "TavilyProvider",
     "TodoItem",
     "Todos",
     "Web",
     "load_skill",
     "provider_from_env",
+    "session_state_backend",
 ]

@@ -228,6 +228,7 @@ def main():
 sys.exit(main())
 """
 
+_SHELL_START = re.compile(r"^(?:\$\s|python3?\s|pip3?\s|sh\s|bash\s|cd\s)")
 _PYTHON_START = re.compile(
     r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s|def\s+\w+\s*\(|class\s+\w+|print\s*\()"
 )
@@ -485,6 +486,10 @@ class Shell(Capability):
             ends; ``"session"``: they run until ``aclose()``.
         kill_grace: seconds between SIGTERM and SIGKILL when a command is stopped.
         max_operations: background commands one session may have running at once.
+        background: offer ``start_command``, ``wait_command``, ``stop_command`` and
+            ``list_commands`` (leave them out to keep a small model's prompt short).
+        python: also offer ``run_python(code)``, which runs Python source with the interpreter
+            running agentica (``sys.executable``), the same way as ``execute``.
     """
 
     name = "shell"
@@ -502,6 +507,8 @@ class Shell(Capability):
         operations_end: Literal["run", "session"] = "run",
         kill_grace: float = 2.0,
         max_operations: int = 8,
+        background: bool = True,
+        python: bool = False,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -537,6 +544,8 @@ class Shell(Capability):
         self._sandbox_error: str | None = None
         self._operations: dict[SessionKey, dict[str, _Operation]] = {}
         self._ids = itertools.count(1)
+        self.background = background
+        self.python = python
         self._tools = self._build_tools()
 
     # ------------------------------------------------------------------ sandbox
@@ -613,8 +622,8 @@ class Shell(Capability):
             )
         return command
 
-    async def _spawn(self, command: str) -> _Process:
-        argv = ["/bin/sh", "-c", command]
+    async def _spawn(self, command: str, argv: list[str] | None = None) -> _Process:
+        argv = argv or ["/bin/sh", "-c", command]
         if await self.sandboxed():
             argv = [*self._bwrap_argv(), *argv]
         try:
@@ -644,8 +653,23 @@ class Shell(Capability):
         command and everything it started.
         """
         self._check_command(command)
+        return await self._run(command, None, timeout)
+
+    async def run_python(self, code: str, timeout: float | None = None) -> str:
+        """Run Python source ``code`` in the workspace; its exit code and output."""
+        stripped = code.strip()
+        if not stripped:
+            raise ToolError("The code is empty. Pass Python source code, e.g. print(1 + 1).")
+        if _SHELL_START.match(stripped):
+            raise ToolError(
+                "run_python takes Python source code, not a shell command. Pass the code itself "
+                "(e.g. print(open('data.csv').read())), or run the command with execute."
+            )
+        return await self._run("python -c ...", [sys.executable, "-E", "-s", "-c", code], timeout)
+
+    async def _run(self, command: str, argv: list[str] | None, timeout: float | None) -> str:
         limit = self._limit(timeout)
-        process = await self._spawn(command)
+        process = await self._spawn(command, argv)
         try:
             if not await process.wait(limit):
                 await process.stop(f"killed after {limit:g} s timeout")
@@ -805,10 +829,22 @@ class Shell(Capability):
             """List the background commands."""
             return shell.list_commands(ctx)
 
-        return [
-            Function.from_callable(execute, timeout=slack),
-            Function.from_callable(start_command),
-            Function.from_callable(wait_command, timeout=slack),
-            Function.from_callable(stop_command, timeout=slack),
-            Function.from_callable(list_commands),
-        ]
+        async def run_python(ctx: RunContext[Any], code: str) -> str:
+            """Run Python code in the workspace; returns what it printed.
+
+            Args:
+                code: Python source code (not a shell command); print() what you need.
+            """
+            return await shell.run_python(code)
+
+        tools = [Function.from_callable(execute, timeout=slack)]
+        if self.python:
+            tools.append(Function.from_callable(run_python, timeout=slack))
+        if self.background:
+            tools += [
+                Function.from_callable(start_command),
+                Function.from_callable(wait_command, timeout=slack),
+                Function.from_callable(stop_command, timeout=slack),
+                Function.from_callable(list_commands),
+            ]
+        return tools

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
 from agentica.errors import ToolError
+from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -115,12 +116,17 @@ class Todos(Capability):
         key: the key of the list in ``agent.memory.state``.
         max_items: the longest list accepted (it is shown to the model every turn).
         max_chars: the longest ``content`` of one item.
+        max_nudges: how many times per run a model that answers while steps are still open is
+            sent back to do the next one (small models stop after planning); 0 disables it.
     """
 
     name = "todos"
 
-    def __init__(self, *, key: str = "todos", max_items: int = 30, max_chars: int = 300) -> None:
+    def __init__(
+        self, *, key: str = "todos", max_items: int = 30, max_chars: int = 300, max_nudges: int = 2
+    ) -> None:
         self.key = key
+        self.max_nudges = max_nudges
         self.max_items = max_items
         self.max_chars = max_chars
         write = Function.from_callable(self.write_todos)
@@ -141,6 +147,19 @@ class Todos(Capability):
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:
         items = self.items(ctx)
         return f"Todos: {_render(items)}" if items else None
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        """Send the model back to the next open step, a bounded number of times per run."""
+        open_items = [i for i in self.items(ctx) if i.get("status") != "completed"]
+        nudged = int(ctx.state.get(f"{self.name}.nudges", 0))
+        if not open_items or nudged >= self.max_nudges:
+            return None
+        ctx.state[f"{self.name}.nudges"] = nudged + 1
+        return (
+            f"Your todo list still has open steps: {_render(open_items)}. Do the next step now "
+            "with a tool call, then mark it completed with write_todos. If a step is not needed, "
+            "mark it completed and say why."
+        )
 
     # ------------------------------------------------------------------------------ tools
 

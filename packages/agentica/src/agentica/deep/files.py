@@ -1,0 +1,351 @@
+"""``FileTools``: the deep agent's file tools (ls, read_file, write_file, edit_file, glob, grep).
+
+The tools work on one ``FileBackend`` (see backends.py), given as an object or as a function of
+the ``RunContext`` resolved on every call: ``session_state_backend`` (the default) keeps the files
+in ``agent.memory.state["files"]``, so they are saved with the agent's session.
+
+Every output is sized for a small model's context: at most ``max_output_chars`` characters, long
+lines cut at ``max_line_chars``, and whenever something was left out the output says so and how
+to get the rest (``... 340 more lines; call read_file with offset=2000``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias
+
+from agentica.deep.backends import BackendError, FileBackend, GrepLine, StateBackend
+from agentica.errors import ToolError, UsageError
+from agentica.tools.context import RunContext
+from agentica.tools.function import tool
+from agentica.tools.toolkit import Tool
+
+__all__ = ["BackendSource", "FileTools", "session_state_backend"]
+
+BackendSource: TypeAlias = FileBackend | Callable[[RunContext[Any]], FileBackend]
+
+_MAX_MATCH_LINES = 10_000  # grep results fetched from the backend per call
+_MAX_GLOB_RESULTS = 1000
+_MAX_CONTEXT = 20
+_NOTE_ROOM = 200  # characters kept free for the note saying what was cut
+
+
+def session_state_backend(ctx: RunContext[Any]) -> StateBackend:
+    """A ``StateBackend`` over the running agent's ``memory.state["files"]`` (saved with the
+    session)."""
+    agent = ctx.agent
+    if agent is None:
+        raise BackendError("the agent of this run is gone, so its files cannot be reached")
+    files = agent.memory.state.setdefault("files", {})
+    if not isinstance(files, dict):
+        raise BackendError("the session state's 'files' entry is not a dict; it cannot hold files")
+    return StateBackend(files)
+
+
+def _size(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _when(modified: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(modified)) if modified > 0 else ""
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+class FileTools(Tool):
+    """File tools over a ``FileBackend``: ls, read_file, write_file, edit_file, glob, grep.
+
+    Args:
+        backend: the backend, or a function of the run's ``RunContext`` returning it (called on
+            every tool call); default: ``session_state_backend`` (files in the session state).
+        max_output_chars: the most characters one tool result may have.
+        max_line_chars: lines longer than this are cut in ``read_file`` and ``grep`` output.
+        name: the group's name.
+    """
+
+    def __init__(
+        self,
+        backend: BackendSource | None = None,
+        *,
+        max_output_chars: int = 12_000,
+        max_line_chars: int = 500,
+        name: str = "files",
+    ) -> None:
+        if max_output_chars < 1000:
+            raise UsageError(
+                f"FileTools max_output_chars must be at least 1000, not {max_output_chars}"
+            )
+        if max_line_chars < 20:
+            raise UsageError(f"FileTools max_line_chars must be at least 20, not {max_line_chars}")
+        self.backend: BackendSource = backend if backend is not None else session_state_backend
+        self.max_output_chars = max_output_chars
+        self.max_line_chars = max_line_chars
+        super().__init__(name)
+
+    def resolve(self, ctx: RunContext[Any]) -> FileBackend:
+        """The backend for a call of run ``ctx``."""
+        if isinstance(self.backend, FileBackend):
+            return self.backend
+        return self.backend(ctx)
+
+    # -- formatting -----------------------------------------------------------------------------
+
+    def _cut_line(self, line: str) -> str:
+        if len(line) <= self.max_line_chars:
+            return line
+        extra = len(line) - self.max_line_chars
+        return f"{line[: self.max_line_chars]} [... line cut, {extra} more characters]"
+
+    def _fit(self, rows: list[str]) -> int:
+        """How many of ``rows`` fit in the output budget (at least one)."""
+        budget = self.max_output_chars - _NOTE_ROOM
+        used = 0
+        for count, row in enumerate(rows):
+            used += len(row) + 1
+            if used > budget and count:
+                return count
+        return len(rows)
+
+    # -- tools ----------------------------------------------------------------------------------
+
+    @tool
+    async def ls(self, ctx: RunContext[Any], path: str = "/") -> str:
+        """List a directory: names with size and modification time.
+
+        Args:
+            path: the directory, e.g. "/" or "/src".
+        """
+        entries = await self.resolve(ctx).ls(path)
+        if not entries:
+            return f"{path} is empty."
+        rows = []
+        for e in entries:
+            details = "dir" if e.is_dir else _size(e.size)
+            when = _when(e.modified)
+            rows.append(f"{e.name}{'/' if e.is_dir else ''}  {details}  {when}".rstrip())
+        shown = self._fit(rows)
+        out = "\n".join(rows[:shown])
+        if shown < len(rows):
+            out += (
+                f"\n... {len(rows) - shown} more entries; call ls on a subfolder or use glob to "
+                "find files"
+            )
+        return out
+
+    @tool
+    async def read_file(
+        self, ctx: RunContext[Any], path: str, offset: int = 0, limit: int = 2000
+    ) -> str:
+        """Read a text file; lines are numbered.
+
+        Args:
+            path: the file, e.g. "/src/main.py".
+            offset: lines to skip from the start.
+            limit: the most lines to show.
+        """
+        if offset < 0:
+            raise ToolError("offset must be 0 or more (the number of lines to skip)")
+        if limit < 1:
+            raise ToolError("limit must be 1 or more (the number of lines to show)")
+        text = await self.resolve(ctx).read(path)
+        lines = _lines(text)
+        total = len(lines)
+        if total == 0:
+            return f"{path} is empty (0 lines)."
+        if offset >= total:
+            raise ToolError(
+                f"{path} has {total} lines, so offset={offset} is past its end; call read_file "
+                f"with a smaller offset (0 to {total - 1})"
+            )
+        end = min(total, offset + limit)
+        rows = [
+            f"{n + 1:>6}\t{self._cut_line(lines[n].removesuffix(chr(13)))}"
+            for n in range(offset, end)
+        ]
+        shown = self._fit(rows)
+        out = "\n".join(rows[:shown])
+        after = offset + shown
+        if after < total:
+            out += (
+                f"\n... {total - after} more lines; call read_file with offset={after} to read on"
+            )
+        return out
+
+    @tool(exclusive=True)
+    async def write_file(self, ctx: RunContext[Any], path: str, content: str) -> str:
+        """Create or overwrite a text file.
+
+        Args:
+            path: the file, e.g. "/notes.md".
+            content: the complete text of the file.
+        """
+        info = await self.resolve(ctx).write(path, content)
+        return f"wrote {info.path} ({len(_lines(content))} lines, {_size(info.size)})"
+
+    @tool(exclusive=True)
+    async def edit_file(
+        self,
+        ctx: RunContext[Any],
+        path: str,
+        old_string: str,
+        new_string: str,
+        replace_all: bool = False,
+    ) -> str:
+        """Replace exact text in a file.
+
+        Args:
+            path: the file to change.
+            old_string: the exact text to find, as read_file shows it (without line numbers).
+            new_string: the text to put instead.
+            replace_all: replace every occurrence, not just a unique one.
+        """
+        if not old_string:
+            raise ToolError(
+                "old_string is empty; give the exact text to replace, or use write_file to "
+                "write a whole file"
+            )
+        if old_string == new_string:
+            raise ToolError("old_string and new_string are the same; there is nothing to change")
+        backend = self.resolve(ctx)
+        try:
+            text = await backend.read(path)
+        except BackendError as exc:
+            if await backend.stat(path) is None:
+                raise ToolError(f"{exc}. To create a new file, use write_file") from None
+            raise
+        count = text.count(old_string)
+        if count == 0 and "\r\n" in text and "\n" in old_string:
+            crlf = old_string.replace("\r\n", "\n").replace("\n", "\r\n")
+            if crlf in text:  # the file has Windows line ends: match them
+                old_string = crlf
+                new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
+                count = text.count(old_string)
+        if count == 0:
+            hint = ""
+            if old_string.strip() and old_string.strip() in text:
+                hint = " (it is there without its leading or trailing spaces and line breaks)"
+            raise ToolError(
+                f"old_string was not found in {path}{hint}. Call read_file('{path}') and copy the "
+                "exact text, with the same spaces and indentation"
+            )
+        if count > 1 and not replace_all:
+            starts: list[int] = []
+            index = text.find(old_string)
+            while index >= 0 and len(starts) < 10:
+                starts.append(text.count("\n", 0, index) + 1)
+                index = text.find(old_string, index + len(old_string))
+            where = ", ".join(map(str, starts)) + (", ..." if count > len(starts) else "")
+            raise ToolError(
+                f"old_string occurs {count} times in {path} (lines {where}). Add nearby lines "
+                "to old_string so that it occurs once, or pass replace_all=true to replace all "
+                f"{count}"
+            )
+        first_line = text.count("\n", 0, text.find(old_string)) + 1
+        updated = text.replace(old_string, new_string)
+        info = await backend.write(path, updated)
+        if count == 1:
+            return f"edited {info.path}: replaced 1 occurrence at line {first_line}"
+        return f"edited {info.path}: replaced {count} occurrences"
+
+    @tool
+    async def glob(self, ctx: RunContext[Any], pattern: str, path: str = "/") -> str:
+        """Find files by name, e.g. "**/*.py" (.py files at any depth) or "*.md" (in path only).
+
+        Args:
+            pattern: the pattern, relative to path; "**" spans folders.
+            path: the directory to search in.
+        """
+        if pattern.startswith("/"):  # an absolute pattern: from the root
+            path, pattern = "/", pattern.lstrip("/")
+        found = await self.resolve(ctx).glob(pattern, path, limit=_MAX_GLOB_RESULTS + 1)
+        if not found:
+            return f"no files match {pattern!r} in {path}"
+        more = len(found) > _MAX_GLOB_RESULTS
+        found = found[:_MAX_GLOB_RESULTS]
+        rows = [f.path for f in found]
+        shown = self._fit(rows)
+        out = "\n".join(rows[:shown])
+        if shown < len(rows) or more:
+            rest = f"{len(rows) - shown}{'+' if more else ''}"
+            out += f"\n... {rest} more files; use a narrower pattern or path"
+        return out
+
+    @tool
+    async def grep(
+        self,
+        ctx: RunContext[Any],
+        pattern: str,
+        path: str = "/",
+        glob: str | None = None,
+        output_mode: Literal["files_with_matches", "content", "count"] = "files_with_matches",
+        context: int = 0,
+    ) -> str:
+        """Search file contents with a regular expression.
+
+        Args:
+            pattern: the regular expression, e.g. "def main".
+            path: a file or directory to search.
+            glob: only files matching this, e.g. "*.py".
+            output_mode: "files_with_matches" (paths), "content" (matching lines) or "count".
+            context: lines shown around each match (content mode).
+        """
+        if context < 0:
+            raise ToolError("context must be 0 or more")
+        context = min(context, _MAX_CONTEXT) if output_mode == "content" else 0
+        found = await self.resolve(ctx).grep(
+            pattern, path, glob=glob, context=context, limit=_MAX_MATCH_LINES
+        )
+        where = f"{path}" + (f" (files {glob})" if glob else "")
+        if not found:
+            return f"no matches for {pattern!r} in {where}"
+        stopped = len(found) >= _MAX_MATCH_LINES
+        if output_mode == "content":
+            rows = self._content_rows(found, context)
+        else:
+            counts: dict[str, int] = {}
+            for g in found:
+                if g.match:
+                    counts[g.path] = counts.get(g.path, 0) + 1
+            if output_mode == "count":
+                rows = [f"{p}:{n}" for p, n in counts.items()]
+            else:
+                rows = list(counts)
+        shown = self._fit(rows)
+        out = "\n".join(rows[:shown])
+        if shown < len(rows):
+            unit = "lines" if output_mode == "content" else "files"
+            out += f"\n... {len(rows) - shown} more {unit}"
+        if shown < len(rows) or stopped:
+            if stopped:
+                out += f"\n(the search stopped after {_MAX_MATCH_LINES} lines)"
+            out += "; narrow the search with path= or glob=" + (
+                ", or use output_mode='count'" if output_mode == "content" else ""
+            )
+        return out
+
+    def _content_rows(self, found: list[GrepLine], context: int) -> list[str]:
+        """``path:line:text`` for matches, ``path-line-text`` for context lines, ``--`` between
+        separate groups (as grep and ripgrep print them)."""
+        rows: list[str] = []
+        previous: GrepLine | None = None
+        for g in found:
+            if (
+                context
+                and previous is not None
+                and (previous.path != g.path or g.line > previous.line + 1)
+            ):
+                rows.append("--")
+            mark = ":" if g.match else "-"
+            rows.append(f"{g.path}{mark}{g.line}{mark}{self._cut_line(g.text)}")
+            previous = g
+        return rows

@@ -1,0 +1,218 @@
+"""Subagents: the ``task`` tool delegates an isolated subtask to a fresh agent.
+
+The parent calls ``task(description, agent="general-purpose")``; a subagent starts with a clean
+context (only the description), works with its own tools, and returns one final report, which is
+all the parent sees. Several ``task`` calls of one turn run in parallel, in the same TaskGroup as
+the parent's other tool calls; each subagent's usage is added to the parent run's usage.
+
+Subagents are typed by privilege, which picks their tools from the parent's:
+
+- ``explore``: read-only tools (list, read, search files; read todos and skills);
+- ``research``: read-only tools plus the web tools;
+- ``code``: read, write and execute;
+- ``general``: every tool of the parent.
+
+A custom ``SubAgent`` may instead bring its own tools, model and instructions. A subagent gets
+the ``task`` tool itself only while the nesting depth stays below ``max_depth``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from agentica.agent import Agent
+from agentica.errors import AgenticaError, ToolError, UsageError
+from agentica.models.base import Model
+from agentica.run.capability import Capability
+from agentica.tools.context import RunContext
+from agentica.tools.function import Function
+from agentica.tools.toolkit import ToolLike
+
+__all__ = ["PRIVILEGE_TOOLS", "SubAgent", "SubAgents"]
+
+Privilege = Literal["explore", "research", "code", "general"]
+
+_READ = frozenset({
+    "ls", "read_file", "glob", "grep", "read_todos", "list_skills", "get_skill_info",
+    "var_get", "var_list", "list_commands",
+})  # fmt: skip
+_WEB = frozenset({"fetch_url", "web_search"})
+_WRITE = frozenset({"write_file", "edit_file", "write_todos", "var_set", "var_delete"})
+_EXECUTE = frozenset({"execute", "start_command", "wait_command", "stop_command"})
+
+PRIVILEGE_TOOLS: Mapping[str, frozenset[str] | None] = {
+    "explore": _READ,
+    "research": _READ | _WEB,
+    "code": _READ | _WRITE | _EXECUTE,
+    "general": None,  # everything the parent has
+}
+
+GENERAL_DESCRIPTION = (
+    "A general-purpose agent with the same tools as you, for a self-contained subtask."
+)
+SUBAGENT_INSTRUCTIONS = (
+    "You are a subagent doing one subtask for another agent. Do it with your tools, then reply "
+    "with a short final report: what you did, the results, and file paths you changed. The "
+    "other agent sees only this report."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgent:
+    """A kind of subagent the ``task`` tool can start.
+
+    Args:
+        name: what the parent passes as ``agent`` (letters, digits, ``-`` and ``_``).
+        description: when to use it (shown to the parent model in the tool's description).
+        privilege: which of the parent's tools it gets (ignored when ``tools`` is given).
+        tools: its own tools instead of the parent's.
+        model: its model (default: the parent's).
+        instructions: its system prompt (default: a short subagent prompt).
+        capabilities: its own capabilities (the ``task`` tool is added while depth allows).
+    """
+
+    name: str
+    description: str
+    privilege: Privilege = "general"
+    tools: Sequence[ToolLike] | None = None
+    model: Model | str | None = None
+    instructions: str | None = None
+    capabilities: Sequence[Capability] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise UsageError(
+                f"subagent name {self.name!r} is not allowed: use letters, digits, '-' and '_'"
+            )
+        if self.privilege not in PRIVILEGE_TOOLS:
+            raise UsageError(
+                f"subagent {self.name!r}: privilege must be one of {sorted(PRIVILEGE_TOOLS)}"
+            )
+
+
+class SubAgents(Capability):
+    """Gives the agent the ``task`` tool to delegate subtasks to subagents.
+
+    Args:
+        subagents: custom kinds of subagent, besides the general-purpose one.
+        general: offer the ``general-purpose`` subagent (the parent's tools and model).
+        max_depth: how deep subagents may nest (1: subagents cannot start subagents).
+    """
+
+    name = "subagents"
+
+    def __init__(
+        self,
+        subagents: Sequence[SubAgent] = (),
+        *,
+        general: bool = True,
+        max_depth: int = 1,
+        _depth: int = 0,
+    ) -> None:
+        if max_depth < 1:
+            raise UsageError("SubAgents(max_depth=...) must be at least 1")
+        kinds: dict[str, SubAgent] = {}
+        if general:
+            kinds["general-purpose"] = SubAgent("general-purpose", GENERAL_DESCRIPTION)
+        for spec in subagents:
+            if spec.name in kinds:
+                raise UsageError(f"two subagents are named {spec.name!r}")
+            kinds[spec.name] = spec
+        if not kinds:
+            raise UsageError("SubAgents needs at least one subagent (or general=True)")
+        self.kinds = kinds
+        self.max_depth = max_depth
+        self.depth = _depth
+        self._function = self._task_function()
+
+    def tools(self) -> Sequence[ToolLike]:
+        return (self._function,)
+
+    def _task_function(self) -> Function:
+        capability = self
+
+        async def task(
+            ctx: RunContext[Any], description: str, agent: str = "general-purpose"
+        ) -> str:
+            """Give a self-contained subtask to a subagent; returns its final report.
+
+            Args:
+                description: the complete subtask with every detail the subagent needs.
+                agent: which subagent to use.
+            """
+            return await capability.delegate(ctx, description, agent)
+
+        listing = "; ".join(f"{k.name}: {k.description}" for k in self.kinds.values())
+        return Function.from_callable(
+            task,
+            description=(
+                "Delegate a self-contained subtask to a subagent with a fresh context; it "
+                f"returns one report. Subagents: {listing}"
+            ),
+        )
+
+    def _child(self, parent: Agent, spec: SubAgent) -> Agent:
+        if spec.tools is not None:
+            tools: list[ToolLike] = list(spec.tools)
+        else:
+            allowed = PRIVILEGE_TOOLS[spec.privilege]
+            tools = [
+                f
+                for name, f in parent.functions.items()
+                if name != "task" and (allowed is None or name in allowed)
+            ]
+        capabilities = list(spec.capabilities)
+        if self.depth + 1 < self.max_depth:
+            capabilities.append(
+                SubAgents(
+                    [k for k in self.kinds.values() if k.name != "general-purpose"],
+                    general="general-purpose" in self.kinds,
+                    max_depth=self.max_depth,
+                    _depth=self.depth + 1,
+                )
+            )
+        child = Agent(
+            model=spec.model if spec.model is not None else parent.model,
+            tools=tools,
+            instructions=spec.instructions or SUBAGENT_INSTRUCTIONS,
+            name=spec.name,
+            model_settings=parent.model_settings,
+            limits=parent.limits,
+            tool_settings=parent.tool_settings,
+            capabilities=capabilities,
+            user_id=parent.user_id,
+            session_id=parent.session_id,  # its operations belong to the parent's session
+            guardrails=parent.guardrails.all,
+        )
+        files = parent.memory.state.get("files")
+        if isinstance(files, dict):  # files kept in the session's state are shared
+            child.memory.state["files"] = files
+        return child
+
+    async def delegate(self, ctx: RunContext[Any], description: str, agent: str) -> str:
+        """Run subagent ``agent`` on ``description`` and return its final report."""
+        spec = self.kinds.get(agent)
+        if spec is None:
+            raise ToolError(f"there is no subagent {agent!r}; use one of: {', '.join(self.kinds)}")
+        if not description.strip():
+            raise ToolError("the task description is empty; describe the whole subtask")
+        parent = ctx.agent
+        if not isinstance(parent, Agent):
+            raise ToolError("the task tool can only be used by an agent's run")
+        child = self._child(parent, spec)
+        try:
+            response = await child.run(description, deps=ctx.deps)
+        except AgenticaError as exc:
+            raise ToolError(
+                f"the {agent} subagent failed: {type(exc).__name__}: {exc}. Do the subtask "
+                "yourself or give a smaller one."
+            ) from exc
+        finally:
+            ctx.usage.merge(child.memory.usage)
+        if response.stop_reason == "paused":
+            raise ToolError(
+                f"the {agent} subagent needs approval for a call; do this subtask yourself"
+            )
+        return response.content or "(the subagent gave no report)"

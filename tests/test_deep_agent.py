@@ -1,0 +1,94 @@
+"""DeepAgent end to end with a scripted model: plans with todos, reads and edits files in its
+workspace, runs code, delegates to a subagent, and is checked before it finishes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentica import UsageError
+from agentica.deep import DeepAgent, Shell, SubAgent
+from agentica.messages import SystemMessage, ToolMessage, UserMessage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+
+async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> None:
+    (tmp_path / "buggy.py").write_text("def add(a, b):\n    return a - b\n")
+    helper = ScriptedModel([
+        tool_calls(call("read_file", path="buggy.py")),
+        "buggy.py subtracts instead of adding.",
+    ])  # fmt: skip
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=[
+            {"content": "find the bug", "status": "in_progress"},
+            {"content": "fix and test", "status": "pending"},
+        ])),
+        tool_calls(call("task", description="Find the bug in buggy.py", agent="reviewer")),
+        tool_calls(call("edit_file", path="buggy.py", old_string="a - b", new_string="a + b")),
+        tool_calls(call("run_python", code="import buggy; print(buggy.add(2, 3))")),
+        "Fixed.",  # too early: a todo is still open
+        tool_calls(call("write_todos", todos=[
+            {"content": "find the bug", "status": "completed"},
+            {"content": "fix and test", "status": "completed"},
+        ])),
+        "Fixed buggy.py: add() now adds; add(2, 3) prints 5.",  # the answer check asks once more
+        "Fixed buggy.py: add() now adds; add(2, 3) prints 5.",
+    ])  # fmt: skip
+    reviewer = SubAgent("reviewer", "reads code", privilege="explore", model=helper)
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=[reviewer])
+    response = await agent.run("Fix the bug in buggy.py and test it")
+
+    assert response.content == "Fixed buggy.py: add() now adds; add(2, 3) prints 5."
+    assert (tmp_path / "buggy.py").read_text() == "def add(a, b):\n    return a + b\n"
+    results = {c.name: c for c in response.tool_calls}
+    assert results["task"].content == "buggy.py subtracts instead of adding."
+    assert "5" in results["run_python"].content and "exit code 0" in results["run_python"].content
+    assert [t.name for t in helper.requests[0].tools] == [
+        "ls",
+        "read_file",
+        "glob",
+        "grep",
+        "read_todos",
+    ]  # explore: read-only
+    assert response.usage.requests == len(model.requests) + len(helper.requests)
+    first = model.requests[0].messages[0]
+    assert isinstance(first, SystemMessage) and "write_todos" in first.content
+    nudge = model.requests[5].messages[-1]
+    assert isinstance(nudge, UserMessage) and "still has open steps" in nudge.text
+    todo_slot = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
+    assert any("[>] find the bug" in m.content for m in todo_slot)
+    assert agent.memory.state["todos"][1]["status"] == "completed"
+    assert not [m for m in model.requests[-1].messages if isinstance(m, ToolMessage)
+                and "rror" in m.content]  # fmt: skip
+
+
+async def test_without_a_workspace_files_live_in_the_session(tmp_path: Path) -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="/notes.md", content="hello")),
+        "saved",
+        tool_calls(call("read_file", path="/notes.md")),
+        "it says hello",
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, answer_check=False, storage=str(tmp_path / "s.db"))
+    assert "execute" not in agent.functions  # no workspace: no shell
+    await agent.run("save a note")
+    again = DeepAgent(model=model, answer_check=False, storage=agent.storage,
+                      session_id=agent.session_id)  # fmt: skip
+    try:
+        response = await again.run("what does the note say?")
+    finally:
+        assert agent.storage is not None
+        await agent.storage.aclose()
+    assert "hello" in response.tool_calls[0].content
+
+
+def test_parts_can_be_switched_off_or_replaced(tmp_path: Path) -> None:
+    lean = DeepAgent(model=ScriptedModel([]), workspace=tmp_path, todos=False, subagents=False,
+                     shell=Shell(tmp_path), answer_check=False)  # fmt: skip
+    assert set(lean.functions) == {
+        "ls", "read_file", "write_file", "edit_file", "glob", "grep", "execute",
+        "start_command", "wait_command", "stop_command", "list_commands",
+    }  # fmt: skip
+    with pytest.raises(UsageError, match="not a directory"):
+        DeepAgent(model=ScriptedModel([]), workspace=tmp_path / "missing")

@@ -1,0 +1,366 @@
+"""FileTools: ls, read_file, write_file, edit_file, glob and grep as an agent's tools."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentica import Agent, RunContext
+from agentica.deep.backends import (
+    CompositeBackend,
+    FileBackend,
+    FilesystemBackend,
+    StateBackend,
+    StoreBackend,
+)
+from agentica.deep.files import FileTools, session_state_backend
+from agentica.errors import ToolError, UsageError
+from agentica.messages import RunUsage, ToolMessage
+from agentica.storage import Storage, open_storage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+
+@pytest.fixture
+async def storage(tmp_path: Path) -> AsyncIterator[Storage]:
+    store = open_storage(str(tmp_path / "s.db"))
+    yield store
+    await store.aclose()
+
+
+def context(agent: object | None = None) -> RunContext[Any]:
+    return RunContext(run_id="r", deps=None, usage=RunUsage(), agent=agent)
+
+
+CTX = context()
+
+
+def tool_results(agent: Agent) -> list[ToolMessage]:
+    return [m for m in agent.memory.messages if isinstance(m, ToolMessage)]
+
+
+# ------------------------------------------------------------------------------ schemas
+
+
+def test_the_tools_have_short_descriptions_and_hide_the_run_context() -> None:
+    tools = FileTools(StateBackend())
+    assert list(tools.functions) == ["ls", "read_file", "write_file", "edit_file", "glob", "grep"]
+    for function in tools.functions.values():
+        assert function.context_param == "ctx"
+        assert "ctx" not in function.parameters["properties"]
+        assert len(function.description) <= 100, function.description
+        for name, schema in function.parameters["properties"].items():
+            assert len(schema.get("description", "")) <= 80, (function.name, name)
+    grep = tools.functions["grep"].parameters["properties"]
+    assert grep["output_mode"]["enum"] == ["files_with_matches", "content", "count"]
+    assert tools.functions["write_file"].exclusive and tools.functions["edit_file"].exclusive
+
+
+# ------------------------------------------------------------------------------ read_file
+
+
+async def test_read_file_numbers_lines_and_pages_with_offset_and_limit() -> None:
+    backend = StateBackend()
+    await backend.write("/a.txt", "".join(f"line {i}\n" for i in range(1, 11)))
+    tools = FileTools(backend)
+    out = await tools.read_file(CTX, "/a.txt", offset=2, limit=3)
+    assert out.splitlines() == [
+        "     3\tline 3",
+        "     4\tline 4",
+        "     5\tline 5",
+        "... 5 more lines; call read_file with offset=5 to read on",
+    ]
+    assert (await tools.read_file(CTX, "/a.txt", offset=5)).splitlines()[0] == "     6\tline 6"
+    assert "more lines" not in await tools.read_file(CTX, "/a.txt")
+    with pytest.raises(ToolError, match=r"has 10 lines, so offset=10 is past its end.*0 to 9"):
+        await tools.read_file(CTX, "/a.txt", offset=10)
+    with pytest.raises(ToolError, match="offset must be 0 or more"):
+        await tools.read_file(CTX, "/a.txt", offset=-1)
+    await backend.write("/empty.txt", "")
+    assert await tools.read_file(CTX, "/empty.txt") == "/empty.txt is empty (0 lines)."
+
+
+async def test_read_file_output_fits_the_character_cap_and_says_how_to_go_on() -> None:
+    backend = StateBackend()
+    lines = [f"row {i:04d} " + "x" * 40 for i in range(1, 1001)]
+    await backend.write("/big.txt", "\n".join(lines) + "\n")
+    await backend.write("/wide.txt", "a" * 5000 + "\nshort\n")
+    tools = FileTools(backend, max_output_chars=2000, max_line_chars=100)
+    out = await tools.read_file(CTX, "/big.txt")
+    assert len(out) <= 2000
+    last = out.splitlines()[-1]
+    shown = len(out.splitlines()) - 1
+    assert last == f"... {1000 - shown} more lines; call read_file with offset={shown} to read on"
+    follow = await tools.read_file(CTX, "/big.txt", offset=shown)
+    assert follow.splitlines()[0] == f"{shown + 1:>6}\t{lines[shown]}"  # continues exactly
+    wide = (await tools.read_file(CTX, "/wide.txt")).splitlines()
+    assert wide[0] == "     1\t" + "a" * 100 + " [... line cut, 4900 more characters]"
+    assert wide[1] == "     2\tshort"
+
+
+async def test_read_file_reports_binary_and_oversized_files(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "logo.png").write_bytes(b"\x89PNG\x00\x00data")
+    (root / "huge.log").write_text("x\n" * 3000)
+    tools = FileTools(FilesystemBackend(root, max_read_bytes=5000))
+    with pytest.raises(ToolError, match=r"/logo\.png is a binary file"):
+        await tools.read_file(CTX, "/logo.png")
+    with pytest.raises(ToolError, match="6000 bytes, more than the 5000-byte read limit"):
+        await tools.read_file(CTX, "huge.log")
+
+
+# ------------------------------------------------------------------------------ edit_file
+
+
+async def test_edit_file_replaces_a_unique_string() -> None:
+    backend = StateBackend()
+    await backend.write("/a.py", "def f():\n    return 1\n\nprint(f())\n")
+    tools = FileTools(backend)
+    out = await tools.edit_file(CTX, "/a.py", "return 1", "return 2")
+    assert out == "edited /a.py: replaced 1 occurrence at line 2"
+    assert await backend.read("/a.py") == "def f():\n    return 2\n\nprint(f())\n"
+
+
+async def test_edit_file_explains_ambiguity_and_replace_all() -> None:
+    backend = StateBackend()
+    await backend.write("/a.py", "x = 1\ny = 1\nz = 1\n")
+    tools = FileTools(backend)
+    with pytest.raises(ToolError) as caught:
+        await tools.edit_file(CTX, "/a.py", "= 1", "= 2")
+    message = str(caught.value)
+    assert "occurs 3 times in /a.py (lines 1, 2, 3)" in message
+    assert "replace_all=true" in message and "Add nearby lines" in message
+    assert await backend.read("/a.py") == "x = 1\ny = 1\nz = 1\n"  # unchanged
+    out = await tools.edit_file(CTX, "/a.py", "= 1", "= 2", replace_all=True)
+    assert out == "edited /a.py: replaced 3 occurrences"
+    assert await backend.read("/a.py") == "x = 2\ny = 2\nz = 2\n"
+
+
+async def test_edit_file_explains_missing_strings_and_files() -> None:
+    backend = StateBackend()
+    await backend.write("/a.py", "    value = compute()\n")
+    tools = FileTools(backend)
+    with pytest.raises(ToolError, match=r"old_string was not found in /a\.py\. Call read_file"):
+        await tools.edit_file(CTX, "/a.py", "value = other()", "x")
+    with pytest.raises(ToolError, match="without its leading or trailing spaces"):
+        await tools.edit_file(CTX, "/a.py", "value = compute()  \n\n", "x")
+    with pytest.raises(ToolError, match=r"no file /b\.py.*use write_file"):
+        await tools.edit_file(CTX, "/b.py", "a", "b")
+    with pytest.raises(ToolError, match="old_string is empty"):
+        await tools.edit_file(CTX, "/a.py", "", "b")
+    with pytest.raises(ToolError, match="the same"):
+        await tools.edit_file(CTX, "/a.py", "value", "value")
+    assert await backend.read("/a.py") == "    value = compute()\n"
+
+
+async def test_edit_file_matches_windows_line_ends(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "w.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    tools = FileTools(FilesystemBackend(root))
+    out = await tools.edit_file(CTX, "/w.txt", "one\ntwo\n", "1\n2\n")
+    assert out == "edited /w.txt: replaced 1 occurrence at line 1"
+    assert (root / "w.txt").read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+# ------------------------------------------------------------------------------ ls, glob, grep
+
+
+async def test_ls_glob_and_write_file_outputs() -> None:
+    backend = StateBackend()
+    tools = FileTools(backend)
+    assert await tools.write_file(CTX, "/src/a.py", "a = 1\nb = 2\n") == (
+        "wrote /src/a.py (2 lines, 12 B)"
+    )
+    await tools.write_file(CTX, "/README.md", "# Project\n" + "x" * 2000)
+    listing = (await tools.ls(CTX, "/")).splitlines()
+    assert listing[0].startswith("README.md  2.0 KB  ")  # name, size, modification time
+    assert listing[1].startswith("src/  dir  ")
+    assert await tools.ls(CTX, "/src/") != ""
+    assert await tools.glob(CTX, "**/*.py") == "/src/a.py"
+    assert await tools.glob(CTX, "/src/*.py") == "/src/a.py"  # an absolute pattern
+    assert await tools.glob(CTX, "*.rs") == "no files match '*.rs' in /"
+    with pytest.raises(ToolError, match=r"no directory /nope; call ls\('/'\)"):
+        await tools.ls(CTX, "/nope")
+
+
+async def test_long_listings_are_cut_with_a_note() -> None:
+    backend = StateBackend()
+    for i in range(300):
+        await backend.write(f"/many/file_{i:03d}.txt", "x")
+    tools = FileTools(backend, max_output_chars=1000)
+    out = await tools.glob(CTX, "**/*.txt")
+    assert len(out) <= 1000
+    shown = out.count("\n")
+    assert out.endswith(f"... {300 - shown} more files; use a narrower pattern or path")
+    listing = await tools.ls(CTX, "/many")
+    assert len(listing) <= 1000 and "more entries; call ls on a subfolder" in listing
+
+
+async def test_grep_output_modes() -> None:
+    backend = StateBackend()
+    await backend.write("/a.py", "import os\n\ndef main():\n    os.exit(0)\n")
+    await backend.write("/b.py", "def main():\n    pass\n\n\n\n\ndef main2():\n    pass\n")
+    await backend.write("/c.md", "main ideas\n")
+    tools = FileTools(backend)
+    assert await tools.grep(CTX, "def main") == "/a.py\n/b.py"
+    assert await tools.grep(CTX, "main", output_mode="count") == "/a.py:1\n/b.py:2\n/c.md:1"
+    assert await tools.grep(CTX, "main", glob="*.md", output_mode="content") == "/c.md:1:main ideas"
+    out = await tools.grep(CTX, "def main", "/b.py", output_mode="content", context=1)
+    assert out.splitlines() == [
+        "/b.py:1:def main():",
+        "/b.py-2-    pass",
+        "--",
+        "/b.py-6-",
+        "/b.py:7:def main2():",
+        "/b.py-8-    pass",
+    ]
+    assert await tools.grep(CTX, "absent") == "no matches for 'absent' in /"
+    with pytest.raises(ToolError, match="invalid regular expression"):
+        await tools.grep(CTX, "main(")
+
+
+async def test_grep_content_is_cut_with_a_hint() -> None:
+    backend = StateBackend()
+    await backend.write("/log.txt", "".join(f"error {i}\n" for i in range(500)))
+    tools = FileTools(backend, max_output_chars=1000)
+    out = await tools.grep(CTX, "error", output_mode="content")
+    assert len(out) <= 1000
+    assert "more lines; narrow the search with path= or glob=, or use output_mode='count'" in out
+
+
+# ------------------------------------------------------------------------------ backends per run
+
+
+async def test_a_backend_function_is_resolved_per_call() -> None:
+    seen: list[RunContext[Any]] = []
+    backends: dict[str, FileBackend] = {"r1": StateBackend(), "r2": StateBackend()}
+
+    def pick(ctx: RunContext[Any]) -> FileBackend:
+        seen.append(ctx)
+        return backends[ctx.run_id]
+
+    tools = FileTools(pick)
+    first = RunContext(run_id="r1", deps=None, usage=RunUsage())
+    second = RunContext(run_id="r2", deps=None, usage=RunUsage())
+    await tools.write_file(first, "/x.txt", "one")
+    await tools.write_file(second, "/x.txt", "two")
+    assert await backends["r1"].read("/x.txt") == "one"
+    assert await backends["r2"].read("/x.txt") == "two"
+    assert seen == [first, second]
+    with pytest.raises(ToolError, match="the agent of this run is gone"):
+        await FileTools().ls(context(None), "/")
+    with pytest.raises(UsageError, match="max_output_chars must be at least 1000"):
+        FileTools(max_output_chars=10)
+
+
+async def test_agent_uses_the_tools_and_keeps_files_in_its_session_state(
+    storage: Storage,
+) -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="/notes.md", content="alpha\nbeta\n")),
+        tool_calls(call("edit_file", path="/notes.md", old_string="beta", new_string="gamma")),
+        tool_calls(call("read_file", path="notes.md"), call("grep", pattern="gam+a")),
+        "Saved.",
+        tool_calls(call("read_file", path="/notes.md"), call("ls")),
+        "Still there.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools()], storage=storage, user_id="u", session_id="s")
+    response = await agent.run("Write notes")
+    assert response.content == "Saved."
+    assert [c.status for c in response.tool_calls] == ["success"] * 4
+    assert [c.result for c in response.tool_calls[2:]] == [
+        "     1\talpha\n     2\tgamma",
+        "/notes.md",
+    ]
+    entry = agent.memory.state["files"]["/notes.md"]
+    assert entry["content"] == "alpha\ngamma\n" and isinstance(entry["modified"], float)
+    # a new agent object on the same session finds the files in the stored session state
+    resumed = Agent(model=model, tools=[FileTools()], storage=storage, user_id="u", session_id="s")
+    again = await resumed.run("Read them")
+    assert again.content == "Still there."
+    assert again.tool_calls[0].result == "     1\talpha\n     2\tgamma"
+    assert again.tool_calls[1].result.startswith("notes.md  12 B  ")
+    stored = await storage.load_session("u", "s")
+    assert stored is not None and stored.state["files"]["/notes.md"]["content"] == "alpha\ngamma\n"
+    assert json.loads(json.dumps(stored.state)) == stored.state
+
+
+async def test_agent_sees_tool_errors_written_for_the_model(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(outside)
+    (root / "a.py").write_text("x = 1\nx = 1\n")
+    model = ScriptedModel([
+        tool_calls(
+            call("read_file", path="/link"),
+            call("read_file", path="../outside.txt"),
+            call("edit_file", path="/a.py", old_string="x = 1", new_string="x = 2"),
+            call("write_file", path="/out\uff0fx", content="x"),
+        ),
+        "I could not.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(root))])
+    response = await agent.run("try")
+    assert [c.status for c in response.tool_calls] == ["error"] * 4
+    results = [m.content for m in tool_results(agent)]
+    assert "points outside the file area" in results[0]
+    assert "goes above the root '/'" in results[1]
+    assert "occurs 2 times in /a.py (lines 1, 2)" in results[2]
+    assert "FULLWIDTH SOLIDUS" in results[3]
+    assert all(m.is_error for m in tool_results(agent))
+    assert outside.read_text() == "secret"
+    assert sorted(p.name for p in root.iterdir()) == ["a.py", "link"]
+    assert "secret" not in " ".join(results)
+
+
+async def test_agent_with_composite_backend_keeps_memories_across_sessions(
+    storage: Storage, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "ws"
+
+    def backend(ctx: RunContext[Any]) -> FileBackend:
+        return CompositeBackend(
+            session_state_backend(ctx),
+            {
+                "/memories/": StoreBackend(storage, ctx.agent.user_id, ctx.agent.name),
+                "/workspace/": FilesystemBackend(workspace),
+            },
+        )
+
+    tools = FileTools(backend)
+    model = ScriptedModel([
+        tool_calls(
+            call("write_file", path="/memories/user.md", content="prefers tea\n"),
+            call("write_file", path="/workspace/report.md", content="# Report\n"),
+            call("write_file", path="/scratch.txt", content="temporary\n"),
+        ),
+        "done",
+        tool_calls(call("ls", path="/"), call("grep", pattern="tea|Report|temporary")),
+        "recalled",
+    ])  # fmt: skip
+    first = Agent(model=model, tools=[tools], storage=storage, user_id="ada", session_id="one")
+    await first.run("remember")
+    assert (workspace / "report.md").read_text() == "# Report\n"
+    assert first.memory.state["files"] == {
+        "/scratch.txt": {
+            "content": "temporary\n",
+            "modified": first.memory.state["files"]["/scratch.txt"]["modified"],
+        }
+    }
+    # another session of the same user: the memories and the workspace are there, the
+    # session's scratch file is not
+    second = Agent(model=model, tools=[tools], storage=storage, user_id="ada", session_id="two")
+    response = await second.run("recall")
+    listing, found = (c.result for c in response.tool_calls)
+    assert [line.split()[0] for line in listing.splitlines()] == ["memories/", "workspace/"]
+    assert found == "/memories/user.md\n/workspace/report.md"
+    # another user does not see ada's memories
+    other = StoreBackend(storage, "bob", "agent")
+    assert await other.ls("/") == []

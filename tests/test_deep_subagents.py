@@ -1,0 +1,147 @@
+"""Subagents through the ``task`` tool: fresh context, one report, parallel runs, privileges,
+depth limit, usage added to the parent's."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from agentica import Agent, UsageError, tool
+from agentica.deep.subagents import SubAgent, SubAgents
+from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
+from agentica.models.base import ModelRequest
+from agentica.testing import FunctionModel, ScriptedModel, call, tool_calls
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return f"contents of {path}"
+
+
+@tool
+def write_file(path: str, content: str) -> str:
+    """Write a file."""
+    return f"wrote {path}"
+
+
+@tool
+def execute(command: str) -> str:
+    """Run a command."""
+    return f"ran {command}"
+
+
+def reporter(seen: list[tuple[str, list[str]]], delay: float = 0.0) -> FunctionModel:
+    """A subagent model: records its first request (task text, offered tools) and reports."""
+
+    async def reply(messages: list[Message], request: ModelRequest) -> Any:
+        user = next(m for m in messages if isinstance(m, UserMessage))
+        seen.append((user.text, sorted(t.name for t in request.tools)))
+        await asyncio.sleep(delay)
+        return f"report on: {user.text}"
+
+    return FunctionModel(reply)
+
+
+async def test_a_subagent_gets_a_fresh_context_and_returns_one_report() -> None:
+    seen: list[tuple[str, list[str]]] = []
+    worker = SubAgent("worker", "does things", model=reporter(seen))
+    parent_model = ScriptedModel([
+        tool_calls(call("task", description="count lines in a.py", agent="worker")),
+        "The worker reported.",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, tools=[read_file], instructions="PARENT PROMPT",
+                  capabilities=[SubAgents([worker])])  # fmt: skip
+    await agent.run("secret parent conversation")
+    result = next(m for m in parent_model.requests[1].messages if isinstance(m, ToolMessage))
+    assert result.content == "report on: count lines in a.py"
+    task_text, tools = seen[0]
+    assert task_text == "count lines in a.py"
+    assert tools == ["read_file"]  # the parent's tools, without task (depth 1)
+    child_request = worker.model.requests[0]  # type: ignore[union-attr]
+    texts = " ".join(str(getattr(m, "content", "")) for m in child_request.messages)
+    assert "secret parent conversation" not in texts and "PARENT PROMPT" not in texts
+    assert isinstance(child_request.messages[0], SystemMessage)
+
+
+async def test_subagents_run_in_parallel_and_their_usage_is_added() -> None:
+    seen: list[tuple[str, list[str]]] = []
+    worker = SubAgent("worker", "does things", model=reporter(seen, delay=0.3))
+    parent_model = ScriptedModel([
+        tool_calls(*(call("task", description=f"part {i}", agent="worker") for i in range(3))),
+        "merged",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, capabilities=[SubAgents([worker], general=False)])
+    started = time.perf_counter()
+    response = await agent.run("do three parts")
+    assert time.perf_counter() - started < 0.8  # 3 x 0.3 s at once, not one after another
+    assert sorted(t for t, _ in seen) == ["part 0", "part 1", "part 2"]
+    assert response.usage.requests == 2 + 3  # the parent's two calls and one per subagent
+
+
+async def test_privileges_pick_the_parents_tools() -> None:
+    seen: list[tuple[str, list[str]]] = []
+    kinds = [
+        SubAgent("explorer", "reads", privilege="explore", model=reporter(seen)),
+        SubAgent("coder", "writes", privilege="code", model=reporter(seen)),
+        SubAgent("own", "own tools", tools=[execute], model=reporter(seen)),
+    ]
+    parent_model = ScriptedModel([
+        tool_calls(call("task", description="a", agent="explorer")),
+        tool_calls(call("task", description="b", agent="coder")),
+        tool_calls(call("task", description="c", agent="own")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, tools=[read_file, write_file, execute],
+                  capabilities=[SubAgents(kinds)])  # fmt: skip
+    await agent.run("go")
+    assert dict(seen) == {
+        "a": ["read_file"],
+        "b": ["execute", "read_file", "write_file"],
+        "c": ["execute"],
+    }
+
+
+async def test_depth_limits_nesting() -> None:
+    seen: list[tuple[str, list[str]]] = []
+    deep = SubAgent("deep", "nests", model=reporter(seen))
+    for depth, has_task in ((1, False), (2, True)):
+        seen.clear()
+        parent_model = ScriptedModel(
+            [tool_calls(call("task", description="x", agent="deep")), "ok"]
+        )
+        agent = Agent(model=parent_model, tools=[read_file],
+                      capabilities=[SubAgents([deep], max_depth=depth)])  # fmt: skip
+        await agent.run("go")
+        assert ("task" in seen[0][1]) is has_task
+
+
+async def test_errors_are_told_to_the_model() -> None:
+    failing = SubAgent("failing", "fails", model=ScriptedModel([]))  # runs out of replies
+    parent_model = ScriptedModel([
+        tool_calls(call("task", description="x", agent="nobody"), call("task", description=" "),
+                   call("task", description="y", agent="failing")),
+        "ok",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, capabilities=[SubAgents([failing])])
+    response = await agent.run("go")
+    unknown, empty, failed = (c.content for c in response.tool_calls)
+    assert "there is no subagent 'nobody'; use one of: general-purpose, failing" in unknown
+    assert "description is empty" in empty
+    assert failed.startswith("the failing subagent failed:")
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(UsageError, match="not allowed"):
+        SubAgent("bad name", "x")
+    with pytest.raises(UsageError, match="privilege"):
+        SubAgent("x", "y", privilege="admin")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="at least one"):
+        SubAgents(general=False)
+    with pytest.raises(UsageError, match="two subagents"):
+        SubAgents([SubAgent("a", "x"), SubAgent("a", "y")])
+    with pytest.raises(UsageError, match="max_depth"):
+        SubAgents(max_depth=0)
