@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agentica import Agent
 from agentica.deep.todos import Todos
-from agentica.messages import SystemMessage, ToolMessage
+from agentica.messages import SystemMessage, ToolMessage, UserMessage
 from agentica.models import ModelRequest
 from agentica.storage.jsonfile import JSONFileStorage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -34,7 +34,7 @@ def tool_results(request: ModelRequest) -> list[ToolMessage]:
 
 async def test_written_todos_are_in_the_session_state_and_in_the_next_requests_slot() -> None:
     model = ScriptedModel([tool_calls(call("write_todos", todos=PLAN)), "Planned.", "Working."])
-    agent = Agent(model=model, instructions="Be brief.", capabilities=[Todos()])
+    agent = Agent(model=model, instructions="Be brief.", capabilities=[Todos(max_nudges=0)])
     await agent.run("Build the feature")
     assert agent.memory.state["todos"] == PLAN
     assert todo_slots(model.requests[0]) == []  # nothing shown while the list is empty
@@ -50,7 +50,7 @@ async def test_the_list_survives_a_restart_with_the_session(tmp_path: Path) -> N
     storage = JSONFileStorage(tmp_path / "sessions")
     first = Agent(
         model=ScriptedModel([tool_calls(call("write_todos", todos=PLAN)), "Planned."]),
-        capabilities=[Todos()],
+        capabilities=[Todos(max_nudges=0)],
         storage=storage,
         user_id="u",
         session_id="s",
@@ -59,7 +59,7 @@ async def test_the_list_survives_a_restart_with_the_session(tmp_path: Path) -> N
     model = ScriptedModel([tool_calls("read_todos"), "Resumed."])
     second = Agent(
         model=model,
-        capabilities=[Todos()],
+        capabilities=[Todos(max_nudges=0)],
         storage=JSONFileStorage(tmp_path / "sessions"),
         user_id="u",
         session_id="s",
@@ -79,7 +79,7 @@ async def test_invalid_lists_are_refused_with_errors_naming_the_item_and_the_lis
         tool_calls(call("write_todos", todos={"content": "a"})),
         "Gave up.",
     ])  # fmt: skip
-    agent = Agent(model=model, capabilities=[Todos()])
+    agent = Agent(model=model, capabilities=[Todos(max_nudges=0)])
     await agent.run("Plan")
     errors = [tool_results(r)[-1] for r in model.requests[2:6]]
     assert all(e.is_error for e in errors)
@@ -98,7 +98,7 @@ async def test_too_many_or_too_long_items_are_refused() -> None:
         tool_calls(call("write_todos", todos=["a", "x" * 50])),
         "ok",
     ])  # fmt: skip
-    agent = Agent(model=model, capabilities=[Todos(max_items=2, max_chars=40)])
+    agent = Agent(model=model, capabilities=[Todos(max_items=2, max_chars=40, max_nudges=0)])
     await agent.run("Plan")
     too_many = tool_results(model.requests[1])[-1]
     too_long = tool_results(model.requests[2])[-1]
@@ -117,7 +117,7 @@ async def test_small_model_slips_are_accepted() -> None:
         tool_calls(call("write_todos", todos=["first", {"content": "second", "status": "todo"}])),
         "ok",
     ])  # fmt: skip
-    agent = Agent(model=model, capabilities=[Todos()])
+    agent = Agent(model=model, capabilities=[Todos(max_nudges=0)])
     await agent.run("Plan")
     assert todo_slots(model.requests[1]) == ["Todos: [x] a  [>] b"]
     assert agent.memory.state["todos"] == [
@@ -133,7 +133,7 @@ async def test_an_empty_list_clears_the_slot_and_read_todos_says_so() -> None:
         tool_calls("read_todos"),
         "ok",
     ])  # fmt: skip
-    agent = Agent(model=model, capabilities=[Todos()])
+    agent = Agent(model=model, capabilities=[Todos(max_nudges=0)])
     await agent.run("Plan")
     assert todo_slots(model.requests[1]) == [SLOT]
     assert tool_results(model.requests[2])[-1].content == "Todo list cleared."
@@ -143,10 +143,26 @@ async def test_an_empty_list_clears_the_slot_and_read_todos_says_so() -> None:
 
 
 def test_the_tools_are_short_and_their_schema_has_no_references() -> None:
-    functions = Agent(model=ScriptedModel([]), capabilities=[Todos()]).functions
+    functions = Agent(model=ScriptedModel([]), capabilities=[Todos(max_nudges=0)]).functions
     write = functions["write_todos"].definition
     assert len(write.description) < 100 and len(functions["read_todos"].description) < 40
     assert "$ref" not in json.dumps(write.parameters)
     item = write.parameters["properties"]["todos"]["items"]
     assert item["properties"]["status"]["enum"] == ["pending", "in_progress", "completed"]
     assert item["required"] == ["content"]
+
+
+async def test_an_answer_with_open_steps_is_sent_back_a_bounded_number_of_times() -> None:
+    plan = [{"content": "read", "status": "completed"}, {"content": "write", "status": "pending"}]
+    model = ScriptedModel([tool_calls(call("write_todos", todos=plan)), "read", "read", "read"])
+    agent = Agent(model=model, capabilities=[Todos(max_nudges=2)])
+    response = await agent.run("do it")
+    assert response.content == "read" and model.remaining == 0  # two nudges, then it ends
+    nudge = model.requests[2].messages[-1]
+    assert isinstance(nudge, UserMessage) and nudge.text.startswith(
+        "Your todo list still has open steps: [ ] write."
+    )
+    done = [{"content": "read", "status": "completed"}, {"content": "write", "status": "completed"}]
+    model = ScriptedModel([tool_calls(call("write_todos", todos=done)), "all done"])
+    agent = Agent(model=model, capabilities=[Todos()])
+    assert (await agent.run("do it")).content == "all done" and model.remaining == 0
