@@ -110,3 +110,24 @@ async def test_sessions_resume_and_manage(
     # another user sees nothing of ada's
     code, out, _ = await agentica_cli("sessions", "list", "--storage", db, "--user", "bob")
     assert "no sessions" in out
+
+
+async def test_approve_asks_before_the_call_and_the_answer_is_used(
+    fake_openai: Callable[..., Awaitable[FakeOpenAIServer]],
+) -> None:
+    server = await fake_openai(adder)
+    for answers, expected in (("y\n", "The sum is 42."), ("n\nnot now\n", "rejected this call")):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentica.cli.main", "run", "What is 2 + 40?", "--model",
+            "fake", "--base-url", server.base_url, "--tool", "tests.cli_tools:add",
+            "--approve", "add",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, cwd=ROOT, env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(answers.encode()), 60)
+        text = out.decode()
+        assert process.returncode == 0, err.decode()
+        assert 'approve? add({"a": 2, "b": 40})' in text
+        assert expected in text
+    rejected = server.requests[-1]["messages"][-1]
+    assert rejected["role"] == "tool" and "not now" in rejected["content"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from agentica.errors import AgenticaError, UsageError
 from agentica.models.base import Model, ModelSettings
 from agentica.models.openai import OpenAILike
 from agentica.models.registry import model_from_string, resolve_model
+from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.limits import RunLimits
 
 __all__ = ["build_model", "main"]
@@ -70,6 +72,7 @@ async def _run(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd())
     model = build_model(args.model, args.base_url, args.api_key)
     storage = sessions_command.storage_from(args) if args.session else None
+    approval = [HumanApproval(dict.fromkeys(args.approve, True))] if args.approve else []
     agent = Agent(
         model=model,
         tools=[_load_tool(spec) for spec in args.tool],
@@ -79,12 +82,19 @@ async def _run(args: argparse.Namespace) -> int:
         storage=storage,
         user_id=args.user,
         session_id=args.session,
+        capabilities=approval,
     )
     printer = EventPrinter(console, show_reasoning=args.reasoning)
     try:
-        async with agent.run_stream(args.task) as stream:
-            async for event in stream:
-                printer(event)
+        stream = agent.run_stream(args.task)
+        while True:
+            async with stream:
+                async for event in stream:
+                    printer(event)
+            if stream.response.stop_reason != "paused":
+                break
+            decisions = {p.call_id: await _ask(console, p) for p in stream.response.pending}
+            stream = agent.resume_stream(decisions)
     except AgenticaError as exc:
         printer._end_text()
         err.print(f"[bold red]{type(exc).__name__}[/]: {exc}", markup=True, highlight=False)
@@ -94,6 +104,28 @@ async def _run(args: argparse.Namespace) -> int:
         if storage is not None:
             await storage.aclose()
     return 0
+
+
+async def _ask(console: Any, pending: PendingCall) -> Decision:
+    """Ask on the terminal whether ``pending`` may run: yes, no (with a reason) or edit."""
+    console.print(f"\n[bold yellow]approve?[/] {pending.tool}({json.dumps(pending.arguments)})")
+    while True:
+        answer = (await asyncio.to_thread(input, "[y]es / [n]o / [e]dit > ")).strip().lower()
+        if answer in ("y", "yes"):
+            return Decision.approve()
+        if answer in ("n", "no"):
+            reason = await asyncio.to_thread(input, "why (told to the model) > ")
+            return Decision.reject(reason.strip() or "The user did not approve this call.")
+        if answer in ("e", "edit"):
+            text = await asyncio.to_thread(input, "arguments as JSON > ")
+            try:
+                arguments = json.loads(text)
+            except ValueError as exc:
+                console.print(f"[red]not JSON: {exc}[/]")
+                continue
+            if isinstance(arguments, dict):
+                return Decision.edit(arguments)
+            console.print("[red]the arguments must be a JSON object[/]")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,6 +150,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=int, default=100, help="model calls per run")
     run.add_argument("--reasoning", action="store_true", help="show reasoning text")
     run.add_argument("--session", help="continue (or start) this stored session")
+    run.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="TOOL",
+        help="ask before each call of this tool (repeatable)",
+    )
     sessions_command.add_storage_options(run)
     demo_command.add_parser(commands)
     models_command.add_parser(commands)
