@@ -105,11 +105,12 @@ def _policy(tool: str, rule: Rule) -> _Policy | None:
     )
 
 
-def _arguments(call: FunctionCall) -> dict[str, Any]:
+def arguments_of(text: str) -> dict[str, Any]:
+    """A call's JSON arguments as a dict (unparsable text is kept under ``_raw``)."""
     try:
-        value = json.loads(call.call.arguments or "{}")
+        value = json.loads(text or "{}")
     except ValueError:
-        return {"_raw": call.call.arguments}
+        return {"_raw": text}
     return value if isinstance(value, dict) else {"_raw": value}
 
 
@@ -138,7 +139,7 @@ class HumanApproval(Capability):
         return PendingCall(
             call_id=call.id,
             tool=call.name,
-            arguments=_arguments(call),
+            arguments=arguments_of(call.call.arguments),
             decisions=policy.decisions,
             description=policy.description,
         )

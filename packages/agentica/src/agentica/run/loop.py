@@ -52,7 +52,7 @@ from agentica.models.base import (
     ResponseDone,
 )
 from agentica.models.pricing import ModelPrice, cost_of, price_for
-from agentica.run.approval import Decision, PendingCall, apply_decisions
+from agentica.run.approval import Decision, PendingCall, apply_decisions, arguments_of
 from agentica.run.events import (
     ModelRequestStarted,
     ModelResponseReceived,
@@ -515,12 +515,21 @@ async def _approvals(
     """The calls of this turn that must wait for a person's decision."""
     pending = []
     for call in calls:
-        for capability in agent.capabilities:
-            request = await capability.needs_approval(state.ctx, call)
-            if request is not None:
-                pending.append(request)
-                break
+        request = await _approval_for(agent, state.ctx, call)
+        if request is not None:
+            pending.append(request)
     return pending
+
+
+async def _approval_for(
+    agent: Agent, ctx: RunContext[Any], call: FunctionCall
+) -> PendingCall | None:
+    """The first capability's request for a decision on ``call``, if any."""
+    for capability in agent.capabilities:
+        request = await capability.needs_approval(ctx, call)
+        if request is not None:
+            return request
+    return None
 
 
 def _pause(
@@ -576,23 +585,11 @@ async def _pending_of(agent: Agent, ctx: RunContext[Any], record: RunRecord) -> 
         if tool_call.id not in record.approvals:
             continue
         call = FunctionCall(tool_call, functions.get(tool_call.name))
-        request = None
-        for capability in agent.capabilities:
-            request = await capability.needs_approval(ctx, call)
-            if request is not None:
-                break
+        request = await _approval_for(agent, ctx, call)
         pending.append(request or PendingCall(
-            call_id=tool_call.id, tool=tool_call.name, arguments=_json_object(tool_call.arguments)
+            call_id=tool_call.id, tool=tool_call.name, arguments=arguments_of(tool_call.arguments)
         ))  # fmt: skip
     return pending
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return {"_raw": text}
-    return value if isinstance(value, dict) else {"_raw": value}
 
 
 async def pending_calls(agent: Agent) -> list[PendingCall]:
