@@ -49,8 +49,7 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
         "read_file",
         "glob",
         "grep",
-        "read_todos",
-    ]  # explore: read-only
+    ]  # explore: read-only (the parent's todo list is not the subagent's)
     assert response.usage.requests == len(model.requests) + len(helper.requests)
     first = model.requests[0].messages[0]
     assert isinstance(first, SystemMessage) and "write_todos" in first.content
@@ -92,3 +91,41 @@ def test_parts_can_be_switched_off_or_replaced(tmp_path: Path) -> None:
     }  # fmt: skip
     with pytest.raises(UsageError, match="not a directory"):
         DeepAgent(model=ScriptedModel([]), workspace=tmp_path / "missing")
+
+
+async def test_the_model_sees_the_workspace_and_subagents_share_the_guards(tmp_path: Path) -> None:
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")
+    (tmp_path / "docs").mkdir()
+    helper_calls = [tool_calls(call("ls", path="/"))] * 3 + ["three listings"]
+    helper = ScriptedModel(helper_calls)
+    model = ScriptedModel([
+        tool_calls(call("task", description="list the files", agent="helper")),
+        "done",
+        "done",
+    ])  # fmt: skip
+    kind = SubAgent("helper", "lists", model=helper)
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=[kind])
+    await agent.run("What is in the workspace?")
+    overview = "Files in the workspace now: /docs/ (dir), /sales.csv (22 B)."
+    system = model.requests[0].messages[0]
+    assert isinstance(system, SystemMessage) and overview in system.content
+    child_system = helper.requests[0].messages[0]
+    assert isinstance(child_system, SystemMessage) and overview in child_system.content
+    assert "write_todos" not in [t.name for t in helper.requests[0].tools]
+    third = [m for m in helper.requests[3].messages if isinstance(m, ToolMessage)][-1]
+    assert "[repetition warning]" in third.content  # the subagent's own guard
+
+
+async def test_code_written_in_the_answer_is_sent_back_to_be_run(tmp_path: Path) -> None:
+    model = ScriptedModel([
+        "Run this:\n```python\nprint(6 * 7)\n```",
+        tool_calls(call("run_python", code="print(6 * 7)")),
+        "42",
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, answer_check=False, todos=False)
+    response = await agent.run("What is 6 * 7? Compute it.")
+    nudge = model.requests[1].messages[-1]
+    assert isinstance(nudge, UserMessage) and "did not run it" in nudge.text
+    assert "call run_python with the code" in nudge.text
+    assert response.content == "42"
+    assert "42" in response.tool_calls[0].content

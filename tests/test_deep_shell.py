@@ -383,7 +383,11 @@ async def test_run_python_runs_code_and_explains_shell_commands(tmp_path: Path) 
     out = await shell.run_python("import os\nprint(os.getcwd(), 6 * 7)")
     assert f"{tmp_path} 42" in out and "exit code 0" in out
     failed = await shell.run_python("print(1 +)")
-    assert "SyntaxError" in failed and "exit code 1" in failed
+    assert "SyntaxError" in failed and "exit code 1" in failed and "fix the line" in failed
+    missing = await shell.run_python("import pandas_is_not_here")
+    assert "'pandas_is_not_here' is not installed here" in missing and "csv" in missing
+    silent = await shell.run_python("x = 6 * 7")
+    assert "printed nothing: print() the values" in silent
     for command in ("python hello.py", "$ ls", "pip install x"):
         with pytest.raises(ToolError, match=r"not a shell command.*execute"):
             await shell.run_python(command)

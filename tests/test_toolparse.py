@@ -202,6 +202,12 @@ def test_a_call_nested_in_its_own_arguments_is_unwrapped() -> None:
     assert calls_of(parse(text)) == [("run_python", {"code": "print(1)"})]
     nested = '{"name": "read_file", "arguments": {"name": "read_file", "arguments": {"path": "a"}}}'
     assert calls_of(parse(nested)) == [("read_file", {"path": "a"})]
+    deep: object = {"code": "print(1)"}
+    for level in range(6):  # the model copies a broken call from its history, one level deeper
+        wrapped = {"name": "run_python", "arguments": deep}
+        deep = json.dumps(wrapped) if level % 2 else wrapped
+    text = json.dumps({"name": "run_python", "arguments": deep})
+    assert calls_of(parse(text)) == [("run_python", {"code": "print(1)"})]
 
 
 def test_an_argument_called_name_is_not_unwrapped() -> None:
@@ -576,3 +582,13 @@ def test_stream_matches_parsing_mixed_text(text: str, data: st.DataObject) -> No
     assert reply.malformed == whole.malformed
     assert text.startswith(shown)
     assert squash(shown + reply.text) == squash(whole.text)
+
+
+def test_a_call_missing_its_last_closing_brace_is_repaired() -> None:
+    """As measured on the 1.5B model: the outer ``}`` of a call is dropped."""
+    call = '{"name": "run_python", "arguments": {"code": "print({1: 2})"}'
+    text = f"<tool_call>\n{call}\n</tool_call>"
+    assert calls_of(parse(text)) == [("run_python", {"code": "print({1: 2})"})]
+    cut = '{"name": "run_python", "arguments": {"code": "print(1)'  # cut inside a string
+    reply = parse(cut)
+    assert reply.calls == [] and "cut off" in reply.malformed[0].reason

@@ -1,9 +1,11 @@
-"""``agentica demo``: the main job. An agent solves a small real task on the embedded model.
+"""``agentica demo``: the main job. A deep agent finishes a small real task on the embedded model.
 
-The agent gets a workspace with a CSV of sales and four tools (list/read/write files inside the
-workspace, run a Python snippet there, a calculator). It must compute the total per region and
-write a Markdown report. The run streams to the terminal; at the end the demo checks the report
-against the true totals and prints what the agent did, the tokens and the time.
+The demo workspace has a CSV of sales and a report template with a ``TODO`` line. A
+``DeepAgent`` (file tools, shell with ``run_python``, todos, subagents, repetition guard, answer
+check) must delegate the computation of the total per region to a subagent, put the totals into
+the report with ``edit_file`` and read the report back to check it. The run streams to the
+terminal; at the end the demo checks the report against the true totals and prints what the
+agent did, the tokens and the time. ``--plain`` runs the earlier single agent with four tools.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from rich.console import Console
 
 from agentica.agent import Agent
-from agentica.deep import AnswerCheck
+from agentica.deep import AnswerCheck, DeepAgent
 from agentica.errors import AgenticaError, ToolError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
@@ -35,9 +37,11 @@ from agentica.tools.toolkit import Tool
 
 __all__ = [
     "DEMO_TASK",
+    "PLAIN_TASK",
     "WorkspaceTools",
     "add_parser",
     "check_report",
+    "demo_agent",
     "prepare_workspace",
     "run",
     "run_demo",
@@ -52,7 +56,15 @@ south,apples,100
 east,pears,30
 """
 TOTALS = {"north": 165, "south": 180, "east": 90}
+REPORT_TEMPLATE = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
 DEMO_TASK = (
+    "Fill in report.md with the total amount per region of sales.csv (columns region, product, "
+    "amount). 1. Call the task tool with the description 'Compute the total amount per region "
+    "in sales.csv (columns region, product, amount) with run_python and print the totals.' "
+    "2. In report.md, replace the line TODO with one table row per region (region and total) "
+    "using edit_file. 3. Read report.md to check it."
+)
+PLAIN_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
     "amount for each region by running Python code, then write the totals to report.md as a "
     "Markdown table with columns region and total."
@@ -196,8 +208,10 @@ def check_report(root: Path) -> str | None:
     if not report.is_file():
         return "report.md was not written"
     text = report.read_text().lower()
-    missing = [f"{r} {t}" for r, t in TOTALS.items() if r not in text or str(t) not in text]
-    return f"report.md lacks {', '.join(missing)}" if missing else None
+    wrong = [r for r, t in TOTALS.items() if not re.search(rf"{r}\W+{t}(?!\d)", text)]
+    if not wrong:
+        return None
+    return f"report.md does not show the right total for {', '.join(wrong)}"
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -206,15 +220,45 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--model", help="a model string (default: $AGENTICA_MODEL or the embedded model)"
     )
     demo.add_argument("--workspace", help="directory for the demo files (default: a new temp dir)")
+    demo.add_argument(
+        "--plain",
+        action="store_true",
+        help="run the single agent with four tools instead of the deep agent",
+    )
 
 
-def prepare_workspace(directory: str | None) -> Path:
-    """The demo workspace with a fresh sales.csv and no report yet."""
+def prepare_workspace(directory: str | None, *, plain: bool = False) -> Path:
+    """The demo workspace with a fresh sales.csv and the report template (no report when
+    ``plain``)."""
     root = Path(directory or tempfile.mkdtemp(prefix="agentica-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "sales.csv").write_text(SALES)
     (root / "report.md").unlink(missing_ok=True)
+    if not plain:
+        (root / "report.md").write_text(REPORT_TEMPLATE)
     return root
+
+
+def demo_agent(model: Model, root: Path, *, plain: bool = False) -> Agent:
+    """The demo's agent: a ``DeepAgent`` in ``root``, or the plain four-tool agent."""
+    if plain:
+        tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
+        return Agent(
+            model=model,
+            tools=tools,
+            instructions=INSTRUCTIONS,
+            model_settings=ModelSettings(max_tokens=768),
+            limits=RunLimits(max_turns=12, max_wall_time=600),
+            capabilities=[AnswerCheck()],
+        )
+    return DeepAgent(
+        model=model,
+        workspace=root,
+        # one call per step: a small model that sends several calls at once writes results
+        # it has not seen yet
+        model_settings=ModelSettings(max_tokens=768, parallel_tool_calls=False),
+        limits=RunLimits(max_turns=20, max_wall_time=600),
+    )
 
 
 @dataclass(slots=True)
@@ -228,13 +272,14 @@ class DemoResult:
 
 
 async def run_demo(
-    model: Model, root: Path, console: Console, *, follow_ups: int = 2
+    model: Model, root: Path, console: Console, *, follow_ups: int = 2, plain: bool = False
 ) -> DemoResult | None:
     """Run the demo task with ``model`` in ``root``, streaming to ``console``.
 
     After the agent answers, the report is checked; if it is wrong the agent is told what the
-    check found and continues the same conversation (at most ``follow_ups`` times), as a user
-    would. ``None`` when a run failed with an error.
+    check found (which regions are wrong, not their totals) and continues the same
+    conversation (at most ``follow_ups`` times), as a user would. ``None`` when a run failed
+    with an error.
     """
     from agentica.cli.render import EventPrinter
 
@@ -245,20 +290,13 @@ async def run_demo(
         with console.status(f"loading {model.id} ..."):
             await start()
         console.print(f"[dim]model loaded in {time.perf_counter() - begin:.1f} s[/]")
-    console.print(f"[bold]task:[/] {DEMO_TASK}\n")
-    tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
-    agent = Agent(
-        model=model,
-        tools=tools,
-        instructions=INSTRUCTIONS,
-        model_settings=ModelSettings(max_tokens=768),
-        limits=RunLimits(max_turns=12, max_wall_time=600),
-        capabilities=[AnswerCheck()],
-    )
+    task = PLAIN_TASK if plain else DEMO_TASK
+    console.print(f"[bold]task:[/] {task}\n")
+    agent = demo_agent(model, root, plain=plain)
     printer = EventPrinter(console)
     responses: list[RunResponse] = []
     began = time.perf_counter()
-    prompt = DEMO_TASK
+    prompt = task
     problem: str | None = None
     try:
         for attempt in range(follow_ups + 1):
@@ -272,7 +310,7 @@ async def run_demo(
             console.print(f"[yellow]check: {problem}; telling the agent[/]")
             prompt = (
                 f"I checked the workspace: {problem}. Finish the task: compute the totals per "
-                "region with run_python and write them to report.md with write_file."
+                "region from sales.csv with run_python and put them in report.md."
             )
     except AgenticaError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {exc}")
@@ -285,8 +323,9 @@ async def run_demo(
 def run(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
-    root = prepare_workspace(args.workspace)
-    result = asyncio.run(run_demo(resolve_model(args.model), root, console))
+    root = prepare_workspace(args.workspace, plain=args.plain)
+    model = resolve_model(args.model)
+    result = asyncio.run(run_demo(model, root, console, plain=args.plain))
     if result is None:
         return 1
     console.print("\n[bold]what the agent did:[/]")

@@ -28,7 +28,7 @@ from agentica.deep.backends import (
     StoreBackend,
 )
 from agentica.deep.checks import AnswerCheck
-from agentica.deep.files import FileTools, session_state_backend
+from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.shell import Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
 from agentica.deep.subagents import SubAgent, SubAgents
@@ -69,6 +69,7 @@ __all__ = [
     "TodoItem",
     "Todos",
     "Web",
+    "WorkspaceOverview",
     "load_skill",
     "provider_from_env",
     "session_state_backend",

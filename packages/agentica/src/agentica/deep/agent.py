@@ -30,7 +30,7 @@ from typing import Any, Literal
 from agentica.agent import Agent
 from agentica.deep.backends import FilesystemBackend
 from agentica.deep.checks import AnswerCheck
-from agentica.deep.files import BackendSource, FileTools
+from agentica.deep.files import BackendSource, FileTools, WorkspaceOverview
 from agentica.deep.shell import Shell
 from agentica.deep.skills import Skills
 from agentica.deep.subagents import SubAgent, SubAgents
@@ -40,6 +40,7 @@ from agentica.errors import UsageError
 from agentica.models.base import Model
 from agentica.run.approval import HumanApproval, Rule
 from agentica.run.capability import Capability
+from agentica.run.repetition import RepetitionGuard
 from agentica.tools.toolkit import ToolLike
 
 __all__ = ["HARNESS_INSTRUCTIONS", "DeepAgent"]
@@ -74,6 +75,10 @@ class DeepAgent(Agent):
             ``Web`` capability.
         interrupt_on: tools whose calls wait for a person's approval (see ``HumanApproval``).
         answer_check: ask the model to check its work before it finishes (``AnswerCheck``).
+        overview: list the top of the file area in the system prompt at the start of each run
+            (``WorkspaceOverview``), so the model uses real paths instead of guessing.
+        repetition: warn when the model repeats a tool call and refuse a tool it keeps
+            repeating (``RepetitionGuard``), or your own guard.
         instructions: your instructions; the harness paragraph comes first.
         tools, capabilities: added to the harness's.
         Other keyword arguments are ``Agent``'s (``model``, ``storage``, ``limits``, ...).
@@ -97,6 +102,8 @@ class DeepAgent(Agent):
         web: Web | bool = False,
         interrupt_on: Mapping[str, Rule] | None = None,
         answer_check: bool = True,
+        overview: bool = True,
+        repetition: RepetitionGuard | bool = True,
         instructions: str | None = None,
         tools: Sequence[ToolLike] = (),
         capabilities: Sequence[Capability] = (),
@@ -109,8 +116,16 @@ class DeepAgent(Agent):
             )
         if backend is None and workspace is not None:
             backend = FilesystemBackend(workspace)
-        harness_tools: list[ToolLike] = [FileTools(backend)]
-        harness: list[Capability] = []
+        files = FileTools(backend)
+        harness_tools: list[ToolLike] = [files]
+        shared: list[Capability] = []  # what subagents get too
+        if overview:
+            shared.append(WorkspaceOverview(files))
+        if isinstance(repetition, RepetitionGuard):
+            shared.append(repetition)
+        elif repetition:
+            shared.append(RepetitionGuard())
+        harness: list[Capability] = list(shared)
         if isinstance(shell, Shell):
             harness.append(shell)
         elif shell and workspace is not None:
@@ -121,7 +136,7 @@ class DeepAgent(Agent):
             harness.append(Todos())
         if subagents is not False:
             kinds = list(subagents) if not isinstance(subagents, bool) else []
-            harness.append(SubAgents(kinds, max_depth=max_subagent_depth))
+            harness.append(SubAgents(kinds, max_depth=max_subagent_depth, shared=shared))
         if skills is not None:
             harness.append(skills)
         if isinstance(web, Web):

@@ -17,11 +17,12 @@ from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import BackendError, FileBackend, GrepLine, StateBackend
 from agentica.errors import ToolError, UsageError
+from agentica.run.capability import Capability
 from agentica.tools.context import RunContext
 from agentica.tools.function import tool
 from agentica.tools.toolkit import Tool
 
-__all__ = ["BackendSource", "FileTools", "session_state_backend"]
+__all__ = ["BackendSource", "FileTools", "WorkspaceOverview", "session_state_backend"]
 
 BackendSource: TypeAlias = FileBackend | Callable[[RunContext[Any]], FileBackend]
 
@@ -149,7 +150,7 @@ class FileTools(Tool):
         """Read a text file; lines are numbered.
 
         Args:
-            path: the file, e.g. "/src/main.py".
+            path: the file, e.g. "/notes.md".
             offset: lines to skip from the start.
             limit: the most lines to show.
         """
@@ -349,3 +350,35 @@ class FileTools(Tool):
             rows.append(f"{g.path}{mark}{g.line}{mark}{self._cut_line(g.text)}")
             previous = g
         return rows
+
+
+class WorkspaceOverview(Capability):
+    """Shows the model the top of its file area at the start of each run.
+
+    A model that has never seen the workspace guesses paths (``/src/data.csv``) and content; one
+    line listing what is there (``/sales.csv (120 B), /docs/ (dir)``) grounds its first calls.
+    At most ``max_entries`` entries of the top folder are listed, the rest counted.
+    """
+
+    name = "workspace-overview"
+
+    def __init__(self, files: FileTools, *, max_entries: int = 30) -> None:
+        if max_entries < 1:
+            raise UsageError(f"WorkspaceOverview max_entries must be at least 1, not {max_entries}")
+        self.files = files
+        self.max_entries = max_entries
+
+    async def instructions(self, ctx: RunContext[Any]) -> str | None:
+        try:
+            entries = await self.files.resolve(ctx).ls("/")
+        except BackendError:
+            return None
+        if not entries:
+            return "The workspace is empty."
+        shown = [
+            f"{e.path}/ (dir)" if e.is_dir else f"{e.path} ({_size(e.size)})"
+            for e in entries[: self.max_entries]
+        ]
+        more = len(entries) - len(shown)
+        tail = f", and {more} more (call ls)" if more else ""
+        return f"Files in the workspace now: {', '.join(shown)}{tail}."

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentica.errors import ToolError, UsageError
+from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.storage.records import RunRecord
 from agentica.tools.context import RunContext
@@ -80,6 +81,11 @@ SessionKey = tuple[str | None, str | None]
 
 # The supervisor every command runs under (see the module docstring). argv: the parent's pid, the
 # grace period in seconds, then the command's argv. It imports only the standard library.
+_CODE_BLOCK = re.compile(r"```[ \t]*(python3?|py|bash|sh|shell|console)[ \t]*\n", re.IGNORECASE)
+_MISSING_MODULE = re.compile(r"No module named '([\w]+)")
+_PYTHON_FENCES = frozenset({"python", "python3", "py"})
+_SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
+
 _SUPERVISOR = r"""
 import os, select, signal, sys, time
 
@@ -455,6 +461,14 @@ def _hint(code: int | None, output: str) -> str:
         )
     if code == 2 and "syntax error" in output.lower():
         return "\nThe shell could not parse the command: check quotes and brackets."
+    missing = _MISSING_MODULE.search(output)
+    if code and missing:
+        return (
+            f"\nThe Python module {missing.group(1)!r} is not installed here. Rewrite the code "
+            "with the standard library (csv, json, statistics, collections) instead."
+        )
+    if code and "SyntaxError" in output:
+        return "\nThe code has a syntax error: fix the line shown, then run the corrected code."
     return ""
 
 
@@ -490,6 +504,8 @@ class Shell(Capability):
             ``list_commands`` (leave them out to keep a small model's prompt short).
         python: also offer ``run_python(code)``, which runs Python source with the interpreter
             running agentica (``sys.executable``), the same way as ``execute``.
+        max_code_nudges: how often per run a model that answers with a code block instead of
+            running it is told to run it (0: never).
     """
 
     name = "shell"
@@ -509,6 +525,7 @@ class Shell(Capability):
         max_operations: int = 8,
         background: bool = True,
         python: bool = False,
+        max_code_nudges: int = 2,
     ) -> None:
         self.root = Path(root).resolve()
         if not self.root.is_dir():
@@ -531,6 +548,7 @@ class Shell(Capability):
                 "Shell(sandbox='bwrap') needs bubblewrap, which is not installed: install it "
                 "(apt-get install bubblewrap, dnf install bubblewrap) or use sandbox='auto'"
             )
+        self.max_code_nudges = max_code_nudges
         self.timeout = timeout
         self.max_timeout = max_timeout
         self.max_output = max_output
@@ -665,7 +683,10 @@ class Shell(Capability):
                 "run_python takes Python source code, not a shell command. Pass the code itself "
                 "(e.g. print(open('data.csv').read())), or run the command with execute."
             )
-        return await self._run("python -c ...", [sys.executable, "-E", "-s", "-c", code], timeout)
+        result = await self._run("python -c ...", [sys.executable, "-E", "-s", "-c", code], timeout)
+        if result.endswith("(no output)"):
+            result += "; the code printed nothing: print() the values you need to see"
+        return result
 
     async def _run(self, command: str, argv: list[str] | None, timeout: float | None) -> str:
         limit = self._limit(timeout)
@@ -783,6 +804,32 @@ class Shell(Capability):
         await asyncio.gather(*(op.process.stop("stopped: the run ended") for op in ended))
         for op in ended:
             operations.pop(op.id, None)
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        """A model that shows code in its answer instead of running it is told to run it
+        (at most ``max_code_nudges`` times per run)."""
+        key = f"{self.name}.code_nudges"
+        nudged = int(ctx.state.get(key, 0))
+        if nudged >= self.max_code_nudges:
+            return None
+        found = _CODE_BLOCK.search(message.content or "")
+        if found is None:
+            return None
+        language = found.group(1).lower()
+        if language in _PYTHON_FENCES and self.python:
+            how = "call run_python with the code"
+        elif language in _SHELL_FENCES:
+            how = "call execute with the command"
+        elif language in _PYTHON_FENCES:
+            how = "save it with a file tool and run it with execute (python file.py)"
+        else:
+            return None
+        ctx.state[key] = nudged + 1
+        return (
+            f"You wrote code in your reply but did not run it, so nothing happened. To run it, "
+            f"{how}; the standard library is there, third-party packages may not be. Then "
+            "go on with the task."
+        )
 
     def tools(self) -> Sequence[ToolLike]:
         return self._tools

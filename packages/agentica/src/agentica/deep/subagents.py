@@ -35,12 +35,16 @@ __all__ = ["PRIVILEGE_TOOLS", "SubAgent", "SubAgents"]
 Privilege = Literal["explore", "research", "code", "general"]
 
 _READ = frozenset({
-    "ls", "read_file", "glob", "grep", "read_todos", "list_skills", "get_skill_info",
+    "ls", "read_file", "glob", "grep", "list_skills", "get_skill_info",
     "var_get", "var_list", "list_commands",
 })  # fmt: skip
 _WEB = frozenset({"fetch_url", "web_search"})
-_WRITE = frozenset({"write_file", "edit_file", "write_todos", "var_set", "var_delete"})
-_EXECUTE = frozenset({"execute", "start_command", "wait_command", "stop_command"})
+_WRITE = frozenset({"write_file", "edit_file", "var_set", "var_delete"})
+_EXECUTE = frozenset({
+    "execute", "run_python", "start_command", "wait_command", "stop_command",
+})  # fmt: skip
+
+_PARENT_ONLY = frozenset({"task", "write_todos", "read_todos"})
 
 PRIVILEGE_TOOLS: Mapping[str, frozenset[str] | None] = {
     "explore": _READ,
@@ -53,8 +57,10 @@ GENERAL_DESCRIPTION = (
     "A general-purpose agent with the same tools as you, for a self-contained subtask."
 )
 SUBAGENT_INSTRUCTIONS = (
-    "You are a subagent doing one subtask for another agent. Do it with your tools, then reply "
-    "with a short final report: what you did, the results, and file paths you changed. The "
+    "You are a subagent doing one subtask for another agent. Look at the files you need "
+    "(read_file) before you write code that uses them. Do the subtask with your tools, then "
+    "reply with a short final report: what you did, the results your tools printed, and file "
+    "paths you changed. Report only what the tools showed; if something failed, say so. The "
     "other agent sees only this report."
 )
 
@@ -99,6 +105,11 @@ class SubAgents(Capability):
         subagents: custom kinds of subagent, besides the general-purpose one.
         general: offer the ``general-purpose`` subagent (the parent's tools and model).
         max_depth: how deep subagents may nest (1: subagents cannot start subagents).
+        shared: capabilities every subagent also gets (e.g. a ``RepetitionGuard``); their
+            per-run state is the subagent's own.
+
+    The parent's todo list is its own plan: subagents never get ``write_todos`` or
+    ``read_todos`` from the parent (a custom ``SubAgent`` can bring a ``Todos`` capability).
     """
 
     name = "subagents"
@@ -109,6 +120,7 @@ class SubAgents(Capability):
         *,
         general: bool = True,
         max_depth: int = 1,
+        shared: Sequence[Capability] = (),
         _depth: int = 0,
     ) -> None:
         if max_depth < 1:
@@ -124,6 +136,7 @@ class SubAgents(Capability):
             raise UsageError("SubAgents needs at least one subagent (or general=True)")
         self.kinds = kinds
         self.max_depth = max_depth
+        self.shared = tuple(shared)
         self.depth = _depth
         self._function = self._task_function()
 
@@ -161,15 +174,16 @@ class SubAgents(Capability):
             tools = [
                 f
                 for name, f in parent.functions.items()
-                if name != "task" and (allowed is None or name in allowed)
+                if name not in _PARENT_ONLY and (allowed is None or name in allowed)
             ]
-        capabilities = list(spec.capabilities)
+        capabilities = [*self.shared, *spec.capabilities]
         if self.depth + 1 < self.max_depth:
             capabilities.append(
                 SubAgents(
                     [k for k in self.kinds.values() if k.name != "general-purpose"],
                     general="general-purpose" in self.kinds,
                     max_depth=self.max_depth,
+                    shared=self.shared,
                     _depth=self.depth + 1,
                 )
             )

@@ -161,6 +161,33 @@ def _python_literal(text: str) -> Any:
     return json.loads(json.dumps(ast.literal_eval(text.strip()), allow_nan=False))
 
 
+def _close_brackets(text: str) -> str:
+    """``text`` with the brackets it leaves open closed at the end: a small model often drops
+    the last ``}`` of a call (``{"name": "f", "arguments": {"code": "..."}``). Text whose
+    brackets do not nest, or that ends inside a string, is returned unchanged."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append("}" if ch == "{" else "]")
+        elif ch in "}]":
+            closing = stack.pop() if stack else None
+            if closing != ch:
+                return text
+    if in_string or not stack or len(stack) > 3:
+        return text
+    return text.rstrip() + "".join(reversed(stack))
+
+
 def _load(raw: str) -> tuple[bool, Any, str]:
     """Parse JSON leniently: (parsed, value, the strict parser's error message)."""
     attempts: tuple[Callable[[], Any], ...] = (
@@ -198,7 +225,7 @@ def _decode_arguments(arguments: Any) -> Any:
 
 def _make_call(name: str, arguments: Any, raw: str) -> _Item:
     arguments = _decode_arguments(arguments)
-    for _ in range(3):  # the call written again as its own arguments: {"name": n, "arguments": ...}
+    for _ in range(8):  # the call written again as its own arguments: {"name": n, "arguments": ...}
         if not (isinstance(arguments, dict) and arguments.get("name") == name):
             break
         key = "arguments" if "arguments" in arguments else "parameters"
@@ -291,15 +318,21 @@ def _match_end(text: str, start: int) -> tuple[int, int]:
     return -1, work + (len(text) - start) // 64
 
 
-def _incomplete_call(text: str, start: int, tools: _Tools) -> MalformedCall | None:
-    """A call that never closes, up to the next code fence or closing tag."""
+def _incomplete_call(text: str, start: int, tools: _Tools) -> tuple[str, list[_Item]] | None:
+    """A call that never closes, up to the next code fence or closing tag: (its text, the call
+    with its missing closing brackets added, or a malformed call)."""
     if _OPENING.match(text, start) is None:
         return None
     ends = [i for i in (text.find("\n```", start), text.find("</tool_call>", start)) if i >= 0]
     raw = text[start : min(ends, default=len(text))].rstrip()
+    repaired = _close_brackets(raw)
+    if repaired != raw:
+        items = _classify(repaired, tools)
+        if items and all(isinstance(item, ToolCall) for item in items):
+            return raw, items
     attempted, name = _attempt(raw, tools, opening_only=True)
     reason = f"the tool call is cut off or its brackets do not match. {_HOW}"
-    return MalformedCall(name, raw, reason) if attempted else None
+    return (raw, [MalformedCall(name, raw, reason)]) if attempted else None
 
 
 def _find_spans(text: str, tools: _Tools) -> list[_Span]:
@@ -312,9 +345,10 @@ def _find_spans(text: str, tools: _Tools) -> list[_Span]:
         if end >= 0:
             spans.append(_Span(start, end, _classify(text[start:end], tools)))
             pos = end
-        elif text[start] == "{" and (item := _incomplete_call(text, start, tools)) is not None:
-            spans.append(_Span(start, start + len(item.raw), [item]))
-            pos = start + len(item.raw)
+        elif text[start] == "{" and (found := _incomplete_call(text, start, tools)) is not None:
+            raw, items = found
+            spans.append(_Span(start, start + len(raw), items))
+            pos = start + len(raw)
         else:
             pos = start + 1  # a stray bracket: look for calls inside it
     return spans

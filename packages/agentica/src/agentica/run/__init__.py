@@ -4,6 +4,7 @@
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
 - ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
+- ``RepetitionGuard``: warns on repeated tool calls and refuses a looping tool (repetition.py)
 - ``RunLimits``: turns, tool calls, tokens, cost, time (limits.py)
 - ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)
 """
@@ -23,6 +24,7 @@ from agentica.run.events import (
 )
 from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, run_events
+from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
 
@@ -34,6 +36,7 @@ __all__ = [
     "ModelResponseReceived",
     "PendingCall",
     "ReasoningDelta",
+    "RepetitionGuard",
     "RunCompleted",
     "RunEvent",
     "RunInput",

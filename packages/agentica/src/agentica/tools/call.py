@@ -54,6 +54,8 @@ class FunctionCall:
         ref: the reference of the archived output (set by the evidence archive), if any.
         tripped: the ``GuardrailTripped`` error when a tool guardrail stopped the run.
         duration: seconds the call took.
+        notes: remarks added after the call ran (e.g. a repetition warning), appended to what
+            the model receives.
     """
 
     __slots__ = (
@@ -63,6 +65,7 @@ class FunctionCall:
         "error",
         "exception",
         "function",
+        "notes",
         "ref",
         "result",
         "status",
@@ -80,6 +83,7 @@ class FunctionCall:
         self.ref: str | None = None
         self.tripped: GuardrailTripped | None = None
         self.duration = 0.0
+        self.notes: list[str] = []
 
     @property
     def id(self) -> str:
@@ -93,7 +97,9 @@ class FunctionCall:
     def content(self) -> str:
         """The text the model receives for this call (with its evidence reference, if archived)."""
         text = self.error if self.error is not None else render_result(self.result)
-        return text if self.ref is None else f"{text}\n[__ref: {self.ref}]"
+        if self.ref is not None:
+            text = f"{text}\n[__ref: {self.ref}]"
+        return "\n\n".join((text, *self.notes)) if self.notes else text
 
     def to_message(self) -> ToolMessage:
         return ToolMessage(
