@@ -105,6 +105,7 @@ async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
 
 async def bench_demo(model: LocalModel, runs: int) -> dict[str, Any]:
     walls, successes, first_try = [], 0, 0
+    used: dict[str, int] = {"task": 0, "edit_file": 0, "read_file": 0, "write_todos": 0}
     quiet = Console(quiet=True)
     for number in range(runs):
         root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"))
@@ -114,11 +115,18 @@ async def bench_demo(model: LocalModel, runs: int) -> dict[str, Any]:
         ok = result is not None and result.problem is None
         first_try += ok and len(result.responses) == 1 if result is not None else 0
         successes += ok
+        if result is not None:
+            names = {
+                c.name for r in result.responses for c in r.tool_calls if c.status == "success"
+            }
+            for name in used:
+                used[name] += name in names
         console.print(f"  demo run {number + 1}: {'ok' if ok else 'FAILED'} in {walls[-1]:.1f} s")
         shutil.rmtree(root, ignore_errors=True)
     return {
         "demo/runs": runs, "demo/successes": successes, "demo/first_try": first_try,
         "demo/wall_median_s": statistics.median(walls), "demo/wall_max_s": max(walls),
+        **{f"demo/used/{name}": count for name, count in used.items()},
     }  # fmt: skip
 
 
@@ -144,7 +152,11 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
             f"Main job (`agentica demo` task): {r['demo/successes']}/{r['demo/runs']} runs "
             f"succeeded ({r['demo/first_try']} without a follow-up from the check); wall time "
             f"median {r['demo/wall_median_s']:.1f} s, "
-            f"max {r['demo/wall_max_s']:.1f} s (model already loaded).",
+            f"max {r['demo/wall_max_s']:.1f} s (model already loaded). The agent is a "
+            "`DeepAgent`; runs in which it delegated to a subagent (`task`): "
+            f"{r['demo/used/task']}, edited the report (`edit_file`): "
+            f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}, "
+            f"wrote todos: {r['demo/used/write_todos']}.",
         ]
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agentica.run.events import (
+    ModelRequestStarted,
     ReasoningDelta,
     RunCompleted,
     RunEvent,
@@ -58,6 +59,8 @@ class EventPrinter:
         elif isinstance(event, ReasoningDelta) and self.show_reasoning:
             self.console.print(Text(event.text, style="dim italic"), end="")
             self._in_text = True
+        elif isinstance(event, ModelRequestStarted):
+            self._end_text()  # the text of one model reply per paragraph
         elif isinstance(event, ToolCallStarted):
             self._end_text()
             call = event.call
