@@ -1,0 +1,80 @@
+"""The demo's flow with a scripted model: the deep agent delegates, edits, reads back, and the
+check (and its follow-up) decide success. The real model runs it in test_local_model.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from agentica.cli.demo import check_report, demo_agent, prepare_workspace, run_demo
+from agentica.deep import DeepAgent
+from agentica.messages import UserMessage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+ROWS = "| north | 165 |\n| south | 180 |\n| east | 90 |"
+
+
+def quiet() -> Console:
+    return Console(quiet=True)
+
+
+async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path) -> None:
+    root = prepare_workspace(str(tmp_path))
+    assert "TODO" in (root / "report.md").read_text()
+    model = ScriptedModel([
+        tool_calls(call("task", description="Compute the totals per region")),
+        # the subagent (same model): runs Python, reports
+        tool_calls(call("run_python", code="print('north 165, south 180, east 90')")),
+        "north 165, south 180, east 90",
+        tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=ROWS)),
+        tool_calls(call("read_file", path="report.md")),
+        "report.md has the totals.",
+        "report.md has the totals.",  # the answer check asks once
+    ])  # fmt: skip
+    result = await run_demo(model, root, quiet())
+    assert result is not None and result.problem is None
+    names = [c.name for c in result.responses[0].tool_calls]
+    assert names == ["task", "edit_file", "read_file"]
+    assert "north 165" in result.responses[0].tool_calls[0].content
+    assert check_report(root) is None
+
+
+async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_totals(
+    tmp_path: Path,
+) -> None:
+    root = prepare_workspace(str(tmp_path))
+    wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
+        "done", "done",
+        tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
+                        new_string="| north | 165 |")),
+        "fixed", "fixed",
+    ])  # fmt: skip
+    result = await run_demo(model, root, quiet())
+    assert result is not None and result.problem is None and len(result.responses) == 2
+    follow_up = next(
+        m for m in model.requests[3].messages if isinstance(m, UserMessage) and "checked" in m.text
+    )
+    assert "north" in follow_up.text and "165" not in follow_up.text
+
+
+def test_the_check_wants_each_region_next_to_its_total(tmp_path: Path) -> None:
+    root = prepare_workspace(str(tmp_path))
+    (root / "report.md").write_text("| east | 165 |\n| north | 90 |\n| south | 180 |")
+    assert check_report(root) == "report.md does not show the right total for north, east"
+    (root / "report.md").write_text("| North | 165.0 |\n| South | 180 |\n| East | 90.00 |")
+    assert check_report(root) is None
+
+
+def test_plain_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:
+    root = prepare_workspace(str(tmp_path), plain=True)
+    assert not (root / "report.md").exists()
+    plain = demo_agent(ScriptedModel([]), root, plain=True)
+    deep = demo_agent(ScriptedModel([]), root)
+    assert not isinstance(plain, DeepAgent) and "task" not in plain.functions
+    assert isinstance(deep, DeepAgent) and {"task", "edit_file", "run_python"} <= set(
+        deep.functions
+    )
+    assert deep.model_settings.parallel_tool_calls is False  # one call per step for small models
