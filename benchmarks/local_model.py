@@ -103,14 +103,14 @@ async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
     return {key: statistics.median(values) for key, values in out.items()}
 
 
-async def bench_demo(model: LocalModel, runs: int) -> dict[str, Any]:
+async def bench_demo(model: LocalModel, runs: int, deep: bool = False) -> dict[str, Any]:
     walls, successes, first_try = [], 0, 0
     used: dict[str, int] = {"task": 0, "edit_file": 0, "read_file": 0, "write_todos": 0}
     quiet = Console(quiet=True)
     for number in range(runs):
-        root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"))
+        root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"), deep=deep)
         start = time.perf_counter()
-        result = await run_demo(model, root, quiet)
+        result = await run_demo(model, root, quiet, deep=deep)
         walls.append(time.perf_counter() - start)
         ok = result is not None and result.problem is None
         first_try += ok and len(result.responses) == 1 if result is not None else 0
@@ -126,6 +126,7 @@ async def bench_demo(model: LocalModel, runs: int) -> dict[str, Any]:
     return {
         "demo/runs": runs, "demo/successes": successes, "demo/first_try": first_try,
         "demo/wall_median_s": statistics.median(walls), "demo/wall_max_s": max(walls),
+        "demo/deep": deep,
         **{f"demo/used/{name}": count for name, count in used.items()},
     }  # fmt: skip
 
@@ -152,12 +153,15 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
             f"Main job (`agentica demo` task): {r['demo/successes']}/{r['demo/runs']} runs "
             f"succeeded ({r['demo/first_try']} without a follow-up from the check); wall time "
             f"median {r['demo/wall_median_s']:.1f} s, "
-            f"max {r['demo/wall_max_s']:.1f} s (model already loaded). The agent is a "
-            "`DeepAgent`; runs in which it delegated to a subagent (`task`): "
-            f"{r['demo/used/task']}, edited the report (`edit_file`): "
-            f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}, "
-            f"wrote todos: {r['demo/used/write_todos']}.",
+            f"max {r['demo/wall_max_s']:.1f} s (model already loaded).",
         ]
+        if r["demo/deep"]:
+            lines[-1] += (
+                " `--deep` (a `DeepAgent`); runs in which it delegated to a subagent (`task`): "
+                f"{r['demo/used/task']}, edited the report (`edit_file`): "
+                f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}, "
+                f"wrote todos: {r['demo/used/write_todos']}."
+            )
     return "\n".join(lines)
 
 
@@ -182,7 +186,7 @@ async def main_async(args: argparse.Namespace) -> None:
     await model.start()
     results = await bench_adapter(model, args.repeat)
     if args.demo_runs:
-        results |= await bench_demo(model, args.demo_runs)
+        results |= await bench_demo(model, args.demo_runs, deep=args.deep)
     markdown = table(results, model)
     print(markdown)
     (ROOT / ".bench-out").mkdir(exist_ok=True)
@@ -196,6 +200,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--demo-runs", type=int, default=5)
+    parser.add_argument("--deep", action="store_true", help="the demo with --deep")
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

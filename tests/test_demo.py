@@ -20,7 +20,7 @@ def quiet() -> Console:
 
 
 async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path) -> None:
-    root = prepare_workspace(str(tmp_path))
+    root = prepare_workspace(str(tmp_path), deep=True)
     assert "TODO" in (root / "report.md").read_text()
     model = ScriptedModel([
         tool_calls(call("task", description="Compute the totals per region")),
@@ -32,7 +32,7 @@ async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path
         "report.md has the totals.",
         "report.md has the totals.",  # the answer check asks once
     ])  # fmt: skip
-    result = await run_demo(model, root, quiet())
+    result = await run_demo(model, root, quiet(), deep=True)
     assert result is not None and result.problem is None
     names = [c.name for c in result.responses[0].tool_calls]
     assert names == ["task", "edit_file", "read_file"]
@@ -43,7 +43,7 @@ async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path
 async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_totals(
     tmp_path: Path,
 ) -> None:
-    root = prepare_workspace(str(tmp_path))
+    root = prepare_workspace(str(tmp_path), deep=True)
     wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
     model = ScriptedModel([
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
@@ -52,7 +52,7 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
                         new_string="| north | 165 |")),
         "fixed", "fixed",
     ])  # fmt: skip
-    result = await run_demo(model, root, quiet())
+    result = await run_demo(model, root, quiet(), deep=True)
     assert result is not None and result.problem is None and len(result.responses) == 2
     follow_up = next(
         m for m in model.requests[3].messages if isinstance(m, UserMessage) and "checked" in m.text
@@ -68,11 +68,11 @@ def test_the_check_wants_each_region_next_to_its_total(tmp_path: Path) -> None:
     assert check_report(root) is None
 
 
-def test_plain_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:
-    root = prepare_workspace(str(tmp_path), plain=True)
+def test_the_default_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:
+    root = prepare_workspace(str(tmp_path))
     assert not (root / "report.md").exists()
-    plain = demo_agent(ScriptedModel([]), root, plain=True)
-    deep = demo_agent(ScriptedModel([]), root)
+    plain = demo_agent(ScriptedModel([]), root)
+    deep = demo_agent(ScriptedModel([]), root, deep=True)
     assert not isinstance(plain, DeepAgent) and "task" not in plain.functions
     assert isinstance(deep, DeepAgent) and {"task", "edit_file", "run_python"} <= set(
         deep.functions

@@ -1,11 +1,12 @@
-"""``agentica demo``: the main job. A deep agent finishes a small real task on the embedded model.
+"""``agentica demo``: the main job. An agent solves a small real task on the embedded model.
 
-The demo workspace has a CSV of sales and a report template with a ``TODO`` line. A
-``DeepAgent`` (file tools, shell with ``run_python``, todos, subagents, repetition guard, answer
-check) must delegate the computation of the total per region to a subagent, put the totals into
-the report with ``edit_file`` and read the report back to check it. The run streams to the
-terminal; at the end the demo checks the report against the true totals and prints what the
-agent did, the tokens and the time. ``--plain`` runs the earlier single agent with four tools.
+By default the agent gets a workspace with a CSV of sales and four tools (list/read/write files,
+run a Python snippet, a calculator) and must write the total per region to ``report.md``.
+``--deep`` runs a ``DeepAgent`` instead (file tools, shell with ``run_python``, todos,
+subagents, repetition guard, answer check) on a report template with a ``TODO`` line: it must
+delegate the computation to a subagent, put the totals into the report with ``edit_file`` and
+read it back. The run streams to the terminal; at the end the demo checks the report against the
+true totals and prints what the agent did, the tokens and the time.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from agentica.tools.function import Function, tool
 from agentica.tools.toolkit import Tool
 
 __all__ = [
+    "DEEP_TASK",
     "DEMO_TASK",
-    "PLAIN_TASK",
     "WorkspaceTools",
     "add_parser",
     "check_report",
@@ -57,14 +58,14 @@ east,pears,30
 """
 TOTALS = {"north": 165, "south": 180, "east": 90}
 REPORT_TEMPLATE = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
-DEMO_TASK = (
+DEEP_TASK = (
     "Fill in report.md with the total amount per region of sales.csv (columns region, product, "
     "amount). 1. Call the task tool with the description 'Compute the total amount per region "
     "in sales.csv (columns region, product, amount) with run_python and print the totals.' "
     "2. In report.md, replace the line TODO with one table row per region (region and total) "
     "using edit_file. 3. Read report.md to check it."
 )
-PLAIN_TASK = (
+DEMO_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
     "amount for each region by running Python code, then write the totals to report.md as a "
     "Markdown table with columns region and total."
@@ -221,27 +222,26 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     demo.add_argument("--workspace", help="directory for the demo files (default: a new temp dir)")
     demo.add_argument(
-        "--plain",
+        "--deep",
         action="store_true",
-        help="run the single agent with four tools instead of the deep agent",
+        help="run a DeepAgent that delegates to a subagent and edits a report template",
     )
 
 
-def prepare_workspace(directory: str | None, *, plain: bool = False) -> Path:
-    """The demo workspace with a fresh sales.csv and the report template (no report when
-    ``plain``)."""
+def prepare_workspace(directory: str | None, *, deep: bool = False) -> Path:
+    """The demo workspace with a fresh sales.csv, and the report template when ``deep``."""
     root = Path(directory or tempfile.mkdtemp(prefix="agentica-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     (root / "sales.csv").write_text(SALES)
     (root / "report.md").unlink(missing_ok=True)
-    if not plain:
+    if deep:
         (root / "report.md").write_text(REPORT_TEMPLATE)
     return root
 
 
-def demo_agent(model: Model, root: Path, *, plain: bool = False) -> Agent:
-    """The demo's agent: a ``DeepAgent`` in ``root``, or the plain four-tool agent."""
-    if plain:
+def demo_agent(model: Model, root: Path, *, deep: bool = False) -> Agent:
+    """The demo's agent: the four-tool agent, or a ``DeepAgent`` in ``root`` when ``deep``."""
+    if not deep:
         tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
         return Agent(
             model=model,
@@ -272,7 +272,7 @@ class DemoResult:
 
 
 async def run_demo(
-    model: Model, root: Path, console: Console, *, follow_ups: int = 2, plain: bool = False
+    model: Model, root: Path, console: Console, *, follow_ups: int = 2, deep: bool = False
 ) -> DemoResult | None:
     """Run the demo task with ``model`` in ``root``, streaming to ``console``.
 
@@ -290,9 +290,9 @@ async def run_demo(
         with console.status(f"loading {model.id} ..."):
             await start()
         console.print(f"[dim]model loaded in {time.perf_counter() - begin:.1f} s[/]")
-    task = PLAIN_TASK if plain else DEMO_TASK
+    task = DEEP_TASK if deep else DEMO_TASK
     console.print(f"[bold]task:[/] {task}\n")
-    agent = demo_agent(model, root, plain=plain)
+    agent = demo_agent(model, root, deep=deep)
     printer = EventPrinter(console)
     responses: list[RunResponse] = []
     began = time.perf_counter()
@@ -323,9 +323,9 @@ async def run_demo(
 def run(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
-    root = prepare_workspace(args.workspace, plain=args.plain)
+    root = prepare_workspace(args.workspace, deep=args.deep)
     model = resolve_model(args.model)
-    result = asyncio.run(run_demo(model, root, console, plain=args.plain))
+    result = asyncio.run(run_demo(model, root, console, deep=args.deep))
     if result is None:
         return 1
     console.print("\n[bold]what the agent did:[/]")
