@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agentica.testing import FakeOpenAIServer
+from agentica.testing import FakeAnthropicServer, FakeOpenAIServer
 
 SLOW_CALLBACK = 0.3
 
@@ -57,6 +57,21 @@ async def fake_openai() -> AsyncIterator[Callable[..., Awaitable[FakeOpenAIServe
     async def start(responder: Any, **kwargs: Any) -> FakeOpenAIServer:
         server = FakeOpenAIServer(responder, **kwargs)
         await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        await server.stop()
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[Callable[..., Awaitable[FakeAnthropicServer]]]:
+    """``server = await fake_anthropic(responder, **options)``; stopped after the test."""
+    servers: list[FakeAnthropicServer] = []
+
+    async def start(responder: Any, **kwargs: Any) -> FakeAnthropicServer:
+        server = await FakeAnthropicServer(responder, **kwargs).start()
         servers.append(server)
         return server
 

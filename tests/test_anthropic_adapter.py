@@ -84,21 +84,6 @@ LOOKUP = ToolDefinition(
 
 
 @pytest.fixture
-async def fake_anthropic() -> AsyncIterator[StartFake]:
-    """``server = await fake_anthropic(responder, **options)``; stopped after the test."""
-    servers: list[FakeAnthropicServer] = []
-
-    async def start(responder: Any, **kwargs: Any) -> FakeAnthropicServer:
-        server = await FakeAnthropicServer(responder, **kwargs).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        await server.stop()
-
-
-@pytest.fixture
 async def make_model() -> AsyncIterator[MakeModel]:
     """``make_model(base_url, **kwargs)``: a ``Claude`` with fast retries, closed after."""
     made: list[Claude] = []

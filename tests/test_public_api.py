@@ -9,6 +9,7 @@ import agentica.testing
 
 PUBLIC = {
     "Agent", "AgenticaError", "Claude", "FallbackModel", "LocalModel", "ConcurrentRunError",
+    "ContextPolicy",
     "Function", "FunctionCall",
     "GuardrailTripped", "HistoryPolicy", "LimitExceeded", "ModelError", "ModelPrice",
     "ModelSettings", "OpenAIChat", "OpenAILike", "OutputValidationError", "Retry", "RetryPolicy",

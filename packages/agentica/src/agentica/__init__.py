@@ -17,7 +17,7 @@ The public surface is what this module exports (guarded by a test); the submodul
 """
 
 from agentica.agent import Agent
-from agentica.context import HistoryPolicy
+from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.errors import (
     AgenticaError,
     ConcurrentRunError,
@@ -59,6 +59,7 @@ __all__ = [
     "AgenticaError",
     "Claude",
     "ConcurrentRunError",
+    "ContextPolicy",
     "FallbackModel",
     "Function",
     "FunctionCall",

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from agentica._http import aclose_loop_sessions
-from agentica.context import HistoryPolicy
+from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.errors import UsageError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
@@ -50,6 +50,7 @@ Instructions = str | Callable[[RunContext[Any]], str | Awaitable[str]]
 _DEFAULT_LIMITS = RunLimits()
 _DEFAULT_TOOL_SETTINGS = ToolSettings()
 _DEFAULT_HISTORY = HistoryPolicy()
+_DEFAULT_CONTEXT = ContextPolicy()
 _DEFAULT_MODEL_SETTINGS = ModelSettings()
 
 
@@ -68,6 +69,9 @@ class Agent:
         limits: ``RunLimits`` for every run (a run may pass its own).
         tool_settings: how a turn's tool calls are executed (concurrency cap, timeout).
         history: how much of earlier runs is replayed (``HistoryPolicy``).
+        context: how a run keeps inside the model's context window: result eviction,
+            compaction with two thresholds, forced answer, repair (``ContextPolicy``; on by
+            default, ``ContextPolicy.off()`` for none).
         output_type: a type the final answer must validate against (a pydantic model, a
             dataclass, ``list[int]``, ...); the run's ``output`` is then the validated value.
         capabilities: ``Capability`` objects adding tools, prompt text and hooks (workspace
@@ -92,6 +96,7 @@ class Agent:
         "_running",
         "_tools",
         "capabilities",
+        "context",
         "description",
         "guardrails",
         "history",
@@ -120,6 +125,7 @@ class Agent:
         limits: RunLimits | None = None,
         tool_settings: ToolSettings | None = None,
         history: HistoryPolicy | None = None,
+        context: ContextPolicy | None = None,
         output_type: Any = None,
         capabilities: Sequence[Capability] = (),
         storage: Storage | str | None = None,
@@ -145,6 +151,7 @@ class Agent:
         self.limits = limits or _DEFAULT_LIMITS
         self.tool_settings = tool_settings or _DEFAULT_TOOL_SETTINGS
         self.history = history or _DEFAULT_HISTORY
+        self.context = context or _DEFAULT_CONTEXT
         self.output_type = None if output_type is str else output_type
         self.capabilities = tuple(capabilities)
         self.storage = open_storage(storage) if isinstance(storage, str) else storage
@@ -206,6 +213,7 @@ class Agent:
             "limits": self.limits,
             "tool_settings": self.tool_settings,
             "history": self.history,
+            "context": self.context,
             "output_type": self.output_type,
             "capabilities": self.capabilities,
             "storage": self.storage,

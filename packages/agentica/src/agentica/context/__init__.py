@@ -1,10 +1,26 @@
-"""Context management: token counting, token-budgeted history, tool-call pairing repair.
+"""Context management: token counting, token-budgeted history, compaction, pairing repair.
 
-Compaction with two thresholds, eviction and summarisation arrive with the context-management
-issue and build on these pieces. Token counters: ``counter_for(model_id)`` picks an exact offline
-counter (tiktoken encodings, a GGUF file's tokenizer) or the estimate; they load lazily.
+- token counters: ``counter_for(model_id)`` picks an exact offline counter (tiktoken encodings,
+  a GGUF file's tokenizer) or the estimate; they load lazily (tokens.py, tokenizers.py);
+- ``assemble_history`` replays earlier runs within a budget; ``repair_tool_pairs`` makes any
+  message list valid for providers (history.py);
+- ``ContextPolicy`` and ``compact``: the dual-threshold compaction of a growing run
+  (compaction.py). The run loop applies them through ``agentica.run.window``.
 """
 
+from agentica.context.compaction import (
+    SUMMARY_HEADER,
+    Compaction,
+    ContextBudget,
+    ContextPolicy,
+    MessageSizes,
+    Summarizer,
+    compact,
+    digest,
+    is_summary,
+    preview,
+    transcript,
+)
 from agentica.context.history import (
     HistoryPolicy,
     assemble_history,
@@ -21,16 +37,27 @@ from agentica.context.tokenizers import (
 from agentica.context.tokens import EstimateCounter, TokenCounter, estimate_tokens
 
 __all__ = [
+    "SUMMARY_HEADER",
+    "Compaction",
+    "ContextBudget",
+    "ContextPolicy",
     "EstimateCounter",
     "GGUFCounter",
     "HistoryPolicy",
+    "MessageSizes",
+    "Summarizer",
     "TiktokenCounter",
     "TokenCounter",
     "assemble_history",
+    "compact",
     "counter_for",
+    "digest",
     "encoding_for_model",
     "estimate_tokens",
+    "is_summary",
+    "preview",
     "read_gguf_metadata",
     "repair_tool_pairs",
+    "transcript",
     "truncate_text",
 ]

@@ -15,9 +15,16 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
-from agentica.deep.backends import BackendError, FileBackend, GrepLine, StateBackend
+from agentica.deep.backends import (
+    BackendError,
+    CompositeBackend,
+    FileBackend,
+    GrepLine,
+    StateBackend,
+)
 from agentica.errors import ToolError, UsageError
 from agentica.run.capability import Capability
+from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
 from agentica.tools.context import RunContext
 from agentica.tools.function import tool
 from agentica.tools.toolkit import Tool
@@ -94,10 +101,14 @@ class FileTools(Tool):
         super().__init__(name)
 
     def resolve(self, ctx: RunContext[Any]) -> FileBackend:
-        """The backend for a call of run ``ctx``."""
-        if isinstance(self.backend, FileBackend):
-            return self.backend
-        return self.backend(ctx)
+        """The backend for a call of run ``ctx``; tool results evicted from the conversation
+        (``agentica.run.window``) appear under ``/.results/``."""
+        backend = self.backend if isinstance(self.backend, FileBackend) else self.backend(ctx)
+        memory = getattr(ctx.agent, "memory", None)
+        results = getattr(memory, "state", {}).get(RESULTS_STATE_KEY)
+        if isinstance(results, dict) and results:
+            return CompositeBackend(backend, {RESULTS_DIR: StateBackend(results)})
+        return backend
 
     # -- formatting -----------------------------------------------------------------------------
 

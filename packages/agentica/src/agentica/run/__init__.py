@@ -4,6 +4,8 @@
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
 - ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
+- ``ContextWindow``: the per-run context management (token accounting, eviction, compaction,
+  forced answer, repair; window.py); ``model_summarizer`` builds a summariser from a model
 - ``RepetitionGuard``: warns on repeated tool calls and refuses a looping tool (repetition.py)
 - ``RunLimits``: turns, tool calls, tokens, cost, time (limits.py)
 - ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)
@@ -11,6 +13,7 @@
 
 from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.events import (
+    ContextCompacted,
     ModelRequestStarted,
     ModelResponseReceived,
     ReasoningDelta,
@@ -27,9 +30,12 @@ from agentica.run.loop import RunInput, output_schema_for, run_events
 from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
+from agentica.run.window import ContextWindow, model_summarizer
 
 __all__ = [
     "AgentMemory",
+    "ContextCompacted",
+    "ContextWindow",
     "Decision",
     "HumanApproval",
     "ModelRequestStarted",
@@ -49,6 +55,7 @@ __all__ = [
     "ToolCallCompleted",
     "ToolCallDelta",
     "ToolCallStarted",
+    "model_summarizer",
     "output_schema_for",
     "run_events",
 ]

@@ -2,7 +2,8 @@
 
 ```
 RunStarted
-  ModelRequestStarted(turn=1)
+  ContextCompacted         (only when the conversation was compacted before this call)
+  ModelRequestStarted(turn=1, context_tokens=..., context_limit=...)
     TextDelta / ReasoningDelta / ToolCallDelta ...   (only when streaming from the model)
   ModelResponseReceived
   ToolCallStarted ...      (phase 1: in call order)
@@ -11,7 +12,10 @@ RunStarted
   ...
 RunCompleted
 ```
-A failed run raises its typed error from the stream instead of yielding ``RunCompleted``. Every
+``ModelRequestStarted`` carries the token accounting of the request about to be sent (messages,
+system slots and tool schemas, counted with the model's tokenizer when available) and whether
+only a final answer may be given (the context passed the hard threshold). A failed run raises its
+typed error from the stream instead of yielding ``RunCompleted``. Every
 event has a ``kind`` string, convenient for ``match`` statements and for serialisation.
 """
 
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
     from agentica.run.result import RunResponse
 
 __all__ = [
+    "ContextCompacted",
     "ModelRequestStarted",
     "ModelResponseReceived",
     "ReasoningDelta",
@@ -50,8 +55,42 @@ class RunStarted:
 
 @dataclass(slots=True)
 class ModelRequestStarted:
+    """A model call is about to be made.
+
+    Attributes:
+        turn: the number of the call in this run (1, 2, ...).
+        context_tokens: tokens of the request (``None`` when context management is off).
+        context_limit: the usable window (window minus reserved output), when known.
+        final_only: no tools are offered: the context passed the hard threshold.
+    """
+
     turn: int
+    context_tokens: int | None = None
+    context_limit: int | None = None
+    final_only: bool = False
     kind: Literal["model_request_started"] = "model_request_started"
+
+
+@dataclass(slots=True)
+class ContextCompacted:
+    """The conversation was compacted before a model call.
+
+    Attributes:
+        turn: the model call it was compacted for.
+        trigger: ``"soft"`` (the soft threshold was passed) or ``"overflow"`` (the provider
+            rejected the request as too long).
+        before, after: tokens of the request before and after.
+        trimmed: tool results moved out or cut.
+        summarized: messages replaced by a summary.
+    """
+
+    turn: int
+    trigger: Literal["soft", "overflow"]
+    before: int
+    after: int
+    trimmed: int
+    summarized: int
+    kind: Literal["context_compacted"] = "context_compacted"
 
 
 @dataclass(slots=True)
@@ -81,6 +120,7 @@ class RunCompleted:
 
 RunEvent: TypeAlias = (
     RunStarted
+    | ContextCompacted
     | ModelRequestStarted
     | TextDelta
     | ReasoningDelta

@@ -27,6 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from agentica.context import assemble_history, repair_tool_pairs
 from agentica.errors import (
     ConcurrentRunError,
+    ContextOverflowError,
     LimitExceeded,
     ModelResponseError,
     OutputValidationError,
@@ -54,6 +55,7 @@ from agentica.models.base import (
 from agentica.models.pricing import ModelPrice, cost_of, price_for
 from agentica.run.approval import Decision, PendingCall, apply_decisions, arguments_of
 from agentica.run.events import (
+    ContextCompacted,
     ModelRequestStarted,
     ModelResponseReceived,
     RunCompleted,
@@ -64,6 +66,7 @@ from agentica.run.events import (
 )
 from agentica.run.limits import RunLimits
 from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
+from agentica.run.window import FINAL_ANSWER_NOTE, ContextWindow, Prepared
 from agentica.tools.call import FunctionCall, render_result
 from agentica.tools.context import RunContext
 from agentica.tools.control import StopRun
@@ -97,6 +100,8 @@ class _RunState:
     messages: list[Message]
     new_messages: list[Message]
     usage: RunUsage
+    window: ContextWindow
+    pinned: list[Message]
     calls: list[FunctionCall] = field(default_factory=list)
     allowed: frozenset[str] | None = None
     turn: int = 0
@@ -190,6 +195,15 @@ async def _start(
     else:
         messages.append(user)
     output_schema = agent.output_adapter()[1] if agent.output_type is not None else None
+    settings = agent.model_settings.merged(model_settings)
+    window = await ContextWindow.open(
+        agent.context,
+        agent.model,
+        settings,
+        state=agent.memory.state,
+        readable="read_file" in agent.functions,
+    )
+    task = resuming.messages[0] if resuming is not None and resuming.messages else user
     started = time.monotonic()
     deadline = (
         asyncio.get_running_loop().time() + limits.max_wall_time
@@ -200,7 +214,7 @@ async def _start(
         run_id=run_id,
         ctx=ctx,
         limits=limits,
-        settings=agent.model_settings.merged(model_settings),
+        settings=settings,
         request_tools=tuple(f.definition for f in agent.functions.values()),
         output_schema=output_schema,
         price=_price_of(agent.model),
@@ -210,6 +224,8 @@ async def _start(
         messages=messages,
         new_messages=[user] if resuming is None else [],
         usage=usage,
+        window=window,
+        pinned=[task],
     )
 
 
@@ -276,18 +292,8 @@ async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
 
 
 async def _model_events(
-    agent: Agent, state: _RunState, stream: bool
+    agent: Agent, state: _RunState, request: ModelRequest, stream: bool
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
-    state.allowed = await _allowed_tools(agent, state)
-    tools = state.request_tools
-    if state.allowed is not None:
-        tools = tuple(t for t in tools if t.name in state.allowed)
-    request = ModelRequest(
-        messages=await _with_slots(agent, state),
-        tools=tools,
-        settings=state.settings,
-        output_schema=state.output_schema,
-    )
     if not stream:
         yield ResponseDone(await _within(state, agent.model.response(request)))
         return
@@ -305,6 +311,44 @@ async def _model_events(
             await close()
 
 
+async def _request(
+    agent: Agent, state: _RunState, slots: list[Message], *, overflow: bool = False
+) -> tuple[ModelRequest, Prepared]:
+    """The next model request: the conversation repaired and compacted if needed (context
+    management, window.py), this turn's slots inserted, the allowed tools offered."""
+    tools = state.request_tools
+    if state.allowed is not None:
+        tools = tuple(t for t in tools if t.name in state.allowed)
+    state.messages, prepared = await state.window.prepare(
+        state.messages, extra=slots, tools=tools, pinned=state.pinned, overflow=overflow
+    )
+    if prepared.final_only:
+        tools = ()
+        state.allowed = frozenset()
+        slots = [*slots, SystemMessage(content=FINAL_ANSWER_NOTE)]
+    request = ModelRequest(
+        messages=_with_slots(state.messages, slots),
+        tools=tools,
+        settings=state.settings,
+        output_schema=state.output_schema,
+    )
+    return request, prepared
+
+
+def _compacted(state: _RunState, prepared: Prepared, trigger: str) -> ContextCompacted | None:
+    done = prepared.compaction
+    if done is None:
+        return None
+    return ContextCompacted(
+        turn=state.turn,
+        trigger="overflow" if trigger == "overflow" else "soft",
+        before=done.before,
+        after=done.after,
+        trimmed=done.trimmed,
+        summarized=done.summarized,
+    )
+
+
 async def _allowed_tools(agent: Agent, state: _RunState) -> frozenset[str] | None:
     """The tools the capabilities allow for the next call (intersected), or ``None`` for all."""
     allowed: frozenset[str] | None = None
@@ -315,18 +359,22 @@ async def _allowed_tools(agent: Agent, state: _RunState) -> frozenset[str] | Non
     return allowed
 
 
-async def _with_slots(agent: Agent, state: _RunState) -> list[Message]:
-    """The request's messages: the conversation with this turn's capability slots inserted after
-    the leading system message (replaced each turn, never stored in the history)."""
-    slots = []
+async def _slots(agent: Agent, state: _RunState) -> list[Message]:
+    """This turn's capability slots (system messages replaced each turn, never stored)."""
+    slots: list[Message] = []
     for capability in agent.capabilities:
         text = await capability.system_slot(state.ctx)
         if text:
             slots.append(SystemMessage(content=text))
+    return slots
+
+
+def _with_slots(messages: list[Message], slots: list[Message]) -> list[Message]:
+    """The request's messages: ``slots`` inserted after the leading system message."""
     if not slots:
-        return list(state.messages)
-    head = 1 if state.messages and isinstance(state.messages[0], SystemMessage) else 0
-    return [*state.messages[:head], *slots, *state.messages[head:]]
+        return list(messages)
+    head = 1 if messages and isinstance(messages[0], SystemMessage) else 0
+    return [*messages[:head], *slots, *messages[head:]]
 
 
 async def _review(agent: Agent, state: _RunState, message: AssistantMessage) -> UserMessage | None:
@@ -642,14 +690,44 @@ async def run_events(
             if calls is None:
                 _check_limits(state)
                 state.turn += 1
-                yield ModelRequestStarted(turn=state.turn)
+                state.allowed = await _allowed_tools(agent, state)
+                slots = await _slots(agent, state)
+                request, prepared = await _request(agent, state, slots)
+                compacted = _compacted(state, prepared, "soft")
+                if compacted is not None:
+                    yield compacted
+                budget = state.window.budget
+                yield ModelRequestStarted(
+                    turn=state.turn,
+                    context_tokens=prepared.tokens,
+                    context_limit=budget.usable if budget is not None else None,
+                    final_only=prepared.final_only,
+                )
                 response: ModelResponse | None = None
-                async with aclosing(_model_events(agent, state, stream)) as model_events:
-                    async for event in model_events:
-                        if isinstance(event, ResponseDone):
-                            response = event.response
-                        else:
-                            yield event
+                overflows = 0
+                while response is None:
+                    try:
+                        async with aclosing(
+                            _model_events(agent, state, request, stream)
+                        ) as model_events:
+                            async for event in model_events:
+                                if isinstance(event, ResponseDone):
+                                    response = event.response
+                                else:
+                                    yield event
+                        break
+                    except ContextOverflowError:
+                        policy = agent.context
+                        if not (policy.overflow_retry and policy.compaction) or (
+                            overflows >= policy.max_overflow_retries
+                        ):
+                            raise
+                        overflows += 1
+                        request, prepared = await _request(agent, state, slots, overflow=True)
+                        compacted = _compacted(state, prepared, "overflow")
+                        if compacted is None:
+                            raise
+                        yield compacted
                 if response is None:
                     raise ModelResponseError(
                         f"the stream of model {agent.model.id!r} ended without a final reply",
@@ -704,6 +782,7 @@ async def run_events(
             )
             for capability in agent.capabilities:
                 await capability.after_tools(state.ctx, calls)
+            state.window.evict(calls)
             stop = _record_results(state, calls)  # phase 3: results, in call order
             for call in calls:
                 yield ToolCallCompleted(call=call)

@@ -56,6 +56,8 @@ class FunctionCall:
         duration: seconds the call took.
         notes: remarks added after the call ran (e.g. a repetition warning), appended to what
             the model receives.
+        replacement: the text the model receives instead of the result, when the result was
+            too large for the context (a preview and where the full text was saved).
     """
 
     __slots__ = (
@@ -67,6 +69,7 @@ class FunctionCall:
         "function",
         "notes",
         "ref",
+        "replacement",
         "result",
         "status",
         "tripped",
@@ -84,6 +87,7 @@ class FunctionCall:
         self.tripped: GuardrailTripped | None = None
         self.duration = 0.0
         self.notes: list[str] = []
+        self.replacement: str | None = None
 
     @property
     def id(self) -> str:
@@ -94,11 +98,19 @@ class FunctionCall:
         return self.call.name
 
     @property
-    def content(self) -> str:
-        """The text the model receives for this call (with its evidence reference, if archived)."""
+    def content_without_notes(self) -> str:
+        """The result (or error) as text, with its evidence reference; without ``notes``."""
+        if self.replacement is not None:
+            return self.replacement
         text = self.error if self.error is not None else render_result(self.result)
         if self.ref is not None:
             text = f"{text}\n[__ref: {self.ref}]"
+        return text
+
+    @property
+    def content(self) -> str:
+        """The text the model receives for this call (with its evidence reference, if archived)."""
+        text = self.content_without_notes
         return "\n\n".join((text, *self.notes)) if self.notes else text
 
     def to_message(self) -> ToolMessage:

@@ -1,0 +1,526 @@
+"""Compaction: keeping a growing conversation inside the model's context window.
+
+The policy (``ContextPolicy``) has two thresholds, as fractions of the usable window (the
+window minus the tokens reserved for the reply):
+
+- above the **soft** threshold (default 0.6) the conversation is compacted until it is below a
+  **low watermark** (default ``soft - (hard - soft)``, 0.4): old tool results are moved out or cut
+  to a one-line stub first, then the oldest turns are summarised into one summary message;
+- above the **hard** threshold (default 0.8), even after compaction, the run stops calling tools
+  and the model is asked for its final answer with what it knows.
+
+The gap between where compaction starts and where it stops is the hysteresis: after a compaction
+the conversation has room to grow again before the next one, so compaction does not fire on
+every step. With ``hysteresis=False`` the policy is a single threshold (compact just below it),
+kept for comparison: it compacts on almost every step once the conversation reaches it.
+
+``compact()`` never splits a tool call from its result (messages are taken in groups: an
+assistant message with the results of its calls), never touches the leading system messages or
+the pinned messages (the task), bounds the summariser's input (the transcript is summarised in
+chunks, each with the summary so far) and cuts a summary that exceeds its budget. The
+summariser is a plain async function ``(transcript, budget_tokens) -> text``; the run layer
+builds one from a model, and ``digest()`` is the deterministic fallback used when there is none
+or it fails.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from agentica.context.tokens import TokenCounter
+from agentica.errors import UsageError
+from agentica.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+
+__all__ = [
+    "SUMMARY_HEADER",
+    "Compaction",
+    "ContextBudget",
+    "ContextPolicy",
+    "MessageSizes",
+    "Offload",
+    "Summarizer",
+    "compact",
+    "digest",
+    "is_summary",
+    "preview",
+    "transcript",
+]
+
+Summarizer: TypeAlias = Callable[[str, int], Awaitable[str]]
+"""``(transcript, budget_tokens) -> summary``: summarises a transcript in at most that many
+tokens."""
+
+Offload: TypeAlias = Callable[[ToolMessage], Awaitable[str | None]]
+"""Moves a tool result out of the conversation (e.g. into a file) and returns the stub text the
+model sees instead, or ``None`` when it cannot."""
+
+SUMMARY_HEADER = "Summary of the earlier steps of this conversation (compacted to save context):"
+
+_STUB_TOKENS = 40  # results this small are not worth cutting
+_TRANSCRIPT_RESULT_CHARS = 1500  # a tool result's share of the summariser's transcript
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ContextPolicy:
+    """How a run keeps its conversation inside the context window.
+
+    Attributes:
+        soft: compact when the request exceeds this fraction of the usable window.
+        hard: above this fraction (after compaction) stop calling tools and answer.
+        low: the watermark compaction aims for; default ``soft - (hard - soft)``, at least
+            ``soft / 2``.
+        hysteresis: ``False`` for a single threshold (``soft == hard``, compact to just below
+            it); for comparisons, it oscillates.
+        window: the context window in tokens (default: the model's ``context_window``; without
+            one, only eviction and repair work).
+        reserve_output: tokens kept free for the reply (default: ``max_tokens`` of the model
+            settings, else an eighth of the window, at most 4,096).
+        evict_tokens: a tool result larger than this many tokens is evicted (moved to a file
+            the agent can read, or cut to a preview) before the model sees it.
+        evict_fraction: ... or larger than this fraction of the usable window.
+        preview_chars: characters of an evicted result kept in the conversation.
+        keep_recent: the most recent turns (tool-call groups) that compaction leaves whole
+            unless nothing else is left to compact.
+        summary_tokens: the budget of a summary message.
+        summarizer_input_tokens: the most tokens sent to the summariser in one call (default: a
+            third of the usable window).
+        summarizer: the summariser; default: the agent's model (``agentica.run`` builds it).
+        max_evicted: evicted results kept per session (the oldest are deleted beyond it).
+        max_evicted_bytes: their total size per session.
+        eviction, compaction, summarize, force_answer, repair, overflow_retry: switch each
+            mechanism off (for ablations); ``ContextPolicy.off()`` switches off all of them.
+        max_overflow_retries: retries of a request the provider rejected as too long (each
+            after a compaction).
+    """
+
+    soft: float = 0.6
+    hard: float = 0.8
+    low: float | None = None
+    hysteresis: bool = True
+    window: int | None = None
+    reserve_output: int | None = None
+    evict_tokens: int = 20_000
+    evict_fraction: float = 0.5
+    preview_chars: int = 2_000
+    keep_recent: int = 2
+    summary_tokens: int = 600
+    summarizer_input_tokens: int | None = None
+    summarizer: Summarizer | None = None
+    max_evicted: int = 50
+    max_evicted_bytes: int = 8_000_000
+    eviction: bool = True
+    compaction: bool = True
+    summarize: bool = True
+    force_answer: bool = True
+    repair: bool = True
+    overflow_retry: bool = True
+    max_overflow_retries: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("soft", "hard"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise UsageError(f"ContextPolicy {name}={value}: give a fraction in (0, 1]")
+        if self.hysteresis and not self.soft < self.hard:
+            raise UsageError(
+                f"ContextPolicy soft={self.soft} must be below hard={self.hard}: compaction starts "
+                "at soft and the answer is forced at hard (for a single threshold pass "
+                "hysteresis=False with soft == hard)"
+            )
+        if not self.hysteresis and self.soft != self.hard:
+            raise UsageError(
+                f"ContextPolicy(hysteresis=False) is a single threshold: soft ({self.soft}) and "
+                f"hard ({self.hard}) must be equal; use ContextPolicy.single({self.soft})"
+            )
+        if self.low is not None and not 0.0 < self.low <= self.soft:
+            raise UsageError(
+                f"ContextPolicy low={self.low} must be in (0, soft={self.soft}]: compaction "
+                "stops at the low watermark"
+            )
+        positive = ("evict_tokens", "preview_chars", "summary_tokens", "max_evicted")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise UsageError(f"ContextPolicy {name} must be positive")
+        if self.keep_recent < 0 or self.max_overflow_retries < 0:
+            raise UsageError("ContextPolicy keep_recent and max_overflow_retries must be >= 0")
+        if not 0.0 < self.evict_fraction <= 1.0:
+            raise UsageError(f"ContextPolicy evict_fraction={self.evict_fraction}: not in (0, 1]")
+
+    @classmethod
+    def single(cls, threshold: float, **options: object) -> ContextPolicy:
+        """A single-threshold policy (no hysteresis), for comparison."""
+        return cls(soft=threshold, hard=threshold, hysteresis=False, **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def off(cls) -> ContextPolicy:
+        """No context management at all: no eviction, compaction, forced answer or repair."""
+        return cls(
+            eviction=False, compaction=False, summarize=False, force_answer=False,
+            repair=False, overflow_retry=False,
+        )  # fmt: skip
+
+    @property
+    def low_watermark(self) -> float:
+        """The fraction compaction aims for."""
+        if self.low is not None:
+            return self.low
+        if not self.hysteresis:
+            return self.soft
+        return max(self.soft - (self.hard - self.soft), self.soft / 2)
+
+    def budget(self, window: int | None, reserve: int) -> ContextBudget | None:
+        """The thresholds in tokens for a model with ``window`` (``None``: unknown window)."""
+        window = self.window or window
+        if window is None or window <= 0:
+            return None
+        usable = max(window - reserve, window // 4)
+        low = int(usable * self.low_watermark)
+        if not self.hysteresis:
+            low = max(int(usable * self.soft) - 1, 1)
+        return ContextBudget(
+            window=window,
+            usable=usable,
+            soft=int(usable * self.soft),
+            hard=int(usable * self.hard),
+            low=low,
+            evict=min(self.evict_tokens, max(int(usable * self.evict_fraction), 1)),
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class ContextBudget:
+    """A policy's thresholds in tokens for one model: ``usable = window - reserved output``."""
+
+    window: int
+    usable: int
+    soft: int
+    hard: int
+    low: int
+    evict: int
+
+
+class MessageSizes:
+    """Token sizes of messages for one counter, each message counted once (cached by identity).
+
+    The cache holds the messages it measured, so an id is never reused while cached; messages
+    are treated as immutable (compaction makes new ones).
+    """
+
+    __slots__ = ("_cache", "counter", "fixed")
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.fixed = counter.count_messages(())
+        self._cache: dict[int, tuple[Message, int]] = {}
+
+    def size(self, message: Message) -> int:
+        """Tokens ``message`` adds to a request."""
+        hit = self._cache.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        count_one = getattr(self.counter, "count_message", None)
+        if callable(count_one):
+            size = int(count_one(message))
+        else:
+            size = max(self.counter.count_messages((message,)) - self.fixed, 0)
+        self._cache[id(message)] = (message, size)
+        return size
+
+    def total(self, messages: Sequence[Message]) -> int:
+        """Tokens of a request made of ``messages`` (the fixed part included)."""
+        return self.fixed + sum(self.size(m) for m in messages)
+
+    def forget(self, keep: Collection[Message]) -> None:
+        """Drop cached sizes of messages not in ``keep`` (call after a compaction)."""
+        alive = {id(m) for m in keep}
+        for key in [k for k in self._cache if k not in alive]:
+            del self._cache[key]
+
+
+@dataclass(slots=True)
+class Compaction:
+    """What one ``compact()`` call did.
+
+    Attributes:
+        messages: the compacted conversation.
+        before, after: its tokens (with the caller's ``base``) before and after.
+        trimmed: tool results moved out or cut to a stub.
+        summarized: messages replaced by the summary.
+        summarizer_calls: calls of the summariser (0 when the digest was used or nothing was
+            summarised).
+        reached: whether ``after`` is at or below the target.
+    """
+
+    messages: list[Message]
+    before: int
+    after: int
+    trimmed: int = 0
+    summarized: int = 0
+    summarizer_calls: int = 0
+    reached: bool = True
+
+
+def preview(text: str, chars: int) -> str:
+    """``text`` cut to about ``chars`` characters: its start and its end, with what was left out."""
+    if len(text) <= chars:
+        return text
+    head = chars * 2 // 3
+    tail = chars - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[len(text) - tail :]}"
+
+
+def is_summary(message: Message) -> bool:
+    """Whether ``message`` is a summary ``compact()`` made."""
+    return isinstance(message, SystemMessage) and message.content.startswith(SUMMARY_HEADER)
+
+
+def _short(value: str, limit: int) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 3] + "..."
+
+
+def transcript(messages: Sequence[Message], *, result_chars: int = _TRANSCRIPT_RESULT_CHARS) -> str:
+    """``messages`` as a plain transcript for the summariser (long results cut)."""
+    lines: list[str] = []
+    for message in messages:
+        if is_summary(message):
+            assert isinstance(message, SystemMessage)
+            body = message.content[len(SUMMARY_HEADER) :].strip()
+            lines.append(f"[summary of earlier steps]\n{body}")
+        elif isinstance(message, SystemMessage):
+            lines.append(f"[note] {message.content}")
+        elif isinstance(message, UserMessage):
+            lines.append(f"[user] {message.text}")
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                lines.append(f"[assistant] {message.content}")
+            for call in message.tool_calls:
+                lines.append(f"[assistant calls {call.name}] {call.arguments}")
+        else:
+            status = "error from" if message.is_error else "result of"
+            lines.append(f"[{status} {message.name}] {preview(message.content, result_chars)}")
+    return "\n".join(lines)
+
+
+def _call_line(call_name: str, arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments)
+        items = parsed.items() if isinstance(parsed, dict) else ()
+        args = ", ".join(f"{k}={v!r}" for k, v in items)
+    except ValueError:
+        args = arguments
+    return f"{call_name}({_short(args, 120)})"
+
+
+def digest(messages: Sequence[Message]) -> str:
+    """A deterministic summary: one line per step (what was asked, called and returned)."""
+    lines: list[str] = []
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    for message in messages:
+        if is_summary(message):
+            assert isinstance(message, SystemMessage)
+            lines.append(message.content[len(SUMMARY_HEADER) :].strip())
+        elif isinstance(message, UserMessage):
+            lines.append(f"- user: {_short(message.text, 200)}")
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                lines.append(f"- assistant: {_short(message.content, 200)}")
+            for call in message.tool_calls:
+                result = results.get(call.id)
+                outcome = "no result"
+                if result is not None:
+                    first = next((ln for ln in result.content.splitlines() if ln.strip()), "")
+                    outcome = ("error: " if result.is_error else "") + _short(first, 120)
+                lines.append(f"- called {_call_line(call.name, call.arguments)} -> {outcome}")
+    return "\n".join(lines)
+
+
+def _fit_text(text: str, budget: int, counter: TokenCounter) -> str:
+    """``text`` cut (at the end) to at most ``budget`` tokens."""
+    tokens = counter.count_text(text)
+    if tokens <= budget:
+        return text
+    note = "\n[... cut to fit the summary budget]"
+    room = max(budget - counter.count_text(note), 0)
+    chars = len(text)
+    for _ in range(12):  # shrink proportionally; converges in a few steps
+        chars = int(chars * room / max(tokens, 1) * 0.95)
+        tokens = counter.count_text(text[:chars])
+        if tokens <= room:
+            break
+    else:
+        chars = 0
+    return text[:chars] + note if chars else note.strip()
+
+
+def _groups(messages: Sequence[Message]) -> list[list[Message]]:
+    """Messages in groups: an assistant message with the results of its calls; others alone."""
+    groups: list[list[Message]] = []
+    for message in messages:
+        if isinstance(message, ToolMessage) and groups and groups[-1][0].role == "assistant":
+            groups[-1].append(message)
+        else:
+            groups.append([message])
+    return groups
+
+
+def _stub(message: ToolMessage, tokens: int) -> str:
+    return (
+        f"[the {message.name or 'tool'} result ({tokens} tokens) was removed to save context; "
+        "call the tool again if you need it]"
+    )
+
+
+async def _summarize_chunks(
+    text: str,
+    summarizer: Summarizer,
+    *,
+    budget: int,
+    input_tokens: int,
+    counter: TokenCounter,
+) -> tuple[str, int]:
+    """A rolling summary of ``text``: chunks that fit ``input_tokens`` with the summary so far."""
+    room = max(input_tokens - budget, 64)
+    lines = text.split("\n")
+    chunks: list[str] = []
+    current: list[str] = []
+    used = 0
+    for line in lines:
+        cost = counter.count_text(line) + 1
+        if cost > room:  # one line longer than a chunk: cut it
+            line = _fit_text(line, room - 1, counter)
+            cost = room
+        if used + cost > room and current:
+            chunks.append("\n".join(current))
+            current, used = [], 0
+        current.append(line)
+        used += cost
+    if current:
+        chunks.append("\n".join(current))
+    summary = ""
+    for chunk in chunks:
+        source = f"[summary of earlier steps]\n{summary}\n{chunk}" if summary else chunk
+        summary = _fit_text((await summarizer(source, budget)).strip(), budget, counter)
+    return summary, len(chunks)
+
+
+async def compact(
+    messages: Sequence[Message],
+    *,
+    target: int,
+    sizes: MessageSizes,
+    base: int = 0,
+    pinned: Collection[Message] = (),
+    keep_recent: int = 2,
+    summary_tokens: int = 600,
+    summarizer: Summarizer | None = None,
+    summarizer_input_tokens: int = 4000,
+    summarize: bool = True,
+    offload: Offload | None = None,
+) -> Compaction:
+    """``messages`` compacted until they cost at most ``target`` tokens (with ``base`` added).
+
+    In order, stopping as soon as the target is met: (1) tool results of older turns are
+    offloaded or cut to a stub, oldest first; (2) the oldest turns are replaced by one summary
+    message (rolling into an earlier summary); (3) the results of the most recent turns are
+    cut too. Leading system messages and ``pinned`` messages are never changed, and a tool call
+    always keeps its result. The result says whether the target was reached.
+    """
+    before = base + sizes.total(messages)
+    total = before
+    result = Compaction(messages=list(messages), before=before, after=before)
+    if total <= target:
+        return result
+    head = 0
+    while head < len(messages) and isinstance(messages[head], SystemMessage):
+        head += 1
+    groups = _groups(messages[head:])
+    pinned_ids = {id(m) for m in pinned}
+    kept = [any(id(m) in pinned_ids for m in g) for g in groups]
+    assistant_groups = [i for i, g in enumerate(groups) if g[0].role == "assistant"]
+    recent = set(assistant_groups[len(assistant_groups) - keep_recent :]) if keep_recent else set()
+    if recent:  # everything after the first recent turn is recent too (review notes, ...)
+        first_recent = min(recent)
+        recent = set(range(first_recent, len(groups)))
+    old = [i for i in range(len(groups)) if not kept[i] and i not in recent]
+
+    async def trim(indexes: Sequence[int]) -> None:
+        nonlocal total
+        for i in indexes:
+            group = groups[i]
+            for j, message in enumerate(group):
+                if total <= target:
+                    return
+                if not isinstance(message, ToolMessage):
+                    continue
+                cost = sizes.size(message)
+                if cost <= _STUB_TOKENS:
+                    continue
+                text = await offload(message) if offload is not None else None
+                replacement = ToolMessage(
+                    tool_call_id=message.tool_call_id,
+                    name=message.name,
+                    content=text if text is not None else _stub(message, cost),
+                    is_error=message.is_error,
+                )
+                saved = cost - sizes.size(replacement)
+                if saved <= 0:
+                    continue
+                group[j] = replacement
+                total -= saved
+                result.trimmed += 1
+
+    await trim(old)  # (1)
+    if total > target and summarize:  # (2) summarise the oldest unkept turns
+        chosen: list[int] = []
+        freed = 0
+        for i in old:
+            if total - freed + summary_tokens <= target and chosen:
+                break
+            chosen.append(i)
+            freed += sum(sizes.size(m) for m in groups[i])
+        previous = [m for m in messages[:head] if is_summary(m)]
+        if chosen or previous:
+            covered = [m for i in chosen for m in groups[i]]
+            source = [*previous, *covered]
+            text = ""
+            if summarizer is not None:
+                try:
+                    text, calls = await _summarize_chunks(
+                        transcript(source),
+                        summarizer,
+                        budget=summary_tokens,
+                        input_tokens=summarizer_input_tokens,
+                        counter=sizes.counter,
+                    )
+                    result.summarizer_calls = calls
+                except Exception:  # a failing summariser must not fail the run: digest instead
+                    text = ""
+            if not text:
+                text = _fit_text(digest(source), summary_tokens, sizes.counter)
+            summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
+            new_cost = sizes.size(summary) - sum(sizes.size(m) for m in previous)
+            if new_cost < freed:
+                for i in chosen:
+                    groups[i] = []
+                total += new_cost - freed
+                result.summarized = len(covered)
+                system = [m for m in messages[:head] if not is_summary(m)]
+                rest = [m for g in groups for m in g]
+                result.messages = [*system, summary, *rest]
+                result.after = total
+                result.reached = total <= target
+                if total <= target:
+                    return result
+                head = len(system) + 1
+    if total > target:  # (3) the recent turns too, oldest first
+        await trim(sorted(recent))
+    system_part = result.messages[:head] if result.summarized else list(messages[:head])
+    result.messages = [*system_part, *(m for g in groups for m in g)]
+    result.after = total
+    result.reached = total <= target
+    return result
