@@ -442,7 +442,11 @@ async def compact(
     pinned_ids = {id(m) for m in pinned}
     kept = [any(id(m) in pinned_ids for m in g) for g in groups]
     assistant_groups = [i for i, g in enumerate(groups) if g[0].role == "assistant"]
-    recent = set(assistant_groups[len(assistant_groups) - keep_recent :]) if keep_recent else set()
+    recent = (
+        set(assistant_groups[max(len(assistant_groups) - keep_recent, 0) :])
+        if keep_recent
+        else set()
+    )
     if recent:  # everything after the first recent turn is recent too (review notes, ...)
         first_recent = min(recent)
         recent = set(range(first_recent, len(groups)))
