@@ -69,10 +69,11 @@ async def test_without_a_workspace_files_live_in_the_session(tmp_path: Path) -> 
         tool_calls(call("read_file", path="/notes.md")),
         "it says hello",
     ])  # fmt: skip
-    agent = DeepAgent(model=model, answer_check=False, storage=str(tmp_path / "s.db"))
+    agent = DeepAgent(model=model, answer_check=False, heartbeat=False,
+                      storage=str(tmp_path / "s.db"))  # fmt: skip
     assert "execute" not in agent.functions  # no workspace: no shell
     await agent.run("save a note")
-    again = DeepAgent(model=model, answer_check=False, storage=agent.storage,
+    again = DeepAgent(model=model, answer_check=False, heartbeat=False, storage=agent.storage,
                       session_id=agent.session_id)  # fmt: skip
     try:
         response = await again.run("what does the note say?")

@@ -47,15 +47,17 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
     wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
     model = ScriptedModel([
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
+        tool_calls(call("read_file", path="report.md")),
         "done", "done",
         tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
                         new_string="| north | 165 |")),
+        tool_calls(call("read_file", path="report.md")),
         "fixed", "fixed",
     ])  # fmt: skip
     result = await run_demo(model, root, quiet(), deep=True)
     assert result is not None and result.problem is None and len(result.responses) == 2
     follow_up = next(
-        m for m in model.requests[3].messages if isinstance(m, UserMessage) and "checked" in m.text
+        m for m in model.requests[4].messages if isinstance(m, UserMessage) and "checked" in m.text
     )
     assert "north" in follow_up.text and "165" not in follow_up.text
 

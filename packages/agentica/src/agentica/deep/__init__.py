@@ -12,9 +12,12 @@
 - ``Web``: ``fetch_url`` and, when a search provider is configured, ``web_search`` (web.py)
 - ``AnswerCheck``: before a run ends, the model checks its work against the task and the tool
   calls it made (checks.py)
+- ``Heartbeat``: a checkpoint every few steps and a bounded "continue" on an early answer;
+  ``Reflection``: a short self-assessment after tool results (heartbeat.py)
 
-Human approval (``HumanApproval``, ``Decision``) and guardrails live below, in ``agentica.run``
-and ``agentica.guardrails``; context management arrives with the context-management issue.
+Human approval (``HumanApproval``, ``Decision``), the ``RepetitionGuard`` and context management
+(eviction, dual-threshold compaction, ``ContextPolicy``) live below, in ``agentica.run`` and
+``agentica.context``: every ``Agent`` has them; guardrails are in ``agentica.guardrails``.
 """
 
 from agentica.deep.agent import HARNESS_INSTRUCTIONS, DeepAgent
@@ -29,6 +32,7 @@ from agentica.deep.backends import (
 )
 from agentica.deep.checks import AnswerCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
+from agentica.deep.heartbeat import Heartbeat, Reflection
 from agentica.deep.shell import Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
 from agentica.deep.subagents import SubAgent, SubAgents
@@ -54,6 +58,8 @@ __all__ = [
     "FileInfo",
     "FileTools",
     "FilesystemBackend",
+    "Heartbeat",
+    "Reflection",
     "SearchProvider",
     "SearchResult",
     "SearxngProvider",

@@ -12,6 +12,8 @@ It is an ordinary ``Agent`` whose tools and capabilities are assembled from the 
   kept in the session's state;
 - ``execute`` and ``run_python`` in the workspace (``Shell``), optionally sandboxed, plus the
   background ``start/wait/stop_command`` operations when ``background_commands=True``;
+- ``Heartbeat`` checkpoints (and ``Reflection`` when asked for), the ``RepetitionGuard``, and
+  the context management every ``Agent`` has (``context=ContextPolicy(...)``);
 - ``write_todos`` / ``read_todos`` (``Todos``), the ``task`` tool for subagents (``SubAgents``),
   skills (``Skills``), web tools (``Web``), human approval (``interrupt_on``), and the final
   ``AnswerCheck``.
@@ -31,6 +33,7 @@ from agentica.agent import Agent
 from agentica.deep.backends import FilesystemBackend
 from agentica.deep.checks import AnswerCheck
 from agentica.deep.files import BackendSource, FileTools, WorkspaceOverview
+from agentica.deep.heartbeat import Heartbeat, Reflection
 from agentica.deep.shell import Shell
 from agentica.deep.skills import Skills
 from agentica.deep.subagents import SubAgent, SubAgents
@@ -79,6 +82,10 @@ class DeepAgent(Agent):
             (``WorkspaceOverview``), so the model uses real paths instead of guessing.
         repetition: warn when the model repeats a tool call and refuse a tool it keeps
             repeating (``RepetitionGuard``), or your own guard.
+        heartbeat: a checkpoint every few model calls (open todos, unverified changes) and a
+            bounded "continue" when the model answers too early (``Heartbeat``).
+        reflection: a one-sentence self-assessment after tool results every few calls
+            (``Reflection``; off by default).
         instructions: your instructions; the harness paragraph comes first.
         tools, capabilities: added to the harness's.
         Other keyword arguments are ``Agent``'s (``model``, ``storage``, ``limits``, ...).
@@ -104,6 +111,8 @@ class DeepAgent(Agent):
         answer_check: bool = True,
         overview: bool = True,
         repetition: RepetitionGuard | bool = True,
+        heartbeat: Heartbeat | bool = True,
+        reflection: Reflection | bool = False,
         instructions: str | None = None,
         tools: Sequence[ToolLike] = (),
         capabilities: Sequence[Capability] = (),
@@ -134,6 +143,14 @@ class DeepAgent(Agent):
             )
         if todos:
             harness.append(Todos())
+        if isinstance(heartbeat, Heartbeat):
+            harness.append(heartbeat)
+        elif heartbeat:  # open todos are nudged by Todos itself
+            harness.append(Heartbeat(check_todos=not todos))
+        if isinstance(reflection, Reflection):
+            harness.append(reflection)
+        elif reflection:
+            harness.append(Reflection())
         if subagents is not False:
             kinds = list(subagents) if not isinstance(subagents, bool) else []
             harness.append(SubAgents(kinds, max_depth=max_subagent_depth, shared=shared))

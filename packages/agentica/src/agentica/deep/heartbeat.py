@@ -1,0 +1,191 @@
+"""``Heartbeat`` checkpoints and ``Reflection``: keep a long task on track, and finish it.
+
+Models stop early: they answer "done" with todos still open or right after changing a file they
+never checked. ``Heartbeat`` counts the run's model calls; every ``every`` calls (default 5) the
+model sees a short checkpoint before its next step: the step number, the todos still open, the
+files changed and not verified since (written or edited, and not read back or run since), and
+the question whether the task is really done. When the model gives its final answer while todos
+are open or changes are unverified, it is told to continue, at most ``max_continues`` times per
+run, so a model that cannot finish still ends.
+
+``Reflection`` (off by default in ``DeepAgent``) asks for a one-sentence self-assessment after
+tool results every ``every`` calls: did the last results move the task forward, and what is the
+next step.
+
+Both are capabilities with per-run state in ``ctx.state``; ``DeepAgent(heartbeat=False,
+reflection=...)`` switches them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agentica.errors import UsageError
+from agentica.messages import AssistantMessage
+from agentica.run.capability import Capability
+from agentica.tools.call import FunctionCall
+from agentica.tools.context import RunContext
+
+__all__ = ["Heartbeat", "Reflection"]
+
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+"""Tools that change a file (their ``path`` argument)."""
+CHECK_TOOLS = frozenset({"read_file", "execute", "run_python", "grep"})
+"""Tools whose call counts as verifying the changes made before it."""
+
+REFLECTION_PROMPT = (
+    "Reflect in one sentence before your next step: did the last tool results move the task "
+    "forward, and if not, what will you do differently? Then continue."
+)
+
+
+def _path_of(call: FunctionCall) -> str | None:
+    try:
+        arguments = json.loads(call.call.arguments or "{}")
+    except ValueError:
+        return None
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
+class Heartbeat(Capability):
+    """A checkpoint every ``every`` model calls and a bounded "continue" on an early answer.
+
+    Args:
+        every: model calls between checkpoints (at least 1).
+        max_continues: how many times per run an early final answer is sent back.
+        todos_key: where the todo list lives in ``agent.memory.state`` (``Todos``).
+        check_todos: send an answer back for open todos too (``DeepAgent`` leaves that to its
+            ``Todos``, which nudges on its own).
+    """
+
+    name = "heartbeat"
+
+    def __init__(
+        self,
+        *,
+        every: int = 5,
+        max_continues: int = 2,
+        todos_key: str = "todos",
+        check_todos: bool = True,
+    ) -> None:
+        if every < 1:
+            raise UsageError(f"Heartbeat(every={every}): give a number of model calls >= 1")
+        if max_continues < 0:
+            raise UsageError("Heartbeat max_continues must be >= 0")
+        self.every = every
+        self.max_continues = max_continues
+        self.todos_key = todos_key
+        self.check_todos = check_todos
+
+    def _state(self, ctx: RunContext[Any]) -> dict[str, Any]:
+        state: dict[str, Any] = ctx.state.setdefault(
+            self.name, {"calls": 0, "changed": [], "continues": 0, "checkpoints": 0}
+        )
+        return state
+
+    def open_todos(self, ctx: RunContext[Any]) -> list[str]:
+        """The todos not completed, from the session state."""
+        memory = getattr(ctx.agent, "memory", None)
+        items = getattr(memory, "state", {}).get(self.todos_key)
+        if not isinstance(items, list):
+            return []
+        return [
+            str(item.get("content", ""))
+            for item in items
+            if isinstance(item, dict) and item.get("status") != "completed"
+        ]
+
+    def unverified(self, ctx: RunContext[Any]) -> list[str]:
+        """Files changed in this run and not read back or run since."""
+        return list(self._state(ctx)["changed"])
+
+    async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
+        changed: list[str] = self._state(ctx)["changed"]
+        for call in calls:
+            if call.status != "success":
+                continue
+            if call.name in WRITE_TOOLS:
+                path = _path_of(call)
+                if path is not None and path not in changed:
+                    changed.append(path)
+            elif call.name in CHECK_TOOLS:
+                changed.clear()
+
+    async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+        state = self._state(ctx)
+        state["calls"] += 1
+        step = state["calls"]
+        if step % self.every or step == 0:
+            return None
+        state["checkpoints"] += 1
+        lines = [f"Checkpoint at step {step}. Before the next step, ask yourself:"]
+        todos = self.open_todos(ctx)
+        if todos:
+            lines.append(f"- todos still open: {'; '.join(todos[:6])}")
+        changed = self.unverified(ctx)
+        if changed:
+            lines.append(
+                f"- changed but not checked yet: {', '.join(changed[:6])} (read it back or run it)"
+            )
+        lines.append("- is the task really done? If not, continue with the next step.")
+        return "\n".join(lines)
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        state = self._state(ctx)
+        if state["continues"] >= self.max_continues:
+            return None
+        reasons = []
+        todos = self.open_todos(ctx) if self.check_todos else []
+        if todos:
+            reasons.append(f"these todos are still open: {'; '.join(todos[:6])}")
+        changed = self.unverified(ctx)
+        if changed:
+            reasons.append(
+                f"you changed {', '.join(changed[:6])} and did not check the result "
+                "(read it back or run it)"
+            )
+        if not reasons:
+            return None
+        state["continues"] += 1
+        return (
+            f"You answered, but {' and '.join(reasons)}. Continue the task: do the remaining "
+            "steps with tool calls, then give your final answer. If a step is impossible, say "
+            "why in your final answer."
+        )
+
+    @staticmethod
+    def stats(ctx: RunContext[Any]) -> dict[str, int]:
+        """Checkpoints shown and early answers sent back in the run of ``ctx``."""
+        state = ctx.state.get(Heartbeat.name) or {}
+        return {"checkpoints": state.get("checkpoints", 0), "continues": state.get("continues", 0)}
+
+
+class Reflection(Capability):
+    """Ask for a one-sentence self-assessment after tool results, every ``every`` model calls.
+
+    Args:
+        every: model calls between reflections (at least 1).
+        prompt: the text shown.
+    """
+
+    name = "reflection"
+
+    def __init__(self, *, every: int = 3, prompt: str = REFLECTION_PROMPT) -> None:
+        if every < 1:
+            raise UsageError(f"Reflection(every={every}): give a number of model calls >= 1")
+        self.every = every
+        self.prompt = prompt
+
+    async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
+        ctx.state[f"{self.name}.results"] = True
+
+    async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+        calls = int(ctx.state.get(self.name, 0)) + 1
+        ctx.state[self.name] = calls
+        if calls % self.every or not ctx.state.pop(f"{self.name}.results", False):
+            return None
+        ctx.state[f"{self.name}.shown"] = int(ctx.state.get(f"{self.name}.shown", 0)) + 1
+        return self.prompt
