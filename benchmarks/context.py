@@ -13,6 +13,9 @@ real server does; tokens are counted with the estimate counter on both sides.
 - overhead: chain-20 (20 sequential tool calls, zero latency) with every mechanism on and
   nothing triggering (context policy with a window, ``RepetitionGuard``, ``Heartbeat``) versus
   everything off: added CPU time per step (median of interleaved repeats).
+- ``--local``: the embedded model (Qwen2.5-Coder 1.5B, a 4,096-token window) reads 16 files one
+  by one and lists the codeword of each (more than 15 tool calls), with context management and
+  with ``ContextPolicy.off()``.
 """
 
 from __future__ import annotations
@@ -189,6 +192,101 @@ async def bench_overhead(repeat: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+LOCAL_FILES = 16
+LOCAL_TASK = (
+    "Find the codeword in each of {n} files. Do these steps in order, one tool call per step:\n"
+    "{steps}\n"
+    "Each file starts with a line 'codeword: <word>'. After step {n}, answer with the {n} "
+    "codewords as a list: part01: <codeword>, part02: <codeword>, and so on."
+)
+CODEWORDS = [
+    "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "jasper",
+    "kelp", "lotus", "maple", "nectar", "onyx", "pebble", "quartz",
+]  # fmt: skip
+
+
+def local_task() -> str:
+    steps = "\n".join(f"{i}. read_file notes/part{i:02d}.txt" for i in range(1, LOCAL_FILES + 1))
+    return LOCAL_TASK.format(n=LOCAL_FILES, steps=steps)
+
+
+def local_workspace(root: Path) -> None:
+    notes = root / "notes"
+    notes.mkdir(parents=True)
+    filler = (
+        "This is a section of the quarterly operations log. It records routine checks of the "
+        "pumps, the valves and the sensors, with nothing unusual found. "
+    )
+    for i in range(1, LOCAL_FILES + 1):
+        body = "\n".join(f"{j}. {filler}" for j in range(1, 13))
+        (notes / f"part{i:02d}.txt").write_text(f"codeword: {CODEWORDS[i - 1]}\n{body}\n")
+
+
+async def bench_local(model_name: str) -> dict[str, Any]:
+    import shutil
+    import tempfile
+
+    from agentica.deep import DeepAgent
+    from agentica.models import LocalModel, ModelSettings
+
+    model = LocalModel(model_name, n_ctx=4096)
+    await model.start()
+    out: dict[str, Any] = {"model": model.id, "n_ctx": 4096}
+    try:
+        for name, policy in {"managed": ContextPolicy(), "off": ContextPolicy.off()}.items():
+            root = Path(tempfile.mkdtemp(prefix="agentica-bench-context-"))
+            local_workspace(root)
+            agent = DeepAgent(
+                model=model, workspace=root, subagents=False, todos=False, shell=False,
+                answer_check=False, context=policy, limits=RunLimits(max_turns=40),
+                model_settings=ModelSettings(parallel_tool_calls=False, max_tokens=400),
+            )  # fmt: skip
+            start = time.perf_counter()
+            calls = compactions = 0
+            peak = 0
+            answer, error = "", None
+            try:
+                async for event in agent.run_stream(local_task()):
+                    if isinstance(event, ModelRequestStarted):
+                        peak = max(peak, event.context_tokens or 0)
+                    elif isinstance(event, ContextCompacted):
+                        compactions += 1
+                    elif event.kind == "tool_call_completed":
+                        calls += 1
+                    elif event.kind == "run_completed":
+                        answer = event.response.content or ""
+            except Exception as exc:  # the outcome being measured
+                error = f"{type(exc).__name__}"
+            found = sum(word in answer.lower() for word in CODEWORDS[:LOCAL_FILES])
+            out[name] = {
+                "seconds": round(time.perf_counter() - start, 1), "tool_calls": calls,
+                "compactions": compactions, "peak_tokens": peak, "error": error,
+                "codewords": found,
+            }  # fmt: skip
+            console.print(f"  {name}: {out[name]}")
+            shutil.rmtree(root, ignore_errors=True)
+    finally:
+        await model.aclose()
+        model.stop()
+    return out
+
+
+def local_line(r: dict[str, Any]) -> str:
+    def cell(x: dict[str, Any]) -> str:
+        outcome = f"failed ({x['error']})" if x["error"] else "completed"
+        return (
+            f"{outcome} after {x['tool_calls']} tool calls in {x['seconds']} s, peak "
+            f"{x['peak_tokens']:,} tokens, {x['compactions']} compactions, "
+            f"{x['codewords']}/{LOCAL_FILES} codewords in the answer"
+        )
+
+    return (
+        f"Embedded model ({r['model']}, n_ctx {r['n_ctx']:,}), reading {LOCAL_FILES} files one by "
+        f"one (`--local`): with context management: {cell(r['managed'])}; with "
+        f"`ContextPolicy.off()`: {cell(r['off'])}."
+    )
+
+
 def plot(trajectories: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -242,6 +340,8 @@ def table(results: dict[str, Any]) -> str:
             g = results["grid"][f"{soft}/{hard}"]
             cells.append(f"{g['compactions']} / {g['forced']} / {g['final']:,}")
         lines.append(f"| {soft} | " + " | ".join(cells) + " |")
+    if "local" in results:
+        lines += ["", local_line(results["local"])]
     o = results["overhead"]
     lines += [
         "",
@@ -275,6 +375,9 @@ async def main_async(args: argparse.Namespace) -> None:
     results["grid"] = await bench_grid()
     console.print("overhead (chain-20) ...")
     results["overhead"] = await bench_overhead(args.repeat)
+    if args.local:
+        console.print("embedded model, long task ...")
+        results["local"] = await bench_local(args.model)
     plot(results["trajectories"], ROOT / "docs" / "img" / "context_trajectories.png")
     markdown = table(results)
     print(markdown)
@@ -288,6 +391,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--local", action="store_true", help="also the embedded-model task")
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -19,11 +19,11 @@ import os
 from datetime import date
 from typing import Any
 
-from agentica.context.tokenizers import counter_for
 from agentica.context.tokens import EstimateCounter, TokenCounter
 from agentica.errors import ToolError, UsageError
 from agentica.memory.workspace import Workspace, user_folder
 from agentica.run.capability import Capability
+from agentica.run.window import load_counter
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
 from agentica.tools.toolkit import ToolLike
@@ -33,24 +33,6 @@ __all__ = ["WorkspaceMemory"]
 logger = logging.getLogger(__name__)
 
 _MAX_READ_DAYS = 31
-
-
-def _load_counter(model: Any) -> TokenCounter:
-    """The model's token counter, loaded (run in a thread: loading reads files)."""
-    model_id = str(getattr(model, "id", "") or "")
-    provider = getattr(model, "provider", None)
-    path = getattr(model, "model_path", None)  # a local model's GGUF file
-    if path is not None and os.fspath(path).lower().endswith(".gguf"):
-        model_id = os.fspath(path)
-    try:
-        counter = counter_for(model_id, provider if isinstance(provider, str) else None)
-        load = getattr(counter, "load", None)
-        if callable(load):
-            load()
-    except Exception as error:  # no tokenizer available offline: the estimate will do
-        logger.debug("workspace memory counts tokens by estimate for %r: %s", model_id, error)
-        return EstimateCounter()
-    return counter
 
 
 class WorkspaceMemory(Capability):
@@ -105,7 +87,7 @@ class WorkspaceMemory(Capability):
         key = (str(getattr(model, "id", "")), str(getattr(model, "provider", "")))
         counter = self._counters.get(key)
         if counter is None:
-            counter = self._counters[key] = await asyncio.to_thread(_load_counter, model)
+            counter = self._counters[key] = await asyncio.to_thread(load_counter, model)
         return counter
 
     # ------------------------------------------------------------------------------ hooks

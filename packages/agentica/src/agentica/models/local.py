@@ -119,6 +119,7 @@ class LocalModel:
         # per request costs microseconds and never meets a half-closed socket.
         self._pool = HttpClientPool(max_connections=64, keepalive=False)
         self.load_seconds: float | None = None
+        self.weights_path: Path | None = self.model_path  # the GGUF file, known once started
 
     @property
     def id(self) -> str:
@@ -146,6 +147,7 @@ class LocalModel:
             path = self.model_path or ensure_weights(EMBEDDED_MODELS[self._name])
             if not path.exists():
                 raise UsageError(f"model file not found: {path}")
+            self.weights_path = path
             try:
                 import xllamacpp
             except ImportError:
