@@ -13,9 +13,9 @@ real server does; tokens are counted with the estimate counter on both sides.
 - overhead: chain-20 (20 sequential tool calls, zero latency) with every mechanism on and
   nothing triggering (context policy with a window, ``RepetitionGuard``, ``Heartbeat``) versus
   everything off: added CPU time per step (median of interleaved repeats).
-- ``--local``: the embedded model (Qwen2.5-Coder 1.5B, a 4,096-token window) reads 16 files one
-  by one and lists the codeword of each (more than 15 tool calls), with context management and
-  with ``ContextPolicy.off()``.
+- ``--local``: the embedded model (Qwen2.5-Coder 1.5B, a 4,096-token window) follows a chain of
+  16 files (each names its codeword and the next file) and lists the codewords (more than 15 tool
+  calls), with context management and with ``ContextPolicy.off()``.
 """
 
 from __future__ import annotations
@@ -194,10 +194,9 @@ async def bench_overhead(repeat: int) -> dict[str, Any]:
 
 LOCAL_FILES = 16
 LOCAL_TASK = (
-    "Find the codeword in each of {n} files. Do these steps in order, one tool call per step:\n"
-    "{steps}\n"
-    "Each file starts with a line 'codeword: <word>'. After step {n}, answer with the {n} "
-    "codewords as a list: part01: <codeword>, part02: <codeword>, and so on."
+    "Collect the codewords of a chain of files. Start with read_file notes/part01.txt. Each file "
+    "gives its codeword and the next file to read; read the next file each time, one read_file "
+    "call per step, until a file says it is the last. Then answer with every codeword, in order."
 )
 CODEWORDS = [
     "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "jasper",
@@ -206,8 +205,7 @@ CODEWORDS = [
 
 
 def local_task() -> str:
-    steps = "\n".join(f"{i}. read_file notes/part{i:02d}.txt" for i in range(1, LOCAL_FILES + 1))
-    return LOCAL_TASK.format(n=LOCAL_FILES, steps=steps)
+    return LOCAL_TASK
 
 
 def local_workspace(root: Path) -> None:
@@ -219,7 +217,15 @@ def local_workspace(root: Path) -> None:
     )
     for i in range(1, LOCAL_FILES + 1):
         body = "\n".join(f"{j}. {filler}" for j in range(1, 13))
-        (notes / f"part{i:02d}.txt").write_text(f"codeword: {CODEWORDS[i - 1]}\n{body}\n")
+        last = i == LOCAL_FILES
+        nxt = (
+            "This is the last file: now answer with every codeword."
+            if last
+            else f"Next file: notes/part{i + 1:02d}.txt (read it now)."
+        )
+        (notes / f"part{i:02d}.txt").write_text(
+            f"codeword: {CODEWORDS[i - 1]}\n{nxt}\n{body}\n{nxt}\n"
+        )
 
 
 async def bench_local(model_name: str) -> dict[str, Any]:
@@ -281,8 +287,8 @@ def local_line(r: dict[str, Any]) -> str:
         )
 
     return (
-        f"Embedded model ({r['model']}, n_ctx {r['n_ctx']:,}), reading {LOCAL_FILES} files one by "
-        f"one (`--local`): with context management: {cell(r['managed'])}; with "
+        f"Embedded model ({r['model']}, n_ctx {r['n_ctx']:,}), following a chain of "
+        f"{LOCAL_FILES} files (`--local`): with context management: {cell(r['managed'])}; with "
         f"`ContextPolicy.off()`: {cell(r['off'])}."
     )
 
