@@ -43,6 +43,7 @@ from agentica.messages import Message  # noqa: E402
 from agentica.models import ModelRequest  # noqa: E402
 from agentica.run import ContextCompacted, ModelRequestStarted, RepetitionGuard  # noqa: E402
 from agentica.testing import FunctionModel, call, tool_calls  # noqa: E402
+from benchmarks.docs import write_section  # noqa: E402
 
 console = Console()
 WINDOW = 12_000
@@ -359,21 +360,6 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(markdown: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text()
-    block = (
-        "<!-- context:start -->\n"
-        f"Command: `uv run python benchmarks/context.py --write-docs` · measured "
-        f"{time.strftime('%Y-%m-%d')}\n\n{markdown}\n<!-- context:end -->"
-    )
-    if "<!-- context:start -->" in text:
-        text = re.sub(r"<!-- context:start -->.*?<!-- context:end -->", block, text, flags=re.S)
-    else:
-        text += "\n## Context management\n\n" + block + "\n"
-    path.write_text(text)
-
-
 async def main_async(args: argparse.Namespace) -> None:
     console.print("trajectories ...")
     results: dict[str, Any] = {"trajectories": await bench_trajectories()}
@@ -390,7 +376,12 @@ async def main_async(args: argparse.Namespace) -> None:
     (ROOT / ".bench-out").mkdir(exist_ok=True)
     (ROOT / ".bench-out" / "context.json").write_text(json.dumps(results, indent=2))
     if args.write_docs:
-        write_docs(markdown)
+        write_section(
+            "context",
+            "uv run python benchmarks/context.py --write-docs",
+            markdown,
+            heading="Context management",
+        )
 
 
 def main() -> None:

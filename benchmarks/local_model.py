@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import shutil
 import statistics
 import sys
@@ -31,6 +30,7 @@ from agentica.messages import TextDelta, UserMessage  # noqa: E402
 from agentica.models import ModelRequest, ModelSettings  # noqa: E402
 from agentica.models.chat_template import CHATML_STOP, render_chatml  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
+from benchmarks.docs import write_section  # noqa: E402
 
 PROMPT = "Write a Python function that checks whether a number is prime, with a docstring."
 TOKENS = 128
@@ -165,21 +165,6 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
     return "\n".join(lines)
 
 
-def write_docs(markdown: str) -> None:
-    path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text()
-    block = (
-        "<!-- local:start -->\n"
-        f"Command: `uv run python benchmarks/local_model.py --write-docs` · measured "
-        f"{time.strftime('%Y-%m-%d')}\n\n{markdown}\n<!-- local:end -->"
-    )
-    if "<!-- local:start -->" in text:
-        text = re.sub(r"<!-- local:start -->.*?<!-- local:end -->", block, text, flags=re.S)
-    else:
-        text += "\n" + block + "\n"
-    path.write_text(text)
-
-
 async def main_async(args: argparse.Namespace) -> None:
     model = LocalModel(args.model)
     console.print(f"loading {model.id} ...")
@@ -192,7 +177,7 @@ async def main_async(args: argparse.Namespace) -> None:
     (ROOT / ".bench-out").mkdir(exist_ok=True)
     (ROOT / ".bench-out" / "local.json").write_text(json.dumps(results, indent=2))
     if args.write_docs:
-        write_docs(markdown)
+        write_section("local", "uv run python benchmarks/local_model.py --write-docs", markdown)
 
 
 def main() -> None:
