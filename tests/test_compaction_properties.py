@@ -21,6 +21,7 @@ from agentica.context import (
     compact,
     is_summary,
     repair_tool_pairs,
+    tool_pairs_ok,
 )
 from agentica.messages import (
     AssistantMessage,
@@ -43,10 +44,6 @@ steps = st.lists(
     min_size=1,
     max_size=80,
 )
-
-
-def paired(messages: list[Message]) -> bool:
-    return repair_tool_pairs(messages) == messages
 
 
 def run_steps(
@@ -97,7 +94,7 @@ def run_steps(
                 event("compacted" if not done.summarized else "summarized")
                 assert done.after == sizes.total(messages)
                 assert done.after <= budget.hard, (done.before, done.after, budget)
-            assert paired(messages)
+            assert tool_pairs_ok(messages) and repair_tool_pairs(messages) == messages
             assert messages[0] is SYSTEM and TASK in messages
             summaries = [m for m in messages if is_summary(m)]
             assert len(summaries) <= 1

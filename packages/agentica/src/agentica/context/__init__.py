@@ -25,6 +25,7 @@ from agentica.context.history import (
     HistoryPolicy,
     assemble_history,
     repair_tool_pairs,
+    tool_pairs_ok,
     truncate_text,
 )
 from agentica.context.tokenizers import (
@@ -58,6 +59,7 @@ __all__ = [
     "preview",
     "read_gguf_metadata",
     "repair_tool_pairs",
+    "tool_pairs_ok",
     "transcript",
     "truncate_text",
 ]

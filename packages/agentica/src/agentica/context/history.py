@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from agentica.context.tokens import EstimateCounter, TokenCounter
 from agentica.messages import AssistantMessage, Message, ToolMessage
 
-__all__ = ["HistoryPolicy", "assemble_history", "repair_tool_pairs", "truncate_text"]
+__all__ = [
+    "HistoryPolicy",
+    "assemble_history",
+    "repair_tool_pairs",
+    "tool_pairs_ok",
+    "truncate_text",
+]
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)
@@ -106,6 +112,23 @@ def assemble_history(
     while history and isinstance(history[0], ToolMessage):  # never start with orphaned results
         history.pop(0)
     return history
+
+
+def tool_pairs_ok(messages: Sequence[Message]) -> bool:
+    """Whether every tool call's results follow its message and no result is without its call
+    (``repair_tool_pairs`` would return the same messages)."""
+    pending: set[str] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in pending:
+                return False
+            pending.discard(message.tool_call_id)
+            continue
+        if pending:
+            return False
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            pending = {c.id for c in message.tool_calls}
+    return not pending
 
 
 def repair_tool_pairs(messages: Sequence[Message], *, reason: str = "cancelled") -> list[Message]:

@@ -335,13 +335,15 @@ async def _request(
     return request, prepared
 
 
-def _compacted(state: _RunState, prepared: Prepared, trigger: str) -> ContextCompacted | None:
+def _compacted(
+    state: _RunState, prepared: Prepared, trigger: Literal["soft", "overflow"]
+) -> ContextCompacted | None:
     done = prepared.compaction
     if done is None:
         return None
     return ContextCompacted(
         turn=state.turn,
-        trigger="overflow" if trigger == "overflow" else "soft",
+        trigger=trigger,
         before=done.before,
         after=done.after,
         trimmed=done.trimmed,

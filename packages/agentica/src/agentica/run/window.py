@@ -38,9 +38,10 @@ from agentica.context import (
     counter_for,
     preview,
     repair_tool_pairs,
+    tool_pairs_ok,
 )
 from agentica.context.compaction import Compaction
-from agentica.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
 from agentica.models.base import Model, ModelRequest, ModelSettings
 from agentica.tools.call import FunctionCall
 
@@ -178,9 +179,6 @@ class ContextWindow:
         self.summarizer = summarizer
         self.results = results
         self.readable = readable
-        self.compactions = 0
-        self.forced = 0
-        self.evicted = 0
         self._tool_tokens: dict[tuple[str, ...], int] = {}
 
     @classmethod
@@ -265,7 +263,6 @@ class ContextWindow:
             else:
                 note = f"[The result ({tokens} tokens) was too long and was cut to this preview.]"
             call.replacement = f"{shown}\n{note}"
-            self.evicted += 1
 
     async def _offload(self, message: ToolMessage) -> str | None:
         if self.results is None:
@@ -283,7 +280,7 @@ class ContextWindow:
 
     def repair(self, messages: list[Message]) -> list[Message]:
         """``messages`` with tool calls and results paired (the same list when already so)."""
-        if not self.policy.repair or _paired(messages):
+        if not self.policy.repair or tool_pairs_ok(messages):
             return messages
         return repair_tool_pairs(messages)
 
@@ -332,26 +329,7 @@ class ContextWindow:
             tokens = base + self.sizes.total(messages)
             done.after = tokens
             self.sizes.forget([*messages, *extra])
-            self.compactions += 1
         final_only = (
             budget is not None and policy.force_answer and tokens > budget.hard and bool(tools)
         )
-        if final_only:
-            self.forced += 1
         return messages, Prepared(tokens=tokens, compaction=done, final_only=final_only)
-
-
-def _paired(messages: Sequence[Message]) -> bool:
-    """Whether every tool call has its result right after its message, and no result is stray."""
-    pending: set[str] = set()
-    for message in messages:
-        if isinstance(message, ToolMessage):
-            if message.tool_call_id not in pending:
-                return False
-            pending.discard(message.tool_call_id)
-            continue
-        if pending:
-            return False
-        if isinstance(message, AssistantMessage) and message.tool_calls:
-            pending = {c.id for c in message.tool_calls}
-    return not pending
