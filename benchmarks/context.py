@@ -13,9 +13,10 @@ real server does; tokens are counted with the estimate counter on both sides.
 - overhead: chain-20 (20 sequential tool calls, zero latency) with every mechanism on and
   nothing triggering (context policy with a window, ``RepetitionGuard``, ``Heartbeat``) versus
   everything off: added CPU time per step (median of interleaved repeats).
-- ``--local``: the embedded model (Qwen2.5-Coder 1.5B, a 4,096-token window) follows a chain of
-  16 files (each names its codeword and the next file) and lists the codewords (more than 15 tool
-  calls), with context management and with ``ContextPolicy.off()``.
+- ``--local``: the embedded model (Qwen2.5-Coder 1.5B, an 8,192-token window) reads a log of 16
+  parts (each gives a codeword and the next part; together more than the window) and writes the
+  codewords to a file (17 tool calls or more), with the default ``ContextPolicy`` and with
+  ``ContextPolicy.off()``.
 """
 
 from __future__ import annotations
@@ -194,10 +195,11 @@ async def bench_overhead(repeat: int) -> dict[str, Any]:
 
 
 LOCAL_FILES = 16
+LOCAL_WINDOW = 8_192
 LOCAL_TASK = (
-    "Collect the codewords of a chain of files. Start with read_file notes/part01.txt. Each file "
-    "gives its codeword and the next file to read; read the next file each time, one read_file "
-    "call per step, until a file says it is the last. Then answer with every codeword, in order."
+    "Read the {n} parts of the log, notes/part01.txt to notes/part{n:02d}.txt, one read_file "
+    "call per step, in order. Each part has a codeword. After reading all {n} parts, write the "
+    "{n} codewords to /answer.txt, one per line, and then answer with a short summary."
 )
 CODEWORDS = [
     "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "jasper",
@@ -205,70 +207,87 @@ CODEWORDS = [
 ]  # fmt: skip
 
 
-def local_task() -> str:
-    return LOCAL_TASK
+def local_task(n: int = LOCAL_FILES) -> str:
+    return LOCAL_TASK.format(n=n)
 
 
-def local_workspace(root: Path) -> None:
+def local_workspace(root: Path, n: int = LOCAL_FILES) -> None:
+    """``n`` parts of about 550 tokens each: together more than the 8,192-token window."""
     notes = root / "notes"
     notes.mkdir(parents=True)
     filler = (
         "This is a section of the quarterly operations log. It records routine checks of the "
         "pumps, the valves and the sensors, with nothing unusual found. "
     )
-    for i in range(1, LOCAL_FILES + 1):
+    for i in range(1, n + 1):
         body = "\n".join(f"{j}. {filler}" for j in range(1, 13))
-        last = i == LOCAL_FILES
         nxt = (
-            "This is the last file: now answer with every codeword."
-            if last
-            else f"Next file: notes/part{i + 1:02d}.txt (read it now)."
+            f"This is the last part. Now call write_file to save the {n} codewords to "
+            "/answer.txt, one per line."
+            if i == n
+            else f"{n - i} parts remain, so do not answer yet. Next step: read_file "
+            f"notes/part{i + 1:02d}.txt"
         )
         (notes / f"part{i:02d}.txt").write_text(
-            f"codeword: {CODEWORDS[i - 1]}\n{nxt}\n{body}\n{nxt}\n"
+            f"Part {i} of {n}. codeword: {CODEWORDS[i - 1]}\n{nxt}\n{body}\n{nxt}\n"
         )
+
+
+def codewords_in(path: Path, n: int = LOCAL_FILES) -> int:
+    """How many of the ``n`` codewords ``path`` lists (0 when it is missing)."""
+    text = path.read_text().lower() if path.is_file() else ""
+    return sum(word in text for word in CODEWORDS[:n])
 
 
 async def bench_local(model_name: str) -> dict[str, Any]:
+    """The chain task with the default context policy and with ``ContextPolicy.off()``.
+
+    Only the context policy differs between the two runs; the heartbeat is off in both (its
+    push-backs would add a second variable), the repetition guard is on in both.
+    """
     import shutil
     import tempfile
 
     from agentica.deep import DeepAgent
     from agentica.models import LocalModel, ModelSettings
 
-    model = LocalModel(model_name, n_ctx=4096)
+    model = LocalModel(model_name, n_ctx=LOCAL_WINDOW)
     await model.start()
-    out: dict[str, Any] = {"model": model.id, "n_ctx": 4096}
+    out: dict[str, Any] = {"model": model.id, "n_ctx": LOCAL_WINDOW}
     try:
         for name, policy in {"managed": ContextPolicy(), "off": ContextPolicy.off()}.items():
             root = Path(tempfile.mkdtemp(prefix="agentica-bench-context-"))
             local_workspace(root)
             agent = DeepAgent(
                 model=model, workspace=root, subagents=False, todos=False, shell=False,
-                answer_check=False, context=policy, limits=RunLimits(max_turns=40),
+                answer_check=False, heartbeat=False, context=policy,
+                limits=RunLimits(max_turns=40),
                 model_settings=ModelSettings(parallel_tool_calls=False, max_tokens=400),
             )  # fmt: skip
             start = time.perf_counter()
-            calls = compactions = 0
-            peak = 0
-            answer, error = "", None
+            calls = compactions = peak = 0
+            parts: set[str] = set()
+            error = None
             try:
                 async for event in agent.run_stream(local_task()):
                     if isinstance(event, ModelRequestStarted):
                         peak = max(peak, event.context_tokens or 0)
+                        console.print(
+                            f"    {name}: step {event.turn}, {event.context_tokens:,} tokens"
+                        )
                     elif isinstance(event, ContextCompacted):
                         compactions += 1
                     elif event.kind == "tool_call_completed":
                         calls += 1
-                    elif event.kind == "run_completed":
-                        answer = event.response.content or ""
+                        found = re.search(r"part(\d+)\.txt", event.call.call.arguments)
+                        if event.call.name == "read_file" and found:
+                            parts.add(found.group(1))
             except Exception as exc:  # the outcome being measured
                 error = f"{type(exc).__name__}"
-            found = sum(word in answer.lower() for word in CODEWORDS[:LOCAL_FILES])
             out[name] = {
                 "seconds": round(time.perf_counter() - start, 1), "tool_calls": calls,
-                "compactions": compactions, "peak_tokens": peak, "error": error,
-                "codewords": found,
+                "parts_read": len(parts), "compactions": compactions, "peak_tokens": peak,
+                "error": error, "codewords": codewords_in(root / "answer.txt"),
             }  # fmt: skip
             console.print(f"  {name}: {out[name]}")
             shutil.rmtree(root, ignore_errors=True)
@@ -280,17 +299,19 @@ async def bench_local(model_name: str) -> dict[str, Any]:
 
 def local_line(r: dict[str, Any]) -> str:
     def cell(x: dict[str, Any]) -> str:
-        outcome = f"failed ({x['error']})" if x["error"] else "completed"
+        outcome = f"**failed** ({x['error']})" if x["error"] else "**completed**"
         return (
-            f"{outcome} after {x['tool_calls']} tool calls in {x['seconds']} s, peak "
-            f"{x['peak_tokens']:,} tokens, {x['compactions']} compactions, "
-            f"{x['codewords']}/{LOCAL_FILES} codewords in the answer"
+            f"{outcome} after {x['tool_calls']} tool calls ({x['parts_read']}/{LOCAL_FILES} "
+            f"parts read) in {x['seconds']} s, peak {x['peak_tokens']:,} tokens, "
+            f"{x['compactions']} compactions, {x['codewords']}/{LOCAL_FILES} codewords in "
+            "/answer.txt"
         )
 
     return (
-        f"Embedded model ({r['model']}, n_ctx {r['n_ctx']:,}), following a chain of "
-        f"{LOCAL_FILES} files (`--local`): with context management: {cell(r['managed'])}; with "
-        f"`ContextPolicy.off()`: {cell(r['off'])}."
+        f"Embedded model ({r['model']}, n_ctx {r['n_ctx']:,}) reading a log of {LOCAL_FILES} "
+        f"parts of about 550 tokens each and writing their codewords to a file (`--local`): "
+        f"with the default context policy: {cell(r['managed'])}; with `ContextPolicy.off()`: "
+        f"{cell(r['off'])}."
     )
 
 

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from agentica import Agent, ContextPolicy, RunLimits, RunUsage
-from agentica.context import SUMMARY_HEADER, is_summary
+from agentica.context import (
+    STEPS_HEADER,
+    SUMMARY_HEADER,
+    EstimateCounter,
+    MessageSizes,
+    compact,
+    is_summary,
+)
 from agentica.deep import DeepAgent
 from agentica.errors import ContextOverflowError, UsageError
 from agentica.messages import (
@@ -238,6 +245,53 @@ async def test_a_failing_summarizer_falls_back_to_a_digest() -> None:
     assert "- called dump(n=" in summary.content
 
 
+def report_turns(count: int, size: int = 2_000) -> list[Message]:
+    """``count`` tool turns, each result starting with a line that names its finding."""
+    messages: list[Message] = []
+    for n in range(1, count + 1):
+        messages.append(AssistantMessage(tool_calls=[ToolCall(id=f"r{n}", name="read", arguments=json.dumps({"n": n}))]))  # fmt: skip
+        body = f"finding {n}: codeword-{n}\n" + "filler text of the report. " * (size // 27)
+        messages.append(ToolMessage(tool_call_id=f"r{n}", name="read", content=body))
+    return messages
+
+
+async def test_the_summariser_sees_results_as_they_were_with_the_task_and_a_step_log_keeps_findings() -> None:
+    inputs: list[str] = []
+
+    async def forgetful(text: str, budget: int) -> str:
+        inputs.append(text)
+        return "The agent read several reports."  # a small model's summary: no findings
+
+    task = UserMessage(content="Collect the codeword of every report.")
+    messages: list[Message] = [SystemMessage(content="system"), task, *report_turns(8)]
+    sizes = MessageSizes(EstimateCounter())
+    done = await compact(
+        messages, target=1_200, sizes=sizes, pinned=[task], keep_recent=2, summary_tokens=400,
+        summarizer=forgetful, summarizer_input_tokens=3_000,
+    )  # fmt: skip
+    assert done.summarized and done.after <= 1_200
+    # the summariser got the results, not the stubs step (1) left, and the task for context
+    assert "finding 1: codeword-1" in inputs[0] and "was removed to save context" not in inputs[0]
+    assert "Collect the codeword of every report." in inputs[0]
+    summary = next(m for m in done.messages if is_summary(m))
+    assert "The agent read several reports." in summary.content
+    log = summary.content.split(STEPS_HEADER, 1)[1]
+    summarized_calls = done.summarized // 2
+    for n in range(1, summarized_calls + 1):  # each summarised call with its result's first line
+        assert f"- called read(n={n}) -> finding {n}: codeword-{n}" in log
+
+
+async def test_recent_results_cut_last_keep_their_start_and_old_ones_a_preview() -> None:
+    messages: list[Message] = [SystemMessage(content="system"), UserMessage(content="go"), *report_turns(3, size=6_000)]  # fmt: skip
+    sizes = MessageSizes(EstimateCounter())
+    done = await compact(messages, target=200, sizes=sizes, keep_recent=2, summarize=False)
+    results = [m for m in done.messages if isinstance(m, ToolMessage)]
+    assert len(results) == 3 and not done.reached  # nothing is dropped without a summary
+    assert all(f"finding {n}: codeword-{n}" in r.content for n, r in enumerate(results, 1))
+    assert "the rest of the read result" in results[-1].content
+    assert all(len(r.content) < 1_000 for r in results)
+
+
 async def test_the_agents_own_model_summarises_by_default() -> None:
     made = 0
 
@@ -367,16 +421,17 @@ def wire_size(body: dict[str, Any]) -> int:
 
 def server_replies(limit_chars: int, fault: HTTPFault) -> Callable[[dict[str, Any]], Any]:
     """A provider with a small window: too long a request gets its overflow error."""
+    calls = 0  # requests answered with a call (the history may be summarised, so not counted)
 
     def respond(body: dict[str, Any]) -> Any:
+        nonlocal calls
         if wire_size(body) > limit_chars:
             return fault
-        text = json.dumps(body["messages"])
-        calls = text.count('"dump"')
         if calls >= 12:
             return "all reports read"
+        calls += 1
         return AssistantMessage(
-            tool_calls=[ToolCall(id="", name="dump", arguments=json.dumps({"n": calls + 1}))]
+            tool_calls=[ToolCall(id="", name="dump", arguments=json.dumps({"n": calls}))]
         )
 
     return respond

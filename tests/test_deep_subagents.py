@@ -145,3 +145,85 @@ def test_configuration_errors() -> None:
         SubAgents([SubAgent("a", "x"), SubAgent("a", "y")])
     with pytest.raises(UsageError, match="max_depth"):
         SubAgents(max_depth=0)
+
+
+async def test_a_subagents_calls_stream_to_the_parent_as_they_happen() -> None:
+    from agentica.run import ToolCallCompleted, ToolCallStarted, ToolProgress
+
+    child_model = ScriptedModel([
+        tool_calls(call("read_file", path="a.py")),
+        tool_calls(call("read_file", path="b.py")),
+        "a.py and b.py read",
+    ])  # fmt: skip
+    worker = SubAgent("worker", "reads files", model=child_model)
+    parent_model = ScriptedModel([
+        tool_calls(call("task", description="read two files", agent="worker")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, tools=[read_file], capabilities=[SubAgents([worker])])
+    kinds: list[str] = []
+    progress: list[ToolProgress] = []
+    async with agent.run_stream("delegate the reading") as stream:
+        async for event in stream:
+            kinds.append(event.kind)
+            if isinstance(event, ToolProgress):
+                progress.append(event)
+    assert {p.source for p in progress} == {"task:worker"}
+    updates = [p.update for p in progress]
+    assert [type(u) for u in updates] == [ToolCallStarted, ToolCallCompleted] * 2
+    assert [u.call.call.arguments for u in updates if isinstance(u, ToolCallCompleted)] == [
+        '{"path": "a.py"}', '{"path": "b.py"}'
+    ]
+    # the subagent's steps arrive between the task call's start and its completion
+    first, last = kinds.index("tool_progress"), len(kinds) - 1 - kinds[::-1].index("tool_progress")
+    assert kinds.index("tool_call_started") < first and last < kinds.index("tool_call_completed")
+    assert stream.response.content == "done"
+
+
+async def test_closing_the_stream_while_a_subagent_works_cancels_it() -> None:
+    finished: list[str] = []
+
+    @tool
+    async def slow_search(query: str) -> str:
+        """Search slowly."""
+        await asyncio.sleep(30)
+        finished.append(query)
+        return "found"
+
+    child_model = ScriptedModel([tool_calls(call("slow_search", query="x")), "never"])
+    worker = SubAgent("worker", "slow", model=child_model, tools=[slow_search])
+    parent_model = ScriptedModel([tool_calls(call("task", description="wait", agent="worker"))])
+    agent = Agent(model=parent_model, capabilities=[SubAgents([worker], general=False)])
+    stream = agent.run_stream("go")
+    t0 = time.perf_counter()
+    async for event in stream:
+        if event.kind == "tool_progress":  # the subagent's slow call has started
+            break
+    await stream.__aexit__(None, None, None)  # the caller gives up on the run
+    assert time.perf_counter() - t0 < 5 and not finished
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    assert not others
+
+
+async def test_the_cli_shows_a_subagents_calls_indented_under_its_task() -> None:
+    from rich.console import Console
+
+    from agentica.cli.render import EventPrinter
+
+    child_model = ScriptedModel([tool_calls(call("read_file", path="notes.md")), "read it"])
+    worker = SubAgent("worker", "reads files", model=child_model)
+    parent_model = ScriptedModel([
+        tool_calls(call("task", description="read notes.md", agent="worker")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=parent_model, tools=[read_file], capabilities=[SubAgents([worker])])
+    console = Console(record=True, width=160, color_system=None)
+    printer = EventPrinter(console)
+    async for event in agent.run_stream("delegate"):
+        printer(event)
+    lines = console.export_text().splitlines()
+    task_start = next(i for i, ln in enumerate(lines) if ln.startswith("→ task"))
+    task_end = next(i for i, ln in enumerate(lines) if ln.startswith("✓ task"))
+    inner = lines[task_start + 1 : task_end]
+    assert inner[0].startswith('  [task:worker] → read_file {"path": "notes.md"}')
+    assert inner[1].startswith("  [task:worker] ✓ read_file") and "contents of notes.md" in inner[1]

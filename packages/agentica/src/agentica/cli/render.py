@@ -1,8 +1,9 @@
 """Readable terminal output for a run's event stream (rich).
 
 Text streams as it arrives; each tool call shows as one line when it starts and one when it ends
-(name, arguments, duration, the start of its result or error); the run ends with a summary line of
-turns, tool calls, tokens, cost and time.
+(name, arguments, duration, the start of its result or error); a subagent's calls show indented
+under its ``task`` call, prefixed with its kind; the run ends with a summary line of turns, tool
+calls, tokens, cost and time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agentica.run.events import (
     TextDelta,
     ToolCallCompleted,
     ToolCallStarted,
+    ToolProgress,
 )
 from agentica.run.result import RunResponse
 
@@ -36,6 +38,21 @@ def summary_line(response: RunResponse) -> str:
         f"{usage.requests} model calls · {usage.tool_calls} tool calls · "
         f"{usage.input_tokens} in / {usage.output_tokens} out tokens · {cost} · "
         f"{response.duration:.1f} s"
+    )
+
+
+def _call_line(event: ToolCallStarted | ToolCallCompleted) -> Text:
+    call = event.call
+    if isinstance(event, ToolCallStarted):
+        return Text.assemble(
+            ("→ ", "cyan"), (call.name, "bold cyan"), (f" {_clip(call.call.arguments, 120)}", "dim")
+        )
+    ok = call.status == "success"
+    return Text.assemble(
+        ("✓ " if ok else "✗ ", "green" if ok else "red"),
+        (call.name, "bold"),
+        (f" {call.duration:.2f}s ", "dim"),
+        (_clip(call.content, 160), "" if ok else "red"),
     )
 
 
@@ -61,27 +78,18 @@ class EventPrinter:
             self._in_text = True
         elif isinstance(event, ModelRequestStarted):
             self._end_text()  # the text of one model reply per paragraph
-        elif isinstance(event, ToolCallStarted):
+        elif isinstance(event, ToolCallStarted | ToolCallCompleted):
             self._end_text()
-            call = event.call
-            self.console.print(
-                Text.assemble(
-                    ("→ ", "cyan"),
-                    (call.name, "bold cyan"),
-                    (f" {_clip(call.call.arguments, 120)}", "dim"),
-                )
-            )
-        elif isinstance(event, ToolCallCompleted):
-            call = event.call
-            ok = call.status == "success"
-            self.console.print(
-                Text.assemble(
-                    ("✓ " if ok else "✗ ", "green" if ok else "red"),
-                    (call.name, "bold"),
-                    (f" {call.duration:.2f}s ", "dim"),
-                    (_clip(call.content, 160), "" if ok else "red"),
-                )
-            )
+            self.console.print(_call_line(event))
+        elif isinstance(event, ToolProgress):
+            self._end_text()
+            sources, update = [event.source], event.update
+            while isinstance(update, ToolProgress):  # a subagent's subagent
+                sources.append(update.source)
+                update = update.update
+            if isinstance(update, ToolCallStarted | ToolCallCompleted):
+                prefix = Text("  " * len(sources) + f"[{' > '.join(sources)}] ", style="magenta")
+                self.console.print(Text.assemble(prefix, _call_line(update)))
         elif isinstance(event, RunCompleted):
             self._end_text()
             if not event.response.content and event.response.output is None:

@@ -9,6 +9,7 @@
 """
 
 from agentica.context.compaction import (
+    STEPS_HEADER,
     SUMMARY_HEADER,
     Compaction,
     ContextBudget,
@@ -38,6 +39,7 @@ from agentica.context.tokenizers import (
 from agentica.context.tokens import EstimateCounter, TokenCounter, estimate_tokens
 
 __all__ = [
+    "STEPS_HEADER",
     "SUMMARY_HEADER",
     "Compaction",
     "ContextBudget",

@@ -4,8 +4,8 @@ The policy (``ContextPolicy``) has two thresholds, as fractions of the usable wi
 window minus the tokens reserved for the reply):
 
 - above the **soft** threshold (default 0.6) the conversation is compacted until it is below a
-  **low watermark** (default ``soft - (hard - soft)``, 0.4): old tool results are moved out or cut
-  to a one-line stub first, then the oldest turns are summarised into one summary message;
+  **low watermark** (default ``soft - (hard - soft)``, 0.4): old tool results are moved out and
+  cut to a short preview first, then the oldest turns are summarised into one summary message;
 - above the **hard** threshold (default 0.8), even after compaction, the run stops calling tools
   and the model is asked for its final answer with what it knows.
 
@@ -35,6 +35,7 @@ from agentica.errors import UsageError
 from agentica.messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 
 __all__ = [
+    "STEPS_HEADER",
     "SUMMARY_HEADER",
     "Compaction",
     "ContextBudget",
@@ -58,8 +59,11 @@ Offload: TypeAlias = Callable[[ToolMessage], Awaitable[str | None]]
 model sees instead, or ``None`` when it cannot."""
 
 SUMMARY_HEADER = "Summary of the earlier steps of this conversation (compacted to save context):"
+STEPS_HEADER = "Steps taken (oldest first; each call with the first line of its result):"
 
 _STUB_TOKENS = 40  # results this small are not worth cutting
+_OLD_PREVIEW_CHARS = 300  # what stays of an old result (its first lines, its last) when cut
+_RECENT_PREVIEW_CHARS = 600  # ... and of a recent one, when even recent turns are cut
 _TRANSCRIPT_RESULT_CHARS = 1500  # a tool result's share of the summariser's transcript
 
 
@@ -84,7 +88,8 @@ class ContextPolicy:
         preview_chars: characters of an evicted result kept in the conversation.
         keep_recent: the most recent turns (tool-call groups) that compaction leaves whole
             unless nothing else is left to compact.
-        summary_tokens: the budget of a summary message.
+        summary_tokens: the budget of a summary message (at most an eighth of the usable
+            window).
         summarizer_input_tokens: the most tokens sent to the summariser in one call (default: a
             third of the usable window).
         summarizer: the summariser; default: the agent's model (``agentica.run`` builds it).
@@ -319,12 +324,21 @@ def _call_line(call_name: str, arguments: str) -> str:
 def digest(messages: Sequence[Message]) -> str:
     """A deterministic summary: one line per step (what was asked, called and returned)."""
     lines: list[str] = []
-    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
     for message in messages:
         if is_summary(message):
             assert isinstance(message, SystemMessage)
-            lines.append(message.content[len(SUMMARY_HEADER) :].strip())
-        elif isinstance(message, UserMessage):
+            prose, steps = _split_summary(message)
+            lines += [prose, *steps] if prose else steps
+    lines += _step_lines([m for m in messages if not is_summary(m)])
+    return "\n".join(lines)
+
+
+def _step_lines(messages: Sequence[Message]) -> list[str]:
+    """One line per user message, assistant text and tool call (with its result's first line)."""
+    lines: list[str] = []
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    for message in messages:
+        if isinstance(message, UserMessage):
             lines.append(f"- user: {_short(message.text, 200)}")
         elif isinstance(message, AssistantMessage):
             if message.content:
@@ -336,7 +350,29 @@ def digest(messages: Sequence[Message]) -> str:
                     first = next((ln for ln in result.content.splitlines() if ln.strip()), "")
                     outcome = ("error: " if result.is_error else "") + _short(first, 120)
                 lines.append(f"- called {_call_line(call.name, call.arguments)} -> {outcome}")
-    return "\n".join(lines)
+    return lines
+
+
+def _split_summary(message: SystemMessage) -> tuple[str, list[str]]:
+    """A summary message's prose and its step log."""
+    body = message.content[len(SUMMARY_HEADER) :].strip()
+    prose, marker, steps = body.partition(STEPS_HEADER)
+    return prose.strip(), [ln for ln in steps.strip().splitlines() if ln.strip()] if marker else []
+
+
+def _fit_steps(lines: list[str], budget: int, counter: TokenCounter) -> str:
+    """The step log within ``budget`` tokens: the oldest steps give way first."""
+    text = "\n".join(lines)
+    if counter.count_text(text) <= budget:
+        return text
+    costs = [counter.count_text(line) + 1 for line in lines]
+    total = sum(costs)
+    start = 0
+    while start < len(lines) and total + 12 > budget:  # 12: the "earlier steps" line
+        total -= costs[start]
+        start += 1
+    kept = lines[start:]
+    return "\n".join([f"- ({start} earlier steps not listed)", *kept]) if kept else ""
 
 
 def _fit_text(text: str, budget: int, counter: TokenCounter) -> str:
@@ -368,9 +404,10 @@ def _groups(messages: Sequence[Message]) -> list[list[Message]]:
     return groups
 
 
-def _stub(message: ToolMessage, tokens: int) -> str:
+def _stub(message: ToolMessage, tokens: int, *, partial: bool = False) -> str:
+    what = "the rest of the" if partial else "the"
     return (
-        f"[the {message.name or 'tool'} result ({tokens} tokens) was removed to save context; "
+        f"[{what} {message.name or 'tool'} result ({tokens} tokens) was removed to save context; "
         "call the tool again if you need it]"
     )
 
@@ -382,9 +419,17 @@ async def _summarize_chunks(
     budget: int,
     input_tokens: int,
     counter: TokenCounter,
+    context: str = "",
 ) -> tuple[str, int]:
-    """A rolling summary of ``text``: chunks that fit ``input_tokens`` with the summary so far."""
-    room = max(input_tokens - budget, 64)
+    """A rolling summary of ``text``: chunks that fit ``input_tokens`` with the summary so far.
+
+    ``context`` (the task) leads every chunk, cut to a quarter of the input, so the summariser
+    knows what matters.
+    """
+    if context:
+        context = _fit_text(context, max(input_tokens // 4, 16), counter)
+        context = f"[the task, for context: it stays in the conversation]\n{context}\n\n"
+    room = max(input_tokens - budget - counter.count_text(context), 64)
     lines = text.split("\n")
     chunks: list[str] = []
     current: list[str] = []
@@ -404,8 +449,57 @@ async def _summarize_chunks(
     summary = ""
     for chunk in chunks:
         source = f"[summary of earlier steps]\n{summary}\n{chunk}" if summary else chunk
+        source = f"{context}{source}"
         summary = _fit_text((await summarizer(source, budget)).strip(), budget, counter)
     return summary, len(chunks)
+
+
+async def _summary_text(
+    previous: Sequence[Message],
+    covered: Sequence[Message],
+    *,
+    task: Sequence[Message],
+    budget: int,
+    summarizer: Summarizer | None,
+    input_tokens: int,
+    counter: TokenCounter,
+    result: Compaction,
+) -> str:
+    """The body of a summary of ``previous`` summaries and the ``covered`` messages.
+
+    Two parts: the summariser's prose (what was decided and found, what remains), and a
+    deterministic step log (each call with the first line of its result) that keeps paths and
+    findings even when the summariser drops them; the log gets up to two thirds of the budget.
+    """
+    prose_before: list[str] = []
+    steps: list[str] = []
+    for message in previous:
+        assert isinstance(message, SystemMessage)
+        prose, lines = _split_summary(message)
+        prose_before += [prose] if prose else []
+        steps += lines
+    steps += _step_lines(covered)
+    log = _fit_steps(steps, budget * 2 // 3, counter)
+    room = budget - counter.count_text(f"{log}\n{STEPS_HEADER}") - 8
+    prose = ""
+    if summarizer is not None and room >= 32:
+        source = [SystemMessage(content=f"{SUMMARY_HEADER}\n{p}") for p in prose_before]
+        try:
+            prose, calls = await _summarize_chunks(
+                transcript([*source, *covered]),
+                summarizer,
+                budget=room,
+                input_tokens=input_tokens,
+                counter=counter,
+                context=transcript(task),
+            )
+            result.summarizer_calls = calls
+        except Exception:  # a failing summariser must not fail the run: the step log remains
+            prose = ""
+    elif prose_before:
+        prose = _fit_text("\n".join(prose_before), max(room, 0), counter) if room > 0 else ""
+    text = f"{prose}\n\n{STEPS_HEADER}\n{log}" if prose else f"{STEPS_HEADER}\n{log}"
+    return _fit_text(text, budget, counter)
 
 
 async def compact(
@@ -425,9 +519,11 @@ async def compact(
     """``messages`` compacted until they cost at most ``target`` tokens (with ``base`` added).
 
     In order, stopping as soon as the target is met: (1) tool results of older turns are
-    offloaded or cut to a stub, oldest first; (2) the oldest turns are replaced by one summary
-    message (rolling into an earlier summary); (3) the results of the most recent turns are
-    cut too. Leading system messages and ``pinned`` messages are never changed, and a tool call
+    offloaded (when ``offload`` can) and cut to a short preview (their start and end), oldest
+    first; (2) the oldest turns are replaced by one summary message (rolling into an earlier
+    summary; the summariser sees the results as they were before (1)); (3) the results of the
+    most recent turns are cut too, to a longer preview, so the model still sees what it just
+    got. Leading system messages and ``pinned`` messages are never changed, and a tool call
     always keeps its result. The result says whether the target was reached.
     """
     before = base + sizes.total(messages)
@@ -439,6 +535,7 @@ async def compact(
     while head < len(messages) and isinstance(messages[head], SystemMessage):
         head += 1
     groups = _groups(messages[head:])
+    originals = [list(g) for g in groups]  # the summariser sees results as they were, not stubs
     pinned_ids = {id(m) for m in pinned}
     kept = [any(id(m) in pinned_ids for m in g) for g in groups]
     assistant_groups = [i for i, g in enumerate(groups) if g[0].role == "assistant"]
@@ -452,7 +549,8 @@ async def compact(
         recent = set(range(first_recent, len(groups)))
     old = [i for i in range(len(groups)) if not kept[i] and i not in recent]
 
-    async def trim(indexes: Sequence[int]) -> None:
+    async def trim(indexes: Sequence[int], *, keep_chars: int = 0) -> None:
+        """Cut the results in these groups: to a stub, or to a preview of ``keep_chars``."""
         nonlocal total
         for i in indexes:
             group = groups[i]
@@ -465,10 +563,13 @@ async def compact(
                 if cost <= _STUB_TOKENS:
                     continue
                 text = await offload(message) if offload is not None else None
+                note = text if text is not None else _stub(message, cost, partial=keep_chars > 0)
+                if keep_chars:
+                    note = f"{preview(message.content, keep_chars)}\n{note}"
                 replacement = ToolMessage(
                     tool_call_id=message.tool_call_id,
                     name=message.name,
-                    content=text if text is not None else _stub(message, cost),
+                    content=note,
                     is_error=message.is_error,
                 )
                 saved = cost - sizes.size(replacement)
@@ -478,7 +579,7 @@ async def compact(
                 total -= saved
                 result.trimmed += 1
 
-    await trim(old)  # (1)
+    await trim(old, keep_chars=_OLD_PREVIEW_CHARS)  # (1)
     if total > target and summarize:  # (2) summarise the oldest unkept turns
         chosen: list[int] = []
         freed = 0
@@ -489,23 +590,17 @@ async def compact(
             freed += sum(sizes.size(m) for m in groups[i])
         previous = [m for m in messages[:head] if is_summary(m)]
         if chosen or previous:
-            covered = [m for i in chosen for m in groups[i]]
-            source = [*previous, *covered]
-            text = ""
-            if summarizer is not None:
-                try:
-                    text, calls = await _summarize_chunks(
-                        transcript(source),
-                        summarizer,
-                        budget=summary_tokens,
-                        input_tokens=summarizer_input_tokens,
-                        counter=sizes.counter,
-                    )
-                    result.summarizer_calls = calls
-                except Exception:  # a failing summariser must not fail the run: digest instead
-                    text = ""
-            if not text:
-                text = _fit_text(digest(source), summary_tokens, sizes.counter)
+            covered = [m for i in chosen for m in originals[i]]
+            text = await _summary_text(
+                previous,
+                covered,
+                task=[m for g in groups for m in g if id(m) in pinned_ids],
+                budget=summary_tokens,
+                summarizer=summarizer,
+                input_tokens=summarizer_input_tokens,
+                counter=sizes.counter,
+                result=result,
+            )
             summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
             new_cost = sizes.size(summary) - sum(sizes.size(m) for m in previous)
             if new_cost < freed:
@@ -521,8 +616,8 @@ async def compact(
                 if total <= target:
                     return result
                 head = len(system) + 1
-    if total > target:  # (3) the recent turns too, oldest first
-        await trim(sorted(recent))
+    if total > target:  # (3) the recent turns too, oldest first, keeping a preview of each
+        await trim(sorted(recent), keep_chars=_RECENT_PREVIEW_CHARS)
     system_part = result.messages[:head] if result.summarized else list(messages[:head])
     result.messages = [*system_part, *(m for g in groups for m in g)]
     result.after = total

@@ -3,7 +3,8 @@
 The parent calls ``task(description, agent="general-purpose")``; a subagent starts with a clean
 context (only the description), works with its own tools, and returns one final report, which is
 all the parent sees. Several ``task`` calls of one turn run in parallel, in the same TaskGroup as
-the parent's other tool calls; each subagent's usage is added to the parent run's usage.
+the parent's other tool calls; each subagent's usage is added to the parent run's usage, and
+its tool calls reach the parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
 
 Subagents are typed by privilege, which picks their tools from the parent's:
 
@@ -33,6 +34,8 @@ from agentica.tools.toolkit import ToolLike
 __all__ = ["PRIVILEGE_TOOLS", "SubAgent", "SubAgents"]
 
 Privilege = Literal["explore", "research", "code", "general"]
+
+_REPORTED = frozenset({"tool_call_started", "tool_call_completed", "tool_progress"})
 
 _READ = frozenset({
     "ls", "read_file", "glob", "grep", "list_skills", "get_skill_info",
@@ -216,8 +219,14 @@ class SubAgents(Capability):
         if not isinstance(parent, Agent):
             raise ToolError("the task tool can only be used by an agent's run")
         child = self._child(parent, spec)
+        source = f"task:{agent}"
         try:
-            response = await child.run(description, deps=ctx.deps)
+            stream = child.run_stream(description, deps=ctx.deps, stream_model=False)
+            async with stream:
+                async for event in stream:  # the parent's stream shows the subagent's steps
+                    if event.kind in _REPORTED:
+                        ctx.report(source, event)
+            response = stream.response
         except AgenticaError as exc:
             raise ToolError(
                 f"the {agent} subagent failed: {type(exc).__name__}: {exc}. Do the subtask "

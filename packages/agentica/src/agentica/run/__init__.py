@@ -24,6 +24,7 @@ from agentica.run.events import (
     ToolCallCompleted,
     ToolCallDelta,
     ToolCallStarted,
+    ToolProgress,
 )
 from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, run_events
@@ -55,6 +56,7 @@ __all__ = [
     "ToolCallCompleted",
     "ToolCallDelta",
     "ToolCallStarted",
+    "ToolProgress",
     "model_summarizer",
     "output_schema_for",
     "run_events",

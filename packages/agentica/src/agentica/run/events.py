@@ -7,6 +7,7 @@ RunStarted
     TextDelta / ReasoningDelta / ToolCallDelta ...   (only when streaming from the model)
   ModelResponseReceived
   ToolCallStarted ...      (phase 1: in call order)
+  ToolProgress ...         (while the calls run: updates a tool reports, e.g. a subagent's steps)
   ToolCallCompleted ...    (phase 3: in call order, after all calls of the turn finished)
   ModelRequestStarted(turn=2)
   ...
@@ -42,6 +43,7 @@ __all__ = [
     "ToolCallCompleted",
     "ToolCallDelta",
     "ToolCallStarted",
+    "ToolProgress",
 ]
 
 
@@ -113,6 +115,17 @@ class ToolCallCompleted:
 
 
 @dataclass(slots=True)
+class ToolProgress:
+    """An update a running tool reported (``RunContext.report``): ``source`` names the tool or
+    subagent (e.g. ``"task:explore"``), ``update`` is what it reported (a subagent sends the
+    ``RunEvent``s of its own run)."""
+
+    source: str
+    update: object
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(slots=True)
 class RunCompleted:
     response: RunResponse
     kind: Literal["run_completed"] = "run_completed"
@@ -127,6 +140,7 @@ RunEvent: TypeAlias = (
     | ToolCallDelta
     | ModelResponseReceived
     | ToolCallStarted
+    | ToolProgress
     | ToolCallCompleted
     | RunCompleted
 )

@@ -63,6 +63,7 @@ from agentica.run.events import (
     RunStarted,
     ToolCallCompleted,
     ToolCallStarted,
+    ToolProgress,
 )
 from agentica.run.limits import RunLimits
 from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
@@ -289,6 +290,34 @@ async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
                 "max_wall_time", state.limits.max_wall_time, "the run took too long"
             ) from None
         raise
+
+
+async def _with_progress(
+    ctx: RunContext[Any], work: Awaitable[None]
+) -> AsyncGenerator[ToolProgress, None]:
+    """Await ``work`` (the turn's tool calls), yielding what the tools report meanwhile."""
+    updates: asyncio.Queue[ToolProgress] = asyncio.Queue()
+    ctx.set_progress(lambda source, update: updates.put_nowait(ToolProgress(source, update)))
+    task = asyncio.ensure_future(work)
+    try:
+        while not task.done():
+            getter = asyncio.ensure_future(updates.get())
+            try:
+                await asyncio.wait((task, getter), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():  # the calls finished first (or the run was cancelled)
+                    getter.cancel()
+                    await asyncio.gather(getter, return_exceptions=True)
+            if not getter.cancelled():
+                yield getter.result()
+        while not updates.empty():
+            yield updates.get_nowait()
+        await task  # its result or its error
+    finally:
+        ctx.set_progress(None)
+        if not task.done():  # the stream was closed or cancelled mid-turn
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _model_events(
@@ -772,7 +801,7 @@ async def run_events(
                     continue
             for call in calls:  # phase 1: started events, in call order
                 yield ToolCallStarted(call=call)
-            await _within(  # phase 2: all calls concurrently (not those already decided)
+            work = _within(  # phase 2: all calls concurrently (not those already decided)
                 state,
                 execute_calls(
                     [c for c in calls if c.status == "pending"],
@@ -782,6 +811,9 @@ async def run_events(
                     guardrails=agent.guardrails.tools,
                 ),
             )
+            async with aclosing(_with_progress(state.ctx, work)) as updates:
+                async for progress in updates:
+                    yield progress
             for capability in agent.capabilities:
                 await capability.after_tools(state.ctx, calls)
             state.window.evict(calls)

@@ -272,8 +272,8 @@ class ContextWindow:
             return f"[{message.name} result: an older output]\n{line}"
         path = self.results.save(message.tool_call_id, message.name, message.content)
         return (
-            f"[The {message.name} result was moved out of the conversation to save context; it "
-            f"is in {path} (read_file to see it again).]"
+            f"[The full {message.name} result was moved out of the conversation to save context; "
+            f"it is in {path} (read_file to see it again).]"
         )
 
     # ---------------------------------------------------------------------------- compaction
@@ -317,7 +317,9 @@ class ContextWindow:
                 base=base,
                 pinned=pinned,
                 keep_recent=policy.keep_recent,
-                summary_tokens=policy.summary_tokens,
+                summary_tokens=min(policy.summary_tokens, max(budget.usable // 8, 64))
+                if budget is not None
+                else policy.summary_tokens,
                 summarizer=self.summarizer,
                 summarizer_input_tokens=policy.summarizer_input_tokens
                 or max((budget.usable if budget else tokens) // 3, 256),

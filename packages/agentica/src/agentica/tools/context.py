@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from agentica.messages import RunUsage
@@ -35,6 +36,7 @@ class RunContext(Generic[DepsT]):
     __slots__ = (
         "_agent",
         "_cancel",
+        "_progress",
         "deps",
         "input",
         "run_id",
@@ -69,11 +71,26 @@ class RunContext(Generic[DepsT]):
             weakref.ref(agent) if agent is not None else None
         )
         self._cancel = threading.Event()
+        self._progress: Callable[[str, object], None] | None = None
 
     @property
     def agent(self) -> Any:
         """The agent running this run, or ``None`` if it is gone (held weakly)."""
         return self._agent() if self._agent is not None else None
+
+    def report(self, source: str, update: object) -> None:
+        """Send a progress update of a running tool to whoever streams the run.
+
+        ``run_stream()`` yields it as a ``ToolProgress(source, update)`` event while the turn's
+        tools are still running (a subagent reports its own run's events this way); without a
+        stream consumer the update is dropped.
+        """
+        if self._progress is not None:
+            self._progress(source, update)
+
+    def set_progress(self, sink: Callable[[str, object], None] | None) -> None:
+        """Where ``report()`` sends updates (the run engine sets it while tools run)."""
+        self._progress = sink
 
     @property
     def cancelled(self) -> bool:
