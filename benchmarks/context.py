@@ -199,7 +199,7 @@ LOCAL_WINDOW = 8_192
 LOCAL_TASK = (
     "Read the {n} parts of the log, notes/part01.txt to notes/part{n:02d}.txt, one read_file "
     "call per step, in order. Each part has a codeword. After reading all {n} parts, write the "
-    "{n} codewords to /answer.txt, one per line, and then answer with a short summary."
+    "{n} codewords to /answer.txt, one per line, then reply: done."
 )
 CODEWORDS = [
     "amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "iris", "jasper",
@@ -222,8 +222,7 @@ def local_workspace(root: Path, n: int = LOCAL_FILES) -> None:
     for i in range(1, n + 1):
         body = "\n".join(f"{j}. {filler}" for j in range(1, 13))
         nxt = (
-            f"This is the last part. Now call write_file to save the {n} codewords to "
-            "/answer.txt, one per line."
+            f"This is the last part. Now write the {n} codewords to /answer.txt, one per line."
             if i == n
             else f"{n - i} parts remain, so do not answer yet. Next step: read_file "
             f"notes/part{i + 1:02d}.txt"
@@ -312,6 +311,12 @@ def local_line(r: dict[str, Any]) -> str:
         f"parts of about 550 tokens each and writing their codewords to a file (`--local`): "
         f"with the default context policy: {cell(r['managed'])}; with `ContextPolicy.off()`: "
         f"{cell(r['off'])}."
+        + (
+            " The managed run reads every part and ends normally; its missing codewords are the "
+            "small model replying without the final write_file call (the task's last step)."
+            if not r["managed"]["error"] and r["managed"]["codewords"] < LOCAL_FILES
+            else ""
+        )
     )
 
 

@@ -249,13 +249,16 @@ def report_turns(count: int, size: int = 2_000) -> list[Message]:
     """``count`` tool turns, each result starting with a line that names its finding."""
     messages: list[Message] = []
     for n in range(1, count + 1):
-        messages.append(AssistantMessage(tool_calls=[ToolCall(id=f"r{n}", name="read", arguments=json.dumps({"n": n}))]))  # fmt: skip
+        read = ToolCall(id=f"r{n}", name="read", arguments=json.dumps({"n": n}))
+        messages.append(AssistantMessage(tool_calls=[read]))
         body = f"finding {n}: codeword-{n}\n" + "filler text of the report. " * (size // 27)
         messages.append(ToolMessage(tool_call_id=f"r{n}", name="read", content=body))
     return messages
 
 
-async def test_the_summariser_sees_results_as_they_were_with_the_task_and_a_step_log_keeps_findings() -> None:
+async def test_the_summariser_sees_original_results_and_the_task_a_step_log_keeps_findings() -> (
+    None
+):
     inputs: list[str] = []
 
     async def forgetful(text: str, budget: int) -> str:
@@ -282,7 +285,8 @@ async def test_the_summariser_sees_results_as_they_were_with_the_task_and_a_step
 
 
 async def test_recent_results_cut_last_keep_their_start_and_old_ones_a_preview() -> None:
-    messages: list[Message] = [SystemMessage(content="system"), UserMessage(content="go"), *report_turns(3, size=6_000)]  # fmt: skip
+    start: list[Message] = [SystemMessage(content="system"), UserMessage(content="go")]
+    messages = [*start, *report_turns(3, size=6_000)]
     sizes = MessageSizes(EstimateCounter())
     done = await compact(messages, target=200, sizes=sizes, keep_recent=2, summarize=False)
     results = [m for m in done.messages if isinstance(m, ToolMessage)]

@@ -172,7 +172,8 @@ async def test_a_subagents_calls_stream_to_the_parent_as_they_happen() -> None:
     updates = [p.update for p in progress]
     assert [type(u) for u in updates] == [ToolCallStarted, ToolCallCompleted] * 2
     assert [u.call.call.arguments for u in updates if isinstance(u, ToolCallCompleted)] == [
-        '{"path": "a.py"}', '{"path": "b.py"}'
+        '{"path": "a.py"}',
+        '{"path": "b.py"}',
     ]
     # the subagent's steps arrive between the task call's start and its completion
     first, last = kinds.index("tool_progress"), len(kinds) - 1 - kinds[::-1].index("tool_progress")
