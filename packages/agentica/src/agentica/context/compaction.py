@@ -19,8 +19,9 @@ assistant message with the results of its calls), never touches the leading syst
 the pinned messages (the task), bounds the summariser's input (the transcript is summarised in
 chunks, each with the summary so far) and cuts a summary that exceeds its budget. The
 summariser is a plain async function ``(transcript, budget_tokens) -> text``; the run layer
-builds one from a model, and ``digest()`` is the deterministic fallback used when there is none
-or it fails.
+builds one from a model. Every summary also carries a step log kept by compaction itself (each
+tool call with the first line of its result, under ``STEPS_HEADER``), which is all the summary
+holds when there is no summariser or it fails.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ __all__ = [
     "Offload",
     "Summarizer",
     "compact",
-    "digest",
     "is_summary",
     "preview",
     "transcript",
@@ -319,18 +319,6 @@ def _call_line(call_name: str, arguments: str) -> str:
     except ValueError:
         args = arguments
     return f"{call_name}({_short(args, 120)})"
-
-
-def digest(messages: Sequence[Message]) -> str:
-    """A deterministic summary: one line per step (what was asked, called and returned)."""
-    lines: list[str] = []
-    for message in messages:
-        if is_summary(message):
-            assert isinstance(message, SystemMessage)
-            prose, steps = _split_summary(message)
-            lines += [prose, *steps] if prose else steps
-    lines += _step_lines([m for m in messages if not is_summary(m)])
-    return "\n".join(lines)
 
 
 def _step_lines(messages: Sequence[Message]) -> list[str]:
