@@ -103,9 +103,10 @@ async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
     return {key: statistics.median(values) for key, values in out.items()}
 
 
-async def bench_demo(model: LocalModel, runs: int, deep: bool = False) -> dict[str, Any]:
+async def bench_demo(model: LocalModel, runs: int, deep: bool = True) -> dict[str, Any]:
     walls, successes, first_try = [], 0, 0
     used: dict[str, int] = {"task": 0, "edit_file": 0, "read_file": 0, "write_todos": 0}
+    closed = 0  # runs whose todo list ended with every step completed
     quiet = Console(quiet=True)
     for number in range(runs):
         root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"), deep=deep)
@@ -121,12 +122,14 @@ async def bench_demo(model: LocalModel, runs: int, deep: bool = False) -> dict[s
             }
             for name in used:
                 used[name] += name in names
+            todos = result.todos
+            closed += bool(todos) and all(t.get("status") == "completed" for t in todos)
         console.print(f"  demo run {number + 1}: {'ok' if ok else 'FAILED'} in {walls[-1]:.1f} s")
         shutil.rmtree(root, ignore_errors=True)
     return {
         "demo/runs": runs, "demo/successes": successes, "demo/first_try": first_try,
         "demo/wall_median_s": statistics.median(walls), "demo/wall_max_s": max(walls),
-        "demo/deep": deep,
+        "demo/deep": deep, "demo/todos_closed": closed,
         **{f"demo/used/{name}": count for name, count in used.items()},
     }  # fmt: skip
 
@@ -150,17 +153,19 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
     if "demo/runs" in r:
         lines += [
             "",
-            f"Main job (`agentica demo` task): {r['demo/successes']}/{r['demo/runs']} runs "
+            f"Main job (`agentica demo{'' if r['demo/deep'] else ' --simple'}`): "
+            f"{r['demo/successes']}/{r['demo/runs']} runs "
             f"succeeded ({r['demo/first_try']} without a follow-up from the check); wall time "
             f"median {r['demo/wall_median_s']:.1f} s, "
             f"max {r['demo/wall_max_s']:.1f} s (model already loaded).",
         ]
         if r["demo/deep"]:
             lines[-1] += (
-                " `--deep` (a `DeepAgent`); runs in which it delegated to a subagent (`task`): "
+                " A `DeepAgent`; runs in which it planned with `write_todos`: "
+                f"{r['demo/used/write_todos']}, ended with every todo completed: "
+                f"{r['demo/todos_closed']}, delegated to a subagent (`task`): "
                 f"{r['demo/used/task']}, edited the report (`edit_file`): "
-                f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}, "
-                f"wrote todos: {r['demo/used/write_todos']}."
+                f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}."
             )
     return "\n".join(lines)
 
@@ -171,13 +176,15 @@ async def main_async(args: argparse.Namespace) -> None:
     await model.start()
     results = await bench_adapter(model, args.repeat)
     if args.demo_runs:
-        results |= await bench_demo(model, args.demo_runs, deep=args.deep)
+        results |= await bench_demo(model, args.demo_runs, deep=not args.simple)
     markdown = table(results, model)
     print(markdown)
     (ROOT / ".bench-out").mkdir(exist_ok=True)
     (ROOT / ".bench-out" / "local.json").write_text(json.dumps(results, indent=2))
     if args.write_docs:
-        write_section("local", "uv run python benchmarks/local_model.py --write-docs", markdown)
+        flags = " --simple" if args.simple else ""
+        command = f"uv run python benchmarks/local_model.py{flags} --write-docs"
+        write_section("local", command, markdown)
 
 
 def main() -> None:
@@ -185,7 +192,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--demo-runs", type=int, default=5)
-    parser.add_argument("--deep", action="store_true", help="the demo with --deep")
+    parser.add_argument("--simple", action="store_true", help="the demo with --simple")
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -33,6 +33,7 @@ from agentica.messages import (
 )
 from agentica.models import ModelRequest
 from agentica.run.events import (
+    AnswerSentBack,
     ModelRequestStarted,
     ModelResponseReceived,
     RunCompleted,
@@ -310,7 +311,10 @@ async def test_structured_output_is_validated_and_retried() -> None:
         ]
     )
     agent = Agent(model=model, output_type=Weather)
-    response = await agent.run("weather?")
+    async with agent.run_stream("weather?") as stream:
+        sources = [e.source async for e in stream if isinstance(e, AnswerSentBack)]
+    response = stream.response
+    assert sources == ["output_type"]
     assert response.output == Weather(city="Paris", celsius=21.5)
     schema = model.requests[0].output_schema
     assert schema is not None and schema.name == "Weather"

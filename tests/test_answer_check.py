@@ -70,3 +70,27 @@ async def test_a_failed_call_does_not_count_as_using_a_file() -> None:
     check = model.requests[2].messages[-1]
     assert isinstance(check, UserMessage) and check.text.startswith("The task names data.csv")
     assert "read_file(" in check.text and "-> error: " in check.text
+
+
+async def test_the_stream_says_which_check_sent_the_answer_back() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from agentica.cli.render import EventPrinter
+    from agentica.run import AnswerSentBack
+
+    model = ScriptedModel([tool_calls(call("write_file", path="a", content="b")), "early", "ok"])
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    out = StringIO()
+    printer = EventPrinter(Console(file=out, width=200, color_system=None))
+    sent_back: list[AnswerSentBack] = []
+    async with agent.run_stream("Write a") as stream:
+        async for event in stream:
+            printer(event)
+            if isinstance(event, AnswerSentBack):
+                sent_back.append(event)
+    assert stream.response.content == "ok"
+    assert [(e.turn, e.source) for e in sent_back] == [(2, "answer_check")]
+    assert sent_back[0].message == model.requests[2].messages[-1].text
+    assert "↺ answer_check sent the answer back: " in out.getvalue()

@@ -366,17 +366,15 @@ async def test_tool_results_and_user_text_share_one_user_turn(
         ToolMessage(tool_call_id="toolu_a", name="add", content="3"),
         ToolMessage(tool_call_id="toolu_b", name="lookup", content="bad arguments", is_error=True),
         UserMessage(content="Also, hurry."),  # joins the tool results' user turn
-        SystemMessage(content="Second rule."),  # a late system message joins `system`
+        SystemMessage(content="Todos: x"),  # a late system message (a slot) stays in place
     ]
     server = await fake_anthropic(lambda body: "done")
     model = make_model(server.base_url, prompt_caching=False)
     await model.response(ModelRequest(messages=messages, tools=[ADD, LOOKUP]))
 
     (sent,) = server.requests
-    assert sent["system"] == [
-        {"type": "text", "text": "First rule."},
-        {"type": "text", "text": "Second rule."},
-    ]
+    # ... as text of the user turn: `system` (the start of the cached prefix) is unchanged
+    assert sent["system"] == [{"type": "text", "text": "First rule."}]
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
     assert sent["messages"][0]["content"] == [
         {"type": "text", "text": "Add and look up."},
@@ -392,6 +390,7 @@ async def test_tool_results_and_user_text_share_one_user_turn(
             "is_error": True,
         },
         {"type": "text", "text": "Also, hurry."},
+        {"type": "text", "text": "Todos: x"},
     ]
     assert request_error(sent) is None
 

@@ -53,8 +53,13 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     assert response.usage.requests == len(model.requests) + len(helper.requests)
     first = model.requests[0].messages[0]
     assert isinstance(first, SystemMessage) and "write_todos" in first.content
-    nudge = model.requests[5].messages[-1]
+    nudge = model.requests[5].messages[-2]  # then the todo slot
     assert isinstance(nudge, UserMessage) and "still has open steps" in nudge.text
+    # the nudge shows the call that closes the list, with the list's own steps
+    assert (
+        'write_todos({"todos": [{"content": "find the bug", "status": "completed"}, '
+        '{"content": "fix and test", "status": "completed"}]})'
+    ) in nudge.text
     todo_slot = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
     assert any("[>] find the bug" in m.content for m in todo_slot)
     assert agent.memory.state["todos"][1]["status"] == "completed"

@@ -39,9 +39,13 @@ async def test_written_todos_are_in_the_session_state_and_in_the_next_requests_s
     assert agent.memory.state["todos"] == PLAN
     assert todo_slots(model.requests[0]) == []  # nothing shown while the list is empty
     assert todo_slots(model.requests[1]) == [SLOT]
-    # the slot comes right after the instructions and is not kept in the history
-    assert model.requests[1].messages[1] == SystemMessage(content=SLOT)
-    assert tool_results(model.requests[1])[0].content == f"Todos saved: {SLOT[7:]}"
+    # the slot comes last (the prompt before it stays cacheable) and is not kept in the history
+    assert model.requests[1].messages[-1] == SystemMessage(content=SLOT)
+    assert SystemMessage(content=SLOT) not in agent.memory.messages
+    assert tool_results(model.requests[1])[0].content == (
+        f"Todos saved: {SLOT[7:]}\nNext: do the step 'Write the code' now with a tool call; "
+        "when it is done, mark it completed with write_todos."
+    )
     await agent.run("Go on")
     assert todo_slots(model.requests[2]) == [SLOT]  # the next run sees it too, once
 
@@ -158,7 +162,7 @@ async def test_an_answer_with_open_steps_is_sent_back_a_bounded_number_of_times(
     agent = Agent(model=model, capabilities=[Todos(max_nudges=2)])
     response = await agent.run("do it")
     assert response.content == "read" and model.remaining == 0  # two nudges, then it ends
-    nudge = model.requests[2].messages[-1]
+    nudge = model.requests[2].messages[-2]  # then the todo slot
     assert isinstance(nudge, UserMessage) and nudge.text.startswith(
         "Your todo list still has open steps: [ ] write."
     )
@@ -166,3 +170,18 @@ async def test_an_answer_with_open_steps_is_sent_back_a_bounded_number_of_times(
     model = ScriptedModel([tool_calls(call("write_todos", todos=done)), "all done"])
     agent = Agent(model=model, capabilities=[Todos()])
     assert (await agent.run("do it")).content == "all done" and model.remaining == 0
+
+
+async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
+    done = [{"content": step["content"], "status": "completed"} for step in PLAN]
+    first_open = [{"content": "a", "status": "pending"}, {"content": "b", "status": "pending"}]
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=first_open)),
+        tool_calls(call("write_todos", todos=done)),
+        "Done.",
+    ])  # fmt: skip
+    await Agent(model=model, capabilities=[Todos()]).run("Build it")
+    assert "Next: do the step 'a' now" in tool_results(model.requests[1])[0].content
+    assert tool_results(model.requests[2])[-1].content.endswith(
+        "Every step is completed: check the result, then give your final answer."
+    )

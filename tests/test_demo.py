@@ -20,30 +20,40 @@ def quiet() -> Console:
 
 
 async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path) -> None:
-    root = prepare_workspace(str(tmp_path), deep=True)
+    root = prepare_workspace(str(tmp_path))
     assert "TODO" in (root / "report.md").read_text()
+    steps = ["compute totals", "edit report", "check report"]
     model = ScriptedModel([
+        tool_calls(call("write_todos", todos=steps)),
         tool_calls(call("task", description="Compute the totals per region")),
         # the subagent (same model): runs Python, reports
         tool_calls(call("run_python", code="print('north 165, south 180, east 90')")),
         "north 165, south 180, east 90",
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=ROWS)),
         tool_calls(call("read_file", path="report.md")),
+        "report.md has the totals.",  # too early: the todos are still open
+        tool_calls(call("write_todos", todos=[{"content": s, "status": "completed"}
+                                              for s in steps])),
         "report.md has the totals.",
         "report.md has the totals.",  # the answer check asks once
     ])  # fmt: skip
-    result = await run_demo(model, root, quiet(), deep=True)
+    result = await run_demo(model, root, quiet())
     assert result is not None and result.problem is None
     names = [c.name for c in result.responses[0].tool_calls]
-    assert names == ["task", "edit_file", "read_file"]
-    assert "north 165" in result.responses[0].tool_calls[0].content
+    assert names == ["write_todos", "task", "edit_file", "read_file", "write_todos"]
+    assert "north 165" in result.responses[0].tool_calls[1].content
     assert check_report(root) is None
+    assert [t["status"] for t in result.todos] == ["completed"] * 3
+    # the task shows the model the exact call that plans the three steps
+    assert 'write_todos({"todos": ["compute totals", "edit report", "check report"]})' in (
+        model.requests[0].messages[1].text
+    )
 
 
 async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_totals(
     tmp_path: Path,
 ) -> None:
-    root = prepare_workspace(str(tmp_path), deep=True)
+    root = prepare_workspace(str(tmp_path))
     wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
     model = ScriptedModel([
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
@@ -54,7 +64,7 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
         tool_calls(call("read_file", path="report.md")),
         "fixed", "fixed",
     ])  # fmt: skip
-    result = await run_demo(model, root, quiet(), deep=True)
+    result = await run_demo(model, root, quiet())
     assert result is not None and result.problem is None and len(result.responses) == 2
     follow_up = next(
         m for m in model.requests[4].messages if isinstance(m, UserMessage) and "checked" in m.text
@@ -63,18 +73,18 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
 
 
 def test_the_check_wants_each_region_next_to_its_total(tmp_path: Path) -> None:
-    root = prepare_workspace(str(tmp_path))
+    root = prepare_workspace(str(tmp_path), deep=False)
     (root / "report.md").write_text("| east | 165 |\n| north | 90 |\n| south | 180 |")
     assert check_report(root) == "report.md does not show the right total for north, east"
     (root / "report.md").write_text("| North | 165.0 |\n| South | 180 |\n| East | 90.00 |")
     assert check_report(root) is None
 
 
-def test_the_default_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:
-    root = prepare_workspace(str(tmp_path))
+def test_the_simple_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:
+    root = prepare_workspace(str(tmp_path), deep=False)
     assert not (root / "report.md").exists()
-    plain = demo_agent(ScriptedModel([]), root)
-    deep = demo_agent(ScriptedModel([]), root, deep=True)
+    plain = demo_agent(ScriptedModel([]), root, deep=False)
+    deep = demo_agent(ScriptedModel([]), root)
     assert not isinstance(plain, DeepAgent) and "task" not in plain.functions
     assert isinstance(deep, DeepAgent) and {"task", "edit_file", "run_python"} <= set(
         deep.functions

@@ -19,6 +19,7 @@ from agentica.guardrails import (
     tool_output_guardrail,
 )
 from agentica.messages import SystemMessage, ToolMessage, UserMessage
+from agentica.run import AnswerSentBack
 from agentica.testing import ScriptedModel, call, tool_calls
 
 
@@ -83,8 +84,11 @@ async def test_output_guardrail_sends_the_model_back_then_stops() -> None:
         return GuardrailOutput.reject("do not shout") if text.isupper() else None
 
     model = ScriptedModel(["DONE", "done"])
-    response = await Agent(model=model, guardrails=[no_shouting]).run("go")
+    async with Agent(model=model, guardrails=[no_shouting]).run_stream("go") as stream:
+        sent_back = [e async for e in stream if isinstance(e, AnswerSentBack)]
+    response = stream.response
     assert response.content == "done"
+    assert [(e.source, e.turn) for e in sent_back] == [("output_guardrail", 1)]
     retry = model.requests[1].messages[-1]
     assert isinstance(retry, UserMessage) and "do not shout" in retry.text
 

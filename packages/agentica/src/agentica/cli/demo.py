@@ -1,12 +1,12 @@
-"""``agentica demo``: the main job. An agent solves a small real task on the embedded model.
+"""``agentica demo``: the main job. A ``DeepAgent`` solves a small real task on the embedded model.
 
-By default the agent gets a workspace with a CSV of sales and four tools (list/read/write files,
-run a Python snippet, a calculator) and must write the total per region to ``report.md``.
-``--deep`` runs a ``DeepAgent`` instead (file tools, shell with ``run_python``, todos,
-subagents, repetition guard, answer check) on a report template with a ``TODO`` line: it must
-delegate the computation to a subagent, put the totals into the report with ``edit_file`` and
-read it back. The run streams to the terminal; at the end the demo checks the report against the
-true totals and prints what the agent did, the tokens and the time.
+The workspace has a CSV of sales and a report template with a ``TODO`` line. The agent (file
+tools, shell with ``run_python``, todos, subagents, repetition guard, answer check) plans the
+work with ``write_todos``, delegates the computation to a subagent that runs Python, puts the
+totals per region into the report with ``edit_file`` and reads it back. ``--simple`` gives the
+same data to a plain ``Agent`` with four tools (list/read/write files, run Python, a calculator)
+that writes ``report.md`` itself. The run streams to the terminal; at the end the demo checks the
+report against the true totals and prints what the agent did, its plan, the tokens and the time.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from agentica.agent import Agent
-from agentica.deep import AnswerCheck, DeepAgent
+from agentica.deep import AnswerCheck, DeepAgent, Todos
 from agentica.errors import AgenticaError, ToolError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
@@ -60,10 +61,12 @@ TOTALS = {"north": 165, "south": 180, "east": 90}
 REPORT_TEMPLATE = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
 DEEP_TASK = (
     "Fill in report.md with the total amount per region of sales.csv (columns region, product, "
-    "amount). 1. Call the task tool with the description 'Compute the total amount per region "
-    "in sales.csv (columns region, product, amount) with run_python and print the totals.' "
-    "2. In report.md, replace the line TODO with one table row per region (region and total) "
-    "using edit_file. 3. Read report.md to check it."
+    'amount). First plan with write_todos({"todos": ["compute totals", "edit report", '
+    '"check report"]}), then do the steps in order: 1. compute totals: call the task tool with '
+    "the description 'Compute the total amount per region in sales.csv (columns region, "
+    "product, amount) with run_python and print the totals.' 2. edit report: in report.md, "
+    "replace the line TODO with one table row per region (region and total) using edit_file. "
+    "3. check report: read report.md."
 )
 DEMO_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
@@ -216,19 +219,21 @@ def check_report(root: Path) -> str | None:
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = commands.add_parser("demo", help="run an agent on a small real task (embedded model)")
+    demo = commands.add_parser(
+        "demo", help="run a deep agent on a small real task (embedded model)"
+    )
     demo.add_argument(
         "--model", help="a model string (default: $AGENTICA_MODEL or the embedded model)"
     )
     demo.add_argument("--workspace", help="directory for the demo files (default: a new temp dir)")
     demo.add_argument(
-        "--deep",
+        "--simple",
         action="store_true",
-        help="run a DeepAgent that delegates to a subagent and edits a report template",
+        help="a plain Agent with four tools writes the report (no todos, no subagent; faster)",
     )
 
 
-def prepare_workspace(directory: str | None, *, deep: bool = False) -> Path:
+def prepare_workspace(directory: str | None, *, deep: bool = True) -> Path:
     """The demo workspace with a fresh sales.csv, and the report template when ``deep``."""
     root = Path(directory or tempfile.mkdtemp(prefix="agentica-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -239,8 +244,8 @@ def prepare_workspace(directory: str | None, *, deep: bool = False) -> Path:
     return root
 
 
-def demo_agent(model: Model, root: Path, *, deep: bool = False) -> Agent:
-    """The demo's agent: the four-tool agent, or a ``DeepAgent`` in ``root`` when ``deep``."""
+def demo_agent(model: Model, root: Path, *, deep: bool = True) -> Agent:
+    """The demo's agent: a ``DeepAgent`` in ``root``, or the four-tool agent unless ``deep``."""
     if not deep:
         tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
         return Agent(
@@ -269,10 +274,11 @@ class DemoResult:
     usage: RunUsage
     problem: str | None
     seconds: float
+    todos: list[dict[str, Any]]
 
 
 async def run_demo(
-    model: Model, root: Path, console: Console, *, follow_ups: int = 2, deep: bool = False
+    model: Model, root: Path, console: Console, *, follow_ups: int = 2, deep: bool = True
 ) -> DemoResult | None:
     """Run the demo task with ``model`` in ``root``, streaming to ``console``.
 
@@ -317,15 +323,17 @@ async def run_demo(
         return None
     finally:
         await model.aclose()
-    return DemoResult(responses, agent.usage, problem, time.perf_counter() - began)
+    todos = agent.memory.state.get("todos")
+    plan = [t for t in todos if isinstance(t, dict)] if isinstance(todos, list) else []
+    return DemoResult(responses, agent.usage, problem, time.perf_counter() - began, plan)
 
 
 def run(args: argparse.Namespace) -> int:
 
     console = Console(highlight=False)
-    root = prepare_workspace(args.workspace, deep=args.deep)
+    root = prepare_workspace(args.workspace, deep=not args.simple)
     model = resolve_model(args.model)
-    result = asyncio.run(run_demo(model, root, console, deep=args.deep))
+    result = asyncio.run(run_demo(model, root, console, deep=not args.simple))
     if result is None:
         return 1
     console.print("\n[bold]what the agent did:[/]")
@@ -333,6 +341,8 @@ def run(args: argparse.Namespace) -> int:
         for call in response.tool_calls:
             mark = "[green]✓[/]" if call.status == "success" else "[red]✗[/]"
             console.print(f"  {mark} {call.name}({call.call.arguments[:80]})")
+    if result.todos:
+        console.print(Text.assemble(("its plan: ", "bold"), Todos.render(result.todos)))
     if result.problem is None:
         console.print(f"[bold green]✓ report.md has the right totals[/] ({root / 'report.md'})")
     else:

@@ -2,7 +2,8 @@
 
 Text streams as it arrives; each tool call shows as one line when it starts and one when it ends
 (name, arguments, duration, the start of its result or error); a subagent's calls show indented
-under its ``task`` call, prefixed with its kind; the run ends with a summary line of turns, tool
+under its ``task`` call, prefixed with its kind; an answer a check sent back shows as one line
+naming the check and what it asked; the run ends with a summary line of turns, tool
 calls, tokens, cost and time.
 """
 
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from agentica.run.events import (
+    AnswerSentBack,
     ModelRequestStarted,
     ReasoningDelta,
     RunCompleted,
@@ -90,6 +92,16 @@ class EventPrinter:
             if isinstance(update, ToolCallStarted | ToolCallCompleted):
                 prefix = Text("  " * len(sources) + f"[{' > '.join(sources)}] ", style="magenta")
                 self.console.print(Text.assemble(prefix, _call_line(update)))
+        elif isinstance(event, AnswerSentBack):
+            self._end_text()
+            self.console.print(
+                Text.assemble(
+                    ("↺ ", "yellow"),
+                    (event.source, "bold yellow"),
+                    (" sent the answer back: ", "yellow"),
+                    (_clip(event.message, 140), "dim"),
+                )
+            )
         elif isinstance(event, RunCompleted):
             self._end_text()
             if not event.response.content and event.response.output is None:

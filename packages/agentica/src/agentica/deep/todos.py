@@ -46,6 +46,9 @@ _STATUS_ALIASES = {
 }
 
 
+_MAX_EXAMPLE = 400  # characters of the write_todos example a nudge shows
+
+
 def _no_description(schema: dict[str, Any]) -> None:
     schema.pop("description", None)  # the class docstring: tokens the model does not need
 
@@ -109,6 +112,18 @@ def _render(items: list[dict[str, Any]]) -> str:
     return "  ".join(f"{_MARKS.get(str(i.get('status')), '[ ]')} {i.get('content')}" for i in items)
 
 
+def _next_step(items: list[dict[str, Any]]) -> str:
+    """What to do now, after the list was saved (a small model otherwise stops after planning)."""
+    open_items = [i for i in items if i.get("status") != "completed"]
+    if not open_items:
+        return "Every step is completed: check the result, then give your final answer."
+    step = next((i for i in open_items if i.get("status") == "in_progress"), open_items[0])
+    return (
+        f"Next: do the step {step.get('content')!r} now with a tool call; when it is done, "
+        "mark it completed with write_todos."
+    )
+
+
 class Todos(Capability):
     """A to-do list the model keeps with ``write_todos``/``read_todos`` and sees every turn.
 
@@ -136,6 +151,11 @@ class Todos(Capability):
     def tools(self) -> tuple[ToolLike, ...]:
         return self._tools
 
+    @staticmethod
+    def render(items: list[dict[str, Any]]) -> str:
+        """A list in the compact one-line form the model sees: ``[x] a  [>] b  [ ] c``."""
+        return _render(items)
+
     def items(self, ctx: RunContext[Any]) -> list[dict[str, Any]]:
         """The current list (plain dicts), read from the agent's session state."""
         agent = ctx.agent
@@ -155,10 +175,15 @@ class Todos(Capability):
         if not open_items or nudged >= self.max_nudges:
             return None
         ctx.state[f"{self.name}.nudges"] = nudged + 1
+        done = [{"content": i.get("content"), "status": "completed"} for i in self.items(ctx)]
+        example = json.dumps({"todos": done}, ensure_ascii=False)
+        if len(example) > _MAX_EXAMPLE:
+            example = '{"todos": [{"content": "...", "status": "completed"}, ...]}'
         return (
-            f"Your todo list still has open steps: {_render(open_items)}. Do the next step now "
-            "with a tool call, then mark it completed with write_todos. If a step is not needed, "
-            "mark it completed and say why."
+            f"Your todo list still has open steps: {_render(open_items)}. If you have already "
+            "done them (or they are not needed), call write_todos with the whole list and "
+            f"every done step completed, e.g. write_todos({example}). Otherwise do the next "
+            "open step now with a tool call."
         )
 
     # ------------------------------------------------------------------------------ tools
@@ -186,7 +211,9 @@ class Todos(Capability):
             raise ToolError("The agent is gone: the todo list cannot be saved.")
         items = [item.model_dump() for item in todos]
         agent.memory.state[self.key] = items
-        return f"Todos saved: {_render(items)}" if items else "Todo list cleared."
+        if not items:
+            return "Todo list cleared."
+        return f"Todos saved: {_render(items)}\n{_next_step(items)}"
 
     async def read_todos(self, ctx: RunContext[Any]) -> str:
         """Return your todo list."""

@@ -329,14 +329,21 @@ class Claude:
     def _conversation(
         self, messages: Sequence[Message]
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The ``system`` blocks and the alternating ``messages`` of a request."""
+        """The ``system`` blocks and the alternating ``messages`` of a request.
+
+        The leading system messages are the ``system`` parameter. A system message later in the
+        conversation (a per-turn slot, a summary) becomes text in the user turn where it is:
+        moving it into ``system`` would change the start of every request, which the prompt
+        cache keys on."""
         system: list[dict[str, Any]] = []
         turns: list[dict[str, Any]] = []
         for message in messages:
             role, blocks = self._blocks(message)
-            if role == "system":
+            if role == "system" and not turns:
                 system.extend(blocks)
                 continue
+            if role == "system":
+                role = "user"
             if not blocks:  # an empty message: the API rejects empty content
                 continue
             if turns and turns[-1]["role"] == role:

@@ -93,8 +93,15 @@ def prompted_messages(
 ) -> list[Message]:
     """``messages`` for a model without native tool calling: one system message that offers the
     tools, earlier calls as JSON text, and results as ``<tool_response>`` blocks of a user turn.
-    Only system, user and assistant text messages remain."""
-    system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+    Only system, user and assistant text messages remain.
+
+    The leading system messages become the system turn; a system message later in the
+    conversation (a per-turn slot, a summary) stays a system turn where it is, so the prompt
+    before it is unchanged and the server's prompt cache still covers it."""
+    lead = 0
+    while lead < len(messages) and isinstance(messages[lead], SystemMessage):
+        lead += 1
+    system = "\n\n".join(m.content for m in messages[:lead] if isinstance(m, SystemMessage))
     system = system or DEFAULT_SYSTEM
     if tools:
         system = f"{system}\n\n{tool_instructions(tools, parallel=parallel)}"
@@ -107,12 +114,14 @@ def prompted_messages(
             out.append(UserMessage(content=body))
             pending.clear()
 
-    for message in messages:
+    for message in messages[lead:]:
         if isinstance(message, ToolMessage):
             pending.append(message.content)
             continue
         flush_results()
-        if isinstance(message, AssistantMessage):
+        if isinstance(message, SystemMessage):
+            out.append(message)
+        elif isinstance(message, AssistantMessage):
             parts = [p for p in (message.content, _call_json(message)) if p]
             out.append(AssistantMessage(content="\n".join(parts)))
         elif isinstance(message, UserMessage):

@@ -13,6 +13,7 @@
 
 from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.events import (
+    AnswerSentBack,
     ContextCompacted,
     ModelRequestStarted,
     ModelResponseReceived,
@@ -35,6 +36,7 @@ from agentica.run.window import ContextWindow, model_summarizer
 
 __all__ = [
     "AgentMemory",
+    "AnswerSentBack",
     "ContextCompacted",
     "ContextWindow",
     "Decision",

@@ -10,8 +10,9 @@ Hooks, all optional (the defaults do nothing):
 - ``instructions(ctx)``: text added to the system prompt once per run;
 - ``allowed_tools(ctx)``: the names of the tools the model may use for the next call, or
   ``None`` for no restriction (a skill's allowed tools); several restrictions intersect;
-- ``system_slot(ctx)``: text shown to the model before every model call, in a system message that
-  is replaced each turn rather than appended to the history (for example the variable directory);
+- ``system_slot(ctx)``: text shown to the model before every model call, in a system message at
+  the end of the request that is replaced each turn rather than appended to the history (for
+  example the variable directory); at the end it leaves the prompt cache of the rest intact;
 - ``after_tools(ctx, calls)``: called after a turn's tool calls ran and before the model sees their
   results (archive them, annotate them, or fail them);
 - ``needs_approval(ctx, call)``: a ``PendingCall`` when the call must wait for a person's

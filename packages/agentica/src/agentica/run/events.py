@@ -6,6 +6,7 @@ RunStarted
   ModelRequestStarted(turn=1, context_tokens=..., context_limit=...)
     TextDelta / ReasoningDelta / ToolCallDelta ...   (only when streaming from the model)
   ModelResponseReceived
+  AnswerSentBack           (only when the reply was a final answer that did not end the run)
   ToolCallStarted ...      (phase 1: in call order)
   ToolProgress ...         (while the calls run: updates a tool reports, e.g. a subagent's steps)
   ToolCallCompleted ...    (phase 3: in call order, after all calls of the turn finished)
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from agentica.run.result import RunResponse
 
 __all__ = [
+    "AnswerSentBack",
     "ContextCompacted",
     "ModelRequestStarted",
     "ModelResponseReceived",
@@ -103,6 +105,24 @@ class ModelResponseReceived:
 
 
 @dataclass(slots=True)
+class AnswerSentBack:
+    """The model answered, but the run goes on: ``source`` sent it back with ``message``.
+
+    Attributes:
+        turn: the model call whose answer was sent back.
+        source: what sent it back: a capability's name (``"answer_check"``, ``"todos"``,
+            ``"heartbeat"``, ...), ``"output_guardrail"`` or ``"output_type"`` (the answer did
+            not parse as the agent's output type).
+        message: the text the model gets next (a user message in the conversation).
+    """
+
+    turn: int
+    source: str
+    message: str
+    kind: Literal["answer_sent_back"] = "answer_sent_back"
+
+
+@dataclass(slots=True)
 class ToolCallStarted:
     call: FunctionCall
     kind: Literal["tool_call_started"] = "tool_call_started"
@@ -139,6 +159,7 @@ RunEvent: TypeAlias = (
     | ReasoningDelta
     | ToolCallDelta
     | ModelResponseReceived
+    | AnswerSentBack
     | ToolCallStarted
     | ToolProgress
     | ToolCallCompleted

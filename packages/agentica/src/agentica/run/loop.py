@@ -55,6 +55,7 @@ from agentica.models.base import (
 from agentica.models.pricing import ModelPrice, cost_of, price_for
 from agentica.run.approval import Decision, PendingCall, apply_decisions, arguments_of
 from agentica.run.events import (
+    AnswerSentBack,
     ContextCompacted,
     ModelRequestStarted,
     ModelResponseReceived,
@@ -401,20 +402,30 @@ async def _slots(agent: Agent, state: _RunState) -> list[Message]:
 
 
 def _with_slots(messages: list[Message], slots: list[Message]) -> list[Message]:
-    """The request's messages: ``slots`` inserted after the leading system message."""
-    if not slots:
-        return list(messages)
-    head = 1 if messages and isinstance(messages[0], SystemMessage) else 0
-    return [*messages[:head], *slots, *messages[head:]]
+    """The request's messages: ``slots`` after the last message.
+
+    At the end, a slot that changes from turn to turn (the todo list, a checkpoint) leaves the
+    rest of the prompt as it was, so a provider's prompt cache (or llama.cpp's KV cache) still
+    covers the whole conversation; and the model reads it last, next to what it does now."""
+    return [*messages, *slots] if slots else list(messages)
 
 
-async def _review(agent: Agent, state: _RunState, message: AssistantMessage) -> UserMessage | None:
+async def _review(
+    agent: Agent, state: _RunState, message: AssistantMessage
+) -> AnswerSentBack | None:
     """The first capability's request to keep working instead of finishing, if any."""
     for capability in agent.capabilities:
         text = await capability.review_answer(state.ctx, message)
         if text:
-            return UserMessage(content=text)
+            return AnswerSentBack(turn=state.turn, source=capability.name, message=text)
     return None
+
+
+def _send_back(state: _RunState, text: str) -> None:
+    """The model's answer did not end the run: ``text`` is what the model reads next."""
+    message = UserMessage(content=text)
+    state.messages.append(message)
+    state.new_messages.append(message)
 
 
 async def _check_input(agent: Agent, state: _RunState) -> None:
@@ -431,7 +442,7 @@ async def _check_input(agent: Agent, state: _RunState) -> None:
 
 async def _check_output(
     agent: Agent, state: _RunState, message: AssistantMessage
-) -> UserMessage | None:
+) -> AnswerSentBack | None:
     """The output guardrails: ``stop`` raises; ``reject`` sends the model back (bounded)."""
     verdict = await run_guardrails(agent.guardrails.outputs, state.ctx, message.content or "")
     if verdict is None:
@@ -439,7 +450,8 @@ async def _check_output(
     if verdict.output.action == "stop" or state.output_retries >= state.limits.max_output_retries:
         raise verdict.error()
     state.output_retries += 1
-    return UserMessage(content=f"Your answer was refused: {verdict.output.message} Answer again.")
+    text = f"Your answer was refused: {verdict.output.message} Answer again."
+    return AnswerSentBack(turn=state.turn, source="output_guardrail", message=text)
 
 
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
@@ -779,8 +791,8 @@ async def run_events(
                     if review is None:
                         review = await _check_output(agent, state, message)
                     if review is not None:
-                        state.messages.append(review)
-                        state.new_messages.append(review)
+                        _send_back(state, review.message)
+                        yield review
                         continue
                     if agent.output_type is None:
                         finished = _finish(agent, state, message, None)
@@ -795,9 +807,8 @@ async def run_events(
                             f"{state.output_retries} retries: {value}"
                         )
                     state.output_retries += 1
-                    retry = UserMessage(content=value)
-                    state.messages.append(retry)
-                    state.new_messages.append(retry)
+                    _send_back(state, value)
+                    yield AnswerSentBack(turn=state.turn, source="output_type", message=value)
                     continue
             for call in calls:  # phase 1: started events, in call order
                 yield ToolCallStarted(call=call)

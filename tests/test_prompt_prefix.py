@@ -1,0 +1,59 @@
+"""Per-turn slots go last, so the prompt before them is the same from one call to the next.
+
+A slot that changes every turn (the todo list, a checkpoint) used to sit right after the
+instructions: every change re-sent a different prompt from the start, and llama.cpp (or a
+provider's prompt cache) had to process the whole conversation again. Measured on the embedded
+model with a 2,160-token conversation: 38 s per request with the slot in front, 0.5 s with it at
+the end (2,157 tokens from the KV cache)."""
+
+from __future__ import annotations
+
+import itertools
+
+from agentica import Agent
+from agentica.deep import Todos
+from agentica.messages import AssistantMessage, SystemMessage, UserMessage
+from agentica.models.chat_template import render_chatml
+from agentica.testing import ScriptedModel, call, tool_calls
+
+
+def test_a_late_system_message_stays_where_it_is_in_the_chatml_prompt() -> None:
+    convo = [
+        SystemMessage(content="Be brief."),
+        UserMessage(content="Plan it."),
+        AssistantMessage(content="Planned."),
+    ]
+    one = render_chatml([*convo, SystemMessage(content="Todos: [ ] a")])
+    two = render_chatml([*convo, SystemMessage(content="Todos: [x] a")])
+    head = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nPlan it.<|im_end|>\n"
+    assert one.startswith(head) and two.startswith(head)
+    assert one.endswith("<|im_start|>system\nTodos: [ ] a<|im_end|>\n<|im_start|>assistant\n")
+    common = len(one) - len("[ ] a<|im_end|>\n<|im_start|>assistant\n")
+    assert one[:common] == two[:common]  # only the slot differs
+    # leading system messages still make one system turn
+    merged = render_chatml([SystemMessage(content="A."), SystemMessage(content="B."), *convo[1:]])
+    assert merged.startswith("<|im_start|>system\nA.\n\nB.<|im_end|>\n<|im_start|>user\n")
+
+
+async def test_a_changing_todo_list_leaves_the_start_of_every_request_as_it_was() -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=["read", "write"])),
+        tool_calls(call("write_todos", todos=[{"content": "read", "status": "completed"},
+                                              "write"])),
+        tool_calls(call("write_todos", todos=[{"content": "read", "status": "done"},
+                                              {"content": "write", "status": "done"}])),
+        "Done.",
+    ])  # fmt: skip
+    agent = Agent(model=model, instructions="Be brief.", capabilities=[Todos()])
+    await agent.run("Do it")
+    prompts = [render_chatml(r.messages) for r in model.requests]
+    for before, after in itertools.pairwise(prompts[1:]):
+        # everything up to the previous request's slot is unchanged: only new turns and the
+        # new slot follow
+        kept = before[: before.rindex("<|im_start|>system\nTodos:")]
+        assert after.startswith(kept)
+    assert [r.messages[-1].content for r in model.requests[1:]] == [
+        "Todos: [ ] read  [ ] write",
+        "Todos: [x] read  [ ] write",
+        "Todos: [x] read  [x] write",
+    ]
