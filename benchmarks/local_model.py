@@ -3,7 +3,9 @@
 - generation tokens/s and time to first token through agentica's ``LocalModel`` versus posting
   the same prompt to llama.cpp's server directly (same process, same loaded model, alternated,
   median of ``--repeat``): the adapter's overhead;
-- the main job (``agentica demo``'s task) run ``--demo-runs`` times: success rate and wall time.
+- the main job (``agentica demo``'s task) run ``--demo-runs`` times at temperature 0 and as many
+  times sampled at ``--temperature`` (seed N for run N): success rate, wall time, what it used.
+  Each run's stream is written to ``.bench-out/<demo|sampled>-run-N.log``.
 """
 
 from __future__ import annotations
@@ -103,15 +105,24 @@ async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
     return {key: statistics.median(values) for key, values in out.items()}
 
 
-async def bench_demo(model: LocalModel, runs: int, deep: bool = True) -> dict[str, Any]:
+async def bench_demo(
+    model: LocalModel, runs: int, deep: bool = True, temperature: float = 0.0, prefix: str = "demo"
+) -> dict[str, Any]:
+    """``runs`` demo runs; above temperature 0, run N samples with seed N (so runs differ)."""
     walls, successes, first_try = [], 0, 0
     used: dict[str, int] = {"task": 0, "edit_file": 0, "read_file": 0, "write_todos": 0}
     closed = 0  # runs whose todo list ended with every step completed
-    quiet = Console(quiet=True)
+    logs = ROOT / ".bench-out"
+    logs.mkdir(exist_ok=True)
     for number in range(runs):
         root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"), deep=deep)
         start = time.perf_counter()
-        result = await run_demo(model, root, quiet, deep=deep)
+        # each run's stream goes to a log, to read why a run failed
+        sampled = ModelSettings(temperature=temperature, seed=number + 1) if temperature else None
+        with (logs / f"{prefix}-run-{number + 1}.log").open("w") as log:
+            result = await run_demo(
+                model, root, Console(file=log, width=120), deep=deep, settings=sampled
+            )
         walls.append(time.perf_counter() - start)
         ok = result is not None and result.problem is None
         first_try += ok and len(result.responses) == 1 if result is not None else 0
@@ -124,13 +135,17 @@ async def bench_demo(model: LocalModel, runs: int, deep: bool = True) -> dict[st
                 used[name] += name in names
             todos = result.todos
             closed += bool(todos) and all(t.get("status") == "completed" for t in todos)
-        console.print(f"  demo run {number + 1}: {'ok' if ok else 'FAILED'} in {walls[-1]:.1f} s")
+        console.print(
+            f"  {prefix} run {number + 1}: {'ok' if ok else 'FAILED'} in {walls[-1]:.1f} s "
+            f"(log: .bench-out/{prefix}-run-{number + 1}.log)"
+        )
         shutil.rmtree(root, ignore_errors=True)
     return {
-        "demo/runs": runs, "demo/successes": successes, "demo/first_try": first_try,
-        "demo/wall_median_s": statistics.median(walls), "demo/wall_max_s": max(walls),
-        "demo/deep": deep, "demo/todos_closed": closed,
-        **{f"demo/used/{name}": count for name, count in used.items()},
+        f"{prefix}/runs": runs, f"{prefix}/successes": successes, f"{prefix}/first_try": first_try,
+        f"{prefix}/wall_median_s": statistics.median(walls), f"{prefix}/wall_max_s": max(walls),
+        f"{prefix}/deep": deep, f"{prefix}/todos_closed": closed,
+        f"{prefix}/temperature": temperature,
+        **{f"{prefix}/used/{name}": count for name, count in used.items()},
     }  # fmt: skip
 
 
@@ -150,23 +165,37 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
         f"| time to first token, streamed (s) | {r['direct/ttft']:.2f} | "
         f"{r['agentica/ttft']:.2f} | |",
     ]
-    if "demo/runs" in r:
+    demos = [prefix for prefix in ("demo", "sampled") if f"{prefix}/runs" in r]
+    if demos:
+        deep = r[f"{demos[0]}/deep"]
         lines += [
             "",
-            f"Main job (`agentica demo{'' if r['demo/deep'] else ' --simple'}`): "
-            f"{r['demo/successes']}/{r['demo/runs']} runs "
-            f"succeeded ({r['demo/first_try']} without a follow-up from the check); wall time "
-            f"median {r['demo/wall_median_s']:.1f} s, "
-            f"max {r['demo/wall_max_s']:.1f} s (model already loaded).",
+            f"Main job (`agentica demo{'' if deep else ' --simple'}`), model already loaded. "
+            "At temperature 0 the runs are deterministic on an idle machine, so the same task "
+            "is also sampled at a higher temperature with seeds 1, 2, ... (runs differ):",
+            "",
+            "| sampling | runs ok | ok without a follow-up | wall median / max (s) |"
+            + (
+                " planned with todos | all todos completed | delegated (`task`) | "
+                "edited (`edit_file`) | read back |"
+                if deep
+                else ""
+            ),
+            "|---|---|---|---|" + ("---|---|---|---|---|" if deep else ""),
         ]
-        if r["demo/deep"]:
-            lines[-1] += (
-                " A `DeepAgent`; runs in which it planned with `write_todos`: "
-                f"{r['demo/used/write_todos']}, ended with every todo completed: "
-                f"{r['demo/todos_closed']}, delegated to a subagent (`task`): "
-                f"{r['demo/used/task']}, edited the report (`edit_file`): "
-                f"{r['demo/used/edit_file']}, read it back: {r['demo/used/read_file']}."
+        for prefix in demos:
+            v = {k.removeprefix(f"{prefix}/"): x for k, x in r.items() if k.startswith(prefix)}
+            sampling = f"temperature {v['temperature']:g}" + (", seeds" if v["temperature"] else "")
+            row = (
+                f"| {sampling} | {v['successes']}/{v['runs']} | {v['first_try']} | "
+                f"{v['wall_median_s']:.1f} / {v['wall_max_s']:.1f} |"
             )
+            if deep:
+                row += (
+                    f" {v['used/write_todos']} | {v['todos_closed']} | {v['used/task']} | "
+                    f"{v['used/edit_file']} | {v['used/read_file']} |"
+                )
+            lines.append(row)
     return "\n".join(lines)
 
 
@@ -177,6 +206,11 @@ async def main_async(args: argparse.Namespace) -> None:
     results = await bench_adapter(model, args.repeat)
     if args.demo_runs:
         results |= await bench_demo(model, args.demo_runs, deep=not args.simple)
+    if args.demo_runs and args.temperature:
+        results |= await bench_demo(
+            model, args.demo_runs, deep=not args.simple, temperature=args.temperature,
+            prefix="sampled",
+        )  # fmt: skip
     markdown = table(results, model)
     print(markdown)
     (ROOT / ".bench-out").mkdir(exist_ok=True)
@@ -193,6 +227,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--demo-runs", type=int, default=5)
     parser.add_argument("--simple", action="store_true", help="the demo with --simple")
+    parser.add_argument(
+        "--temperature", type=float, default=0.7,
+        help="also sample the demo runs at this temperature, seed N for run N (0: do not)",
+    )  # fmt: skip
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

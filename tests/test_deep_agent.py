@@ -4,6 +4,7 @@ workspace, runs code, delegates to a subagent, and is checked before it finishes
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -42,7 +43,11 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     assert response.content == "Fixed buggy.py: add() now adds; add(2, 3) prints 5."
     assert (tmp_path / "buggy.py").read_text() == "def add(a, b):\n    return a + b\n"
     results = {c.name: c for c in response.tool_calls}
-    assert results["task"].content == "buggy.py subtracts instead of adding."
+    report, evidence = results["task"].content.split("\n\n", 1)
+    assert report == "buggy.py subtracts instead of adding."
+    # the report does not quote what the subagent's tools showed: its last result follows
+    assert evidence.startswith("[The subagent's last tool call, read_file, returned:")
+    assert "return a - b" in evidence
     assert "5" in results["run_python"].content and "exit code 0" in results["run_python"].content
     assert [t.name for t in helper.requests[0].tools] == [
         "ls",
@@ -55,10 +60,11 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     assert isinstance(first, SystemMessage) and "write_todos" in first.content
     nudge = model.requests[5].messages[-2]  # then the todo slot
     assert isinstance(nudge, UserMessage) and "still has open steps" in nudge.text
-    # the nudge shows the call that closes the list, with the list's own steps
+    # the nudge names the step in progress and shows the call that marks only that one done
+    assert "Do the next one, 'find the bug', now" in nudge.text
     assert (
         'write_todos({"todos": [{"content": "find the bug", "status": "completed"}, '
-        '{"content": "fix and test", "status": "completed"}]})'
+        '{"content": "fix and test", "status": "pending"}]})'
     ) in nudge.text
     todo_slot = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
     assert any("[>] find the bug" in m.content for m in todo_slot)
@@ -135,3 +141,27 @@ async def test_code_written_in_the_answer_is_sent_back_to_be_run(tmp_path: Path)
     assert "call run_python with the code" in nudge.text
     assert response.content == "42"
     assert "42" in response.tool_calls[0].content
+
+
+@pytest.mark.parametrize("privilege", ["code", "explore"])
+async def test_a_subagent_that_only_writes_code_down_is_told_to_run_it(
+    tmp_path: Path, privilege: Literal["code", "explore"]
+) -> None:
+    written = "Here is the code:\n```python\nprint(6 * 7)\n```"
+    helper = ScriptedModel(
+        [written, tool_calls(call("run_python", code="print(6 * 7)")), "It printed 42."]
+        if privilege == "code"
+        else [written]
+    )
+    kind = SubAgent("helper", "helps", privilege=privilege, model=helper)
+    model = ScriptedModel([tool_calls(call("task", description="compute 6*7", agent="helper")),
+                           "done", "done"])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=[kind], todos=False)
+    response = await agent.run("compute 6*7 with a helper")
+    report = response.tool_calls[0].content
+    if privilege == "code":  # it can run code: sent back once, then it runs it
+        nudge = helper.requests[1].messages[-1]
+        assert isinstance(nudge, UserMessage) and "call run_python with the code" in nudge.text
+        assert report.startswith("It printed 42.") and "exit code 0\n42" in report
+    else:  # read-only: no tool could run it, so nobody asks
+        assert len(helper.requests) == 1 and report == written

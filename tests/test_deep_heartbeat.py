@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentica import Agent
-from agentica.deep import DeepAgent, Heartbeat, Reflection
+from agentica.deep import DeepAgent, Heartbeat, Reflection, SubAgent
 from agentica.errors import UsageError
 from agentica.messages import SystemMessage, UserMessage
 from agentica.models import ModelRequest
@@ -113,3 +113,28 @@ def test_bad_settings_are_explained() -> None:
         Heartbeat(every=0)
     with pytest.raises(UsageError, match="every=0"):
         Reflection(every=0)
+
+
+@pytest.mark.parametrize("subagent_reads", [True, False])
+async def test_a_subagent_that_reads_the_changed_file_has_checked_it(
+    subagent_reads: bool,
+) -> None:
+    helper = ScriptedModel(
+        [tool_calls(call("read_file", path="/notes.md")), "notes.md says: # Notes"]
+        if subagent_reads
+        else ["looks fine"]
+    )
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="/notes.md", content="# Notes\n")),
+        tool_calls(call("task", description="Check /notes.md", agent="checker")),
+        *["wrote and checked it"] * 3,
+    ])  # fmt: skip
+    checker = SubAgent("checker", "checks files", privilege="explore", model=helper)
+    agent = DeepAgent(model=model, subagents=[checker], answer_check=False, todos=False)
+    response = await agent.run("write notes.md")
+    assert response.content == "wrote and checked it"
+    sent_back = [t for t in user_texts(model.requests[-1]) if t.startswith("You answered, but")]
+    if subagent_reads:
+        assert not sent_back and model.remaining == 2
+    else:  # sent back as often as the heartbeat allows
+        assert len(sent_back) == 2 and "you changed /notes.md" in sent_back[0]

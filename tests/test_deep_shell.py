@@ -394,3 +394,59 @@ async def test_run_python_runs_code_and_explains_shell_commands(tmp_path: Path) 
     assert [f.name for f in Shell(tmp_path).tools()] == [  # type: ignore[union-attr]
         "execute", "start_command", "wait_command", "stop_command", "list_commands",
     ]  # fmt: skip
+
+
+async def test_run_python_puts_a_mistyped_closing_bracket_right_and_says_so(
+    tmp_path: Path,
+) -> None:
+    shell = Shell(tmp_path, python=True, background=False)
+    # seen on the embedded model: the "}" of the JSON call ends up inside the code string
+    out = await shell.run_python("import json\nprint(json.dumps({'north': 165}, indent=4)}")
+    assert "exit code 0" in out and '"north": 165' in out
+    assert "line 2 had '}' where ')' belongs" in out and "Write the right bracket" in out
+    still_wrong = await shell.run_python("print(1 +)")  # not a bracket slip: Python reports it
+    assert "SyntaxError" in still_wrong and "bracket fixed" not in still_wrong
+
+
+@pytest.mark.parametrize(
+    ("code", "fixed", "notes"),
+    [
+        ("print(max([1, 2)])", "print(max([1, 2]))", 2),
+        ("x = 1\nprint(len([x]", "x = 1\nprint(len([x]))", 2),
+        ('print("a"}\nprint(2}', 'print("a")\nprint(2)', 2),
+        ("print('})')", "print('})')", 0),  # brackets inside strings are code, left alone
+        ("x = (1,\ny = 2", "x = (1,\ny = 2", 0),  # left open before the last line: no guess
+        ("for x in y print(x)", "for x in y print(x)", 0),
+        ("print(1)", "print(1)", 0),
+    ],
+)
+def test_repair_brackets_only_changes_what_makes_the_code_parse(
+    code: str, fixed: str, notes: int
+) -> None:
+    from agentica.deep.shell import repair_brackets
+
+    result, changes = repair_brackets(code)
+    assert (result, len(changes)) == (fixed, notes)
+
+
+def test_run_python_names_the_common_packages_that_are_missing(tmp_path: Path) -> None:
+    import importlib.util
+
+    from agentica.deep.shell import COMMON_PACKAGES
+
+    tools = {f.name: f for f in Shell(tmp_path, python=True).tools()}  # type: ignore[union-attr]
+    description = tools["run_python"].description
+    for package in COMMON_PACKAGES:
+        missing = importlib.util.find_spec(package) is None
+        assert (package in description) == missing, description
+
+
+async def test_a_csv_header_read_as_a_number_is_explained(tmp_path: Path) -> None:
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(
+        "import csv\nrows = list(csv.reader(open('sales.csv')))\n"
+        "print(sum(int(r[1]) for r in rows))"
+    )
+    assert "invalid literal for int()" in out
+    assert "'amount' is text, not a number" in out and "csv.DictReader" in out

@@ -228,3 +228,32 @@ async def test_the_cli_shows_a_subagents_calls_indented_under_its_task() -> None
     inner = lines[task_start + 1 : task_end]
     assert inner[0].startswith('  [task:worker] → read_file {"path": "notes.md"}')
     assert inner[1].startswith("  [task:worker] ✓ read_file") and "contents of notes.md" in inner[1]
+
+
+@pytest.mark.parametrize(
+    ("printed", "report", "shown"),
+    [
+        ("north 165", "The totals are north 165.", None),  # the report quotes it: nothing added
+        ("north 165", "I ran the code to compute the totals.", "north 165"),
+        ("x" * 2000, "Done.", "x" * 600 + " ... [1400 more characters]"),
+    ],
+    ids=["quoted", "described", "long"],
+)
+async def test_the_subagents_last_tool_result_backs_its_report(
+    printed: str, report: str, shown: str | None
+) -> None:
+    @tool
+    def compute() -> str:
+        """Compute the totals."""
+        return printed
+
+    helper = ScriptedModel([tool_calls(call("compute")), report])
+    worker = SubAgent("worker", "computes", tools=[compute], model=helper)
+    model = ScriptedModel([tool_calls(call("task", description="compute", agent="worker")), "ok"])
+    response = await Agent(model=model, capabilities=[SubAgents([worker])]).run("go")
+    content = response.tool_calls[0].content
+    if shown is None:
+        assert content == report
+    else:
+        evidence = f"[The subagent's last tool call, compute, returned:\n{shown}]"
+        assert content == f"{report}\n\n{evidence}"

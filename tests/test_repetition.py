@@ -56,7 +56,8 @@ async def test_a_code_call_that_returns_a_syntax_error_three_times_gets_a_warnin
     await agent.run("print a")
     seen = results(model.requests[3])
     assert "SyntaxError" in seen[0] and "[repetition" not in seen[0]
-    assert "[repetition" not in seen[1]
+    # a failure repeated exactly is pointed out at once: the same input fails the same way
+    assert "[repetition warning] This exact run_code call already failed earlier" in seen[1]
     assert "[repetition warning] You made this exact run_code call 3 times" in seen[2]
     assert "failed every time" in seen[2] and "change the input" in seen[2]
 
@@ -86,8 +87,8 @@ async def test_2k_identical_calls_refuse_the_tool_for_the_cooldown() -> None:
     assert offered(model.requests[6]) == ["look"]  # refused while the cooldown lasts
     assert response.content == "x"
     warnings = [r for r in results(model.requests[6]) if "[repetition warning]" in r]
-    assert len(warnings) == 3  # the 3rd, 4th and 5th calls warned, the 6th refused
-    assert len([r for r in results(model.requests[6]) if "[repetition" in r]) == 4
+    assert len(warnings) == 4  # the 2nd (a failure repeated), 3rd, 4th and 5th; the 6th refused
+    assert len([r for r in results(model.requests[6]) if "[repetition" in r]) == 5
 
 
 async def test_refusal_ends_after_the_cooldown() -> None:
@@ -149,3 +150,17 @@ def test_bad_settings_are_explained() -> None:
         RepetitionGuard(k=3, window=4)
     with pytest.raises(UsageError, match="cooldown"):
         RepetitionGuard(cooldown=0)
+
+
+async def test_a_failed_call_repeated_after_other_calls_is_pointed_out() -> None:
+    broken = call("run_code", code=BROKEN)
+    model = ScriptedModel([
+        tool_calls(broken), tool_calls(call("look", path="a")), tool_calls(broken),
+        tool_calls(call("look", path="b")), "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[run_code, look], capabilities=[RepetitionGuard()])
+    await agent.run("print a")
+    seen = results(model.requests[4])
+    assert "[repetition" not in seen[0] and "[repetition" not in seen[1]
+    assert "already failed earlier in this run" in seen[2]
+    assert "[repetition" not in seen[3]

@@ -73,6 +73,9 @@ async def test_a_malformed_text_call_goes_back_to_the_model(fake_openai: Start) 
         await model.aclose()
     assert response.content == "I will fix it."  # the broken call was never the answer
     assert response.tool_calls[0].status == "error"
+    shown = server.requests[1]["messages"][2]["content"]  # the call as the model wrote it
+    assert shown == '{"name": "add", "arguments": {"a": 2, "b": }}'
+    assert "write one JSON object" in server.requests[1]["messages"][3]["content"]
 
 
 async def test_ordinary_json_answers_are_not_calls(fake_openai: Start) -> None:

@@ -17,10 +17,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from agentica.messages import AssistantMessage
+from agentica.models.chat_template import render_chatml
 from agentica.models.toolparse import (
     MalformedCall,
     ParsedReply,
     ToolCallStreamSplitter,
+    as_tool_calls,
     parse_tool_calls,
 )
 
@@ -273,6 +276,31 @@ def test_invalid_json_to_a_known_tool_is_malformed() -> None:
     assert bad.name == "write_file" and bad.raw == raw
     assert "not valid JSON" in bad.reason and '"arguments"' in bad.reason
     assert parse(f"Writing:\n{raw}\nDone.").text == "Writing:\nDone."
+
+
+@pytest.mark.parametrize(
+    ("raw", "arguments"),
+    [
+        (
+            '{"name": "write_file", "arguments": {"path": "a", "content": "print("hi")"}}',
+            '{"path": "a", "content": "print("hi")"}',
+        ),
+        (
+            '{"name": "write_file", "arguments": {"path": "a", "content": "de',
+            '{"path": "a", "content": "de',
+        ),
+        ('{"name": "read_file", "arguments": [1, 2]}', "[1, 2]"),
+        ('{"name": "shell", "arguments": {"cmd": "ls"}}', '{"cmd": "ls"}'),
+    ],
+    ids=["invalid-json", "cut-off", "not-an-object", "unknown-tool"],
+)
+def test_a_malformed_call_keeps_its_arguments_as_written(raw: str, arguments: str) -> None:
+    (call,) = as_tool_calls(parse(f"```json\n{raw}\n```"))
+    assert call.arguments == arguments  # the engine reports what is wrong with these
+    shown = render_chatml([AssistantMessage(tool_calls=[call])])
+    # the history shows the call as written, never the whole call again inside "arguments"
+    # (a small model imitates that and nests its call deeper on every retry)
+    assert f'"arguments": {arguments}' in shown and shown.count('"name"') == 1
 
 
 def test_truncated_call_is_malformed() -> None:

@@ -543,9 +543,10 @@ def test_validation_error_messages_name_the_argument_and_ask_for_a_new_call() ->
 
     with pytest.raises(ArgumentsError, match="- n: this required argument is missing"):
         square.validate_arguments("{}")
-    with pytest.raises(ArgumentsError, match="the arguments are not valid JSON"):
+    with pytest.raises(ArgumentsError, match="the arguments are not valid JSON") as broken:
         square.validate_arguments('{"n": 3')
-    with pytest.raises(ArgumentsError, match="- arguments: Input should be an object"):
+    assert "newlines and quotes inside strings escaped" in str(broken.value)
+    with pytest.raises(ArgumentsError, match="must be a JSON object with named arguments, not '"):
         square.validate_arguments("[3]")
 
     optional = Function.from_callable(google_style)

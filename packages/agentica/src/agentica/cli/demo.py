@@ -244,15 +244,20 @@ def prepare_workspace(directory: str | None, *, deep: bool = True) -> Path:
     return root
 
 
-def demo_agent(model: Model, root: Path, *, deep: bool = True) -> Agent:
-    """The demo's agent: a ``DeepAgent`` in ``root``, or the four-tool agent unless ``deep``."""
+def demo_agent(
+    model: Model, root: Path, *, deep: bool = True, settings: ModelSettings | None = None
+) -> Agent:
+    """The demo's agent: a ``DeepAgent`` in ``root``, or the four-tool agent unless ``deep``.
+
+    ``settings`` change the model settings (e.g. a temperature and seed, to sample runs).
+    """
     if not deep:
         tools: list[Function | Tool] = [WorkspaceTools(root), calculator]
         return Agent(
             model=model,
             tools=tools,
             instructions=INSTRUCTIONS,
-            model_settings=ModelSettings(max_tokens=768),
+            model_settings=ModelSettings(max_tokens=768).merged(settings),
             limits=RunLimits(max_turns=12, max_wall_time=600),
             capabilities=[AnswerCheck()],
         )
@@ -261,7 +266,7 @@ def demo_agent(model: Model, root: Path, *, deep: bool = True) -> Agent:
         workspace=root,
         # one call per step: a small model that sends several calls at once writes results
         # it has not seen yet
-        model_settings=ModelSettings(max_tokens=768, parallel_tool_calls=False),
+        model_settings=ModelSettings(max_tokens=768, parallel_tool_calls=False).merged(settings),
         limits=RunLimits(max_turns=20, max_wall_time=600),
     )
 
@@ -278,7 +283,13 @@ class DemoResult:
 
 
 async def run_demo(
-    model: Model, root: Path, console: Console, *, follow_ups: int = 2, deep: bool = True
+    model: Model,
+    root: Path,
+    console: Console,
+    *,
+    follow_ups: int = 2,
+    deep: bool = True,
+    settings: ModelSettings | None = None,
 ) -> DemoResult | None:
     """Run the demo task with ``model`` in ``root``, streaming to ``console``.
 
@@ -298,7 +309,7 @@ async def run_demo(
         console.print(f"[dim]model loaded in {time.perf_counter() - begin:.1f} s[/]")
     task = DEEP_TASK if deep else DEMO_TASK
     console.print(f"[bold]task:[/] {task}\n")
-    agent = demo_agent(model, root, deep=deep)
+    agent = demo_agent(model, root, deep=deep, settings=settings)
     printer = EventPrinter(console)
     responses: list[RunResponse] = []
     began = time.perf_counter()

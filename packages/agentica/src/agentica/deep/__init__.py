@@ -5,7 +5,8 @@
   ``StoreBackend``, ``CompositeBackend`` (backends.py); ``FileTools``: ``ls``, ``read_file``,
   ``write_file``, ``edit_file``, ``glob``, ``grep`` over a backend (files.py)
 - ``Shell``: ``execute``, ``run_python`` and interruptible ``start/wait/stop_command`` in a
-  workspace, optionally sandboxed with bubblewrap, never leaving a process behind (shell.py)
+  workspace, optionally sandboxed with bubblewrap, never leaving a process behind; ``CodeNotRun``:
+  an answer that shows code instead of running it is sent back (shell.py)
 - ``Todos``: a structured task list in the session, shown to the model each turn (todos.py)
 - ``SubAgents`` / ``SubAgent``: the ``task`` tool, subagents with typed privileges (subagents.py)
 - ``Skills``: Markdown skills with YAML front matter, activated by a trigger (skills.py)
@@ -33,7 +34,7 @@ from agentica.deep.backends import (
 from agentica.deep.checks import AnswerCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
-from agentica.deep.shell import Shell
+from agentica.deep.shell import CodeNotRun, Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
 from agentica.deep.subagents import SubAgent, SubAgents
 from agentica.deep.todos import TodoItem, Todos
@@ -52,6 +53,7 @@ __all__ = [
     "AnswerCheck",
     "BackendError",
     "BraveProvider",
+    "CodeNotRun",
     "CompositeBackend",
     "DeepAgent",
     "FileBackend",

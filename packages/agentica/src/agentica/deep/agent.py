@@ -34,7 +34,7 @@ from agentica.deep.backends import FilesystemBackend
 from agentica.deep.checks import AnswerCheck
 from agentica.deep.files import BackendSource, FileTools, WorkspaceOverview
 from agentica.deep.heartbeat import Heartbeat, Reflection
-from agentica.deep.shell import Shell
+from agentica.deep.shell import CodeNotRun, Shell
 from agentica.deep.skills import Skills
 from agentica.deep.subagents import SubAgent, SubAgents
 from agentica.deep.todos import Todos
@@ -153,7 +153,10 @@ class DeepAgent(Agent):
             harness.append(Reflection())
         if subagents is not False:
             kinds = list(subagents) if not isinstance(subagents, bool) else []
-            harness.append(SubAgents(kinds, max_depth=max_subagent_depth, shared=shared))
+            # subagents get the shell's tools (by privilege) but not the Shell: it reminds them
+            # to run code they only wrote down
+            children = [*shared, CodeNotRun()] if shell else shared
+            harness.append(SubAgents(kinds, max_depth=max_subagent_depth, shared=children))
         if skills is not None:
             harness.append(skills)
         if isinstance(web, Web):

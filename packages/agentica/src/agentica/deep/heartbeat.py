@@ -4,9 +4,10 @@ Models stop early: they answer "done" with todos still open or right after chang
 never checked. ``Heartbeat`` counts the run's model calls; every ``every`` calls (default 5) the
 model sees a short checkpoint before its next step: the step number, the todos still open, the
 files changed and not verified since (written or edited, and not read back or run since), and
-the question whether the task is really done. When the model gives its final answer while todos
-are open or changes are unverified, it is told to continue, at most ``max_continues`` times per
-run, so a model that cannot finish still ends.
+the question whether the task is really done. A subagent's calls (through the ``task`` tool)
+count like the agent's own: a subagent that reads a changed file back has checked it. When the
+model gives its final answer while todos are open or changes are unverified, it is told to
+continue, at most ``max_continues`` times per run, so a model that cannot finish still ends.
 
 ``Reflection`` (off by default in ``DeepAgent``) asks for a one-sentence self-assessment after
 tool results every ``every`` calls: did the last results move the task forward, and what is the
@@ -22,6 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agentica.deep.subagents import delegated_calls
 from agentica.errors import UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -103,16 +105,23 @@ class Heartbeat(Capability):
         return list(self._state(ctx)["changed"])
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
-        changed: list[str] = self._state(ctx)["changed"]
+        state = self._state(ctx)
+        changed: list[str] = state["changed"]
         for call in calls:
             if call.status != "success":
                 continue
-            if call.name in WRITE_TOOLS:
-                path = _path_of(call)
-                if path is not None and path not in changed:
-                    changed.append(path)
-            elif call.name in CHECK_TOOLS:
-                changed.clear()
+            steps = [call]
+            if call.name == "task":  # what the subagents did counts like the agent's own calls
+                delegated = delegated_calls(ctx)
+                steps = [c for c in delegated[state.get("delegated", 0) :] if c.status == "success"]
+                state["delegated"] = len(delegated)
+            for step in steps:
+                if step.name in WRITE_TOOLS:
+                    path = _path_of(step)
+                    if path is not None and path not in changed:
+                        changed.append(path)
+                elif step.name in CHECK_TOOLS:
+                    changed.clear()
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:
         state = self._state(ctx)

@@ -50,8 +50,10 @@ Ubuntu the package is ``bubblewrap``.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
+import importlib.util
 import itertools
 import logging
 import os
@@ -73,7 +75,7 @@ from agentica.tools.context import RunContext
 from agentica.tools.function import Function
 from agentica.tools.toolkit import ToolLike
 
-__all__ = ["Shell"]
+__all__ = ["CodeNotRun", "Shell"]
 
 logger = logging.getLogger(__name__)
 
@@ -465,11 +467,121 @@ def _hint(code: int | None, output: str) -> str:
     if code and missing:
         return (
             f"\nThe Python module {missing.group(1)!r} is not installed here. Rewrite the code "
-            "with the standard library (csv, json, statistics, collections) instead."
+            "with the standard library instead (for a CSV file, the csv module)."
         )
     if code and "SyntaxError" in output:
         return "\nThe code has a syntax error: fix the line shown, then run the corrected code."
+    word = _NOT_A_NUMBER.search(output)
+    if code and word:
+        return (
+            f"\n{word.group(1)!r} is text, not a number. If it is a column name, the code "
+            "read the header row as data: skip it (next(reader)) or use csv.DictReader."
+        )
     return ""
+
+
+_NOT_A_NUMBER = re.compile(
+    r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
+    r"'([A-Za-z_][\w ]{0,40})'"
+)
+_MISMATCH = re.compile(r"closing parenthesis '(.)' does not match opening parenthesis '(.)'")
+_NEVER_CLOSED = re.compile(r"'(.)' was never closed")
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+_MAX_REPAIR = 20_000  # characters of code the bracket repair parses (on the event loop: ~ms)
+COMMON_PACKAGES = ("numpy", "pandas")
+"""Packages models often assume; ``run_python``'s description names those not installed."""
+
+
+def repair_brackets(code: str) -> tuple[str, list[str]]:
+    """``code`` with mistyped closing brackets put right, and one note per change.
+
+    Small models write ``print(f(x)}`` for ``print(f(x))`` (a ``}`` that belongs to the JSON
+    of their tool call ends up inside the code string): a closing bracket that does not match
+    its opening one is replaced by the matching one, and a bracket left open on the last line is
+    closed at the end, but only when the code then parses. Anything else, and code that already
+    parses, is returned unchanged with no notes. Parsing only: nothing is run.
+    """
+    if len(code) > _MAX_REPAIR:
+        return code, []
+    fixed, notes = code, []
+    for _ in range(3):
+        try:
+            ast.parse(fixed)
+        except SyntaxError as exc:
+            lines = fixed.splitlines(keepends=True)
+            number = exc.lineno or 0
+            if not 0 < number <= len(lines):
+                return code, []
+            line = lines[number - 1]
+            message = str(exc.msg)
+            if (found := _MISMATCH.search(message)) is not None:
+                closer, opener = found.groups()
+                column = (exc.offset or 0) - 1
+                if not (0 <= column < len(line) and line[column] == closer):
+                    return code, []
+                right = _CLOSER[opener]
+                lines[number - 1] = line[:column] + right + line[column + 1 :]
+                notes.append(f"line {number} had {closer!r} where {right!r} belongs")
+            elif (found := _NEVER_CLOSED.search(message)) is not None and not "".join(
+                lines[number:]
+            ).strip():
+                right = _CLOSER.get(found.group(1), "")
+                if not right:
+                    return code, []
+                stripped = line.rstrip()
+                lines[number - 1] = stripped + right + line[len(stripped) :]
+                notes.append(f"line {number} left {found.group(1)!r} open; {right!r} was added")
+            else:
+                return code, []
+            fixed = "".join(lines)
+        except (ValueError, OverflowError, RecursionError, MemoryError):
+            return code, []
+        else:
+            return (fixed, notes) if notes else (code, [])
+    return code, []
+
+
+class CodeNotRun(Capability):
+    """Send back an answer that shows code instead of running it, with the call that runs it.
+
+    Small models often answer with a fenced Python or shell block and stop, so nothing ran. The
+    advice depends on the tools the agent has: ``run_python`` for Python, ``execute`` for shell
+    commands (and for Python saved to a file); an agent with neither is left alone. ``Shell``
+    does this for its agent; ``DeepAgent`` also gives it to its subagents, which get the shell's
+    tools but not the ``Shell`` itself.
+
+    Args:
+        max_nudges: how many times per run (0: never).
+    """
+
+    name = "code_not_run"
+
+    def __init__(self, *, max_nudges: int = 2) -> None:
+        self.max_nudges = max_nudges
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        nudged = int(ctx.state.get(self.name, 0))
+        if nudged >= self.max_nudges:
+            return None
+        found = _CODE_BLOCK.search(message.content or "")
+        if found is None:
+            return None
+        functions = getattr(ctx.agent, "functions", {})
+        language = found.group(1).lower()
+        if language in _PYTHON_FENCES and "run_python" in functions:
+            how = "call run_python with the code"
+        elif "execute" not in functions:
+            return None
+        elif language in _SHELL_FENCES:
+            how = "call execute with the command"
+        else:
+            how = "save it with a file tool and run it with execute (python file.py)"
+        ctx.state[self.name] = nudged + 1
+        return (
+            f"You wrote code in your reply but did not run it, so nothing happened. To run it, "
+            f"{how}; the standard library is there, third-party packages may not be. Then "
+            "go on with the task."
+        )
 
 
 def _minimal_env(root: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -564,6 +676,7 @@ class Shell(Capability):
         self._ids = itertools.count(1)
         self.background = background
         self.python = python
+        self._code_not_run = CodeNotRun(max_nudges=max_code_nudges)
         self._tools = self._build_tools()
 
     # ------------------------------------------------------------------ sandbox
@@ -683,9 +796,15 @@ class Shell(Capability):
                 "run_python takes Python source code, not a shell command. Pass the code itself "
                 "(e.g. print(open('data.csv').read())), or run the command with execute."
             )
+        code, repairs = repair_brackets(code)
         result = await self._run("python -c ...", [sys.executable, "-E", "-s", "-c", code], timeout)
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
+        if repairs:
+            result += (
+                f"\n(Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the "
+                "right bracket yourself next time.)"
+            )
         return result
 
     async def _run(self, command: str, argv: list[str] | None, timeout: float | None) -> str:
@@ -807,29 +926,8 @@ class Shell(Capability):
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         """A model that shows code in its answer instead of running it is told to run it
-        (at most ``max_code_nudges`` times per run)."""
-        key = f"{self.name}.code_nudges"
-        nudged = int(ctx.state.get(key, 0))
-        if nudged >= self.max_code_nudges:
-            return None
-        found = _CODE_BLOCK.search(message.content or "")
-        if found is None:
-            return None
-        language = found.group(1).lower()
-        if language in _PYTHON_FENCES and self.python:
-            how = "call run_python with the code"
-        elif language in _SHELL_FENCES:
-            how = "call execute with the command"
-        elif language in _PYTHON_FENCES:
-            how = "save it with a file tool and run it with execute (python file.py)"
-        else:
-            return None
-        ctx.state[key] = nudged + 1
-        return (
-            f"You wrote code in your reply but did not run it, so nothing happened. To run it, "
-            f"{how}; the standard library is there, third-party packages may not be. Then "
-            "go on with the task."
-        )
+        (at most ``max_code_nudges`` times per run; see ``CodeNotRun``)."""
+        return await self._code_not_run.review_answer(ctx, message)
 
     def tools(self) -> Sequence[ToolLike]:
         return self._tools
@@ -886,7 +984,14 @@ class Shell(Capability):
 
         tools = [Function.from_callable(execute, timeout=slack)]
         if self.python:
-            tools.append(Function.from_callable(run_python, timeout=slack))
+            described = Function.from_callable(run_python, timeout=slack)
+            missing = [m for m in COMMON_PACKAGES if importlib.util.find_spec(m) is None]
+            if missing:  # models reach for pandas first; say so before the ImportError
+                described = described.with_options(
+                    description=f"{described.description} Not installed here: "
+                    f"{', '.join(missing)} (use the standard library)."
+                )
+            tools.append(described)
         if self.background:
             tools += [
                 Function.from_callable(start_command),

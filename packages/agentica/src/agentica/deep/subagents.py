@@ -2,9 +2,11 @@
 
 The parent calls ``task(description, agent="general-purpose")``; a subagent starts with a clean
 context (only the description), works with its own tools, and returns one final report, which is
-all the parent sees. Several ``task`` calls of one turn run in parallel, in the same TaskGroup as
-the parent's other tool calls; each subagent's usage is added to the parent run's usage, and
-its tool calls reach the parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
+all the parent sees, with the result of its last tool call appended when the report does not
+quote it (a small model's report often says what it did, not what its tools printed). Several
+``task`` calls of one turn run in parallel, in the same TaskGroup as the parent's other tool
+calls; each subagent's usage is added to the parent run's usage, and its tool calls reach the
+parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
 
 Subagents are typed by privilege, which picks their tools from the parent's:
 
@@ -27,11 +29,13 @@ from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.models.base import Model
 from agentica.run.capability import Capability
+from agentica.run.result import RunResponse
+from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
 from agentica.tools.toolkit import ToolLike
 
-__all__ = ["PRIVILEGE_TOOLS", "SubAgent", "SubAgents"]
+__all__ = ["PRIVILEGE_TOOLS", "SubAgent", "SubAgents", "delegated_calls"]
 
 Privilege = Literal["explore", "research", "code", "general"]
 
@@ -66,6 +70,44 @@ SUBAGENT_INSTRUCTIONS = (
     "paths you changed. Report only what the tools showed; if something failed, say so. The "
     "other agent sees only this report."
 )
+
+
+_CALLS_KEY = "subagents.calls"
+
+
+def _record(ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
+    ctx.state.setdefault(_CALLS_KEY, []).extend(calls)
+
+
+def delegated_calls(ctx: RunContext[Any]) -> list[FunctionCall]:
+    """The tool calls subagents made for the run of ``ctx`` so far, in the order they ended
+    (a ``Heartbeat`` counts a subagent's read of a changed file as checking it)."""
+    calls: list[FunctionCall] = ctx.state.get(_CALLS_KEY, [])
+    return calls
+
+
+_EVIDENCE_CHARS = 600
+
+
+def _with_evidence(report: str, response: RunResponse) -> str:
+    """The report, followed by the subagent's last tool result unless the report quotes it.
+
+    A small model's report often describes what it did instead of what its tools printed
+    ("I ran the code to compute the totals"); the parent then has no numbers to go on and
+    makes them up. The last result is the subagent's evidence, cut to ``_EVIDENCE_CHARS``.
+    """
+    if not response.tool_calls:
+        return report
+    # the last call that ran (a call refused as unknown or repeated shows nothing)
+    last = next((c for c in reversed(response.tool_calls) if c.status == "success"), None)
+    last = last or response.tool_calls[-1]
+    text = last.content_without_notes.strip()
+    if not text or text in report:
+        return report
+    if len(text) > _EVIDENCE_CHARS:
+        text = text[:_EVIDENCE_CHARS] + f" ... [{len(text) - _EVIDENCE_CHARS} more characters]"
+    outcome = "failed" if last.status == "error" else "returned"
+    return f"{report}\n\n[The subagent's last tool call, {last.name}, {outcome}:\n{text}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +269,7 @@ class SubAgents(Capability):
                     if event.kind in _REPORTED:
                         ctx.report(source, event)
             response = stream.response
+            _record(ctx, response.tool_calls)
         except AgenticaError as exc:
             raise ToolError(
                 f"the {agent} subagent failed: {type(exc).__name__}: {exc}. Do the subtask "
@@ -238,4 +281,4 @@ class SubAgents(Capability):
             raise ToolError(
                 f"the {agent} subagent needs approval for a call; do this subtask yourself"
             )
-        return response.content or "(the subagent gave no report)"
+        return _with_evidence(response.content or "(the subagent gave no report)", response)

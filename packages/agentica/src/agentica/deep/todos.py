@@ -112,12 +112,17 @@ def _render(items: list[dict[str, Any]]) -> str:
     return "  ".join(f"{_MARKS.get(str(i.get('status')), '[ ]')} {i.get('content')}" for i in items)
 
 
+def _current(open_items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The step being worked on: the first one in progress, else the first open one."""
+    return next((i for i in open_items if i.get("status") == "in_progress"), open_items[0])
+
+
 def _next_step(items: list[dict[str, Any]]) -> str:
     """What to do now, after the list was saved (a small model otherwise stops after planning)."""
     open_items = [i for i in items if i.get("status") != "completed"]
     if not open_items:
         return "Every step is completed: check the result, then give your final answer."
-    step = next((i for i in open_items if i.get("status") == "in_progress"), open_items[0])
+    step = _current(open_items)
     return (
         f"Next: do the step {step.get('content')!r} now with a tool call; when it is done, "
         "mark it completed with write_todos."
@@ -169,21 +174,30 @@ class Todos(Capability):
         return f"Todos: {_render(items)}" if items else None
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
-        """Send the model back to the next open step, a bounded number of times per run."""
-        open_items = [i for i in self.items(ctx) if i.get("status") != "completed"]
+        """Send the model back to the next open step, a bounded number of times per run.
+
+        The reminder names that one step and shows the ``write_todos`` call that marks only it
+        completed: offered a call that closes the whole list, small models close it without
+        doing the steps.
+        """
+        items = self.items(ctx)
+        open_items = [i for i in items if i.get("status") != "completed"]
         nudged = int(ctx.state.get(f"{self.name}.nudges", 0))
         if not open_items or nudged >= self.max_nudges:
             return None
         ctx.state[f"{self.name}.nudges"] = nudged + 1
-        done = [{"content": i.get("content"), "status": "completed"} for i in self.items(ctx)]
-        example = json.dumps({"todos": done}, ensure_ascii=False)
+        step = _current(open_items)
+        marked = [
+            {"content": i.get("content"), "status": "completed" if i is step else i.get("status")}
+            for i in items
+        ]
+        example = json.dumps({"todos": marked}, ensure_ascii=False)
         if len(example) > _MAX_EXAMPLE:
-            example = '{"todos": [{"content": "...", "status": "completed"}, ...]}'
+            example = '{"todos": [..., {"content": "...", "status": "completed"}, ...]}'
         return (
-            f"Your todo list still has open steps: {_render(open_items)}. If you have already "
-            "done them (or they are not needed), call write_todos with the whole list and "
-            f"every done step completed, e.g. write_todos({example}). Otherwise do the next "
-            "open step now with a tool call."
+            f"Your todo list still has open steps: {_render(open_items)}. Do the next one, "
+            f"{step.get('content')!r}, now with a tool call. If it is already done, mark it "
+            f"completed with write_todos({example}) and go on with the step after it."
         )
 
     # ------------------------------------------------------------------------------ tools

@@ -78,13 +78,16 @@ def tool_instructions(tools: Sequence[ToolDefinition], *, parallel: bool = True)
 
 
 def _call_json(message: AssistantMessage) -> str:
+    """The calls in the form the model writes them; arguments that are not valid JSON (a
+    malformed attempt) are shown verbatim, as the model wrote them, never as a JSON string."""
     rendered = []
     for call in message.tool_calls:
+        name = json.dumps(call.name, ensure_ascii=False)
         try:
-            arguments = json.loads(call.arguments or "{}")
+            arguments = json.dumps(json.loads(call.arguments or "{}"), ensure_ascii=False)
         except ValueError:
             arguments = call.arguments
-        rendered.append(json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False))
+        rendered.append(f'{{"name": {name}, "arguments": {arguments}}}')
     return "\n".join(rendered)
 
 

@@ -545,6 +545,21 @@ class ToolCallStreamSplitter:
         return ParsedReply(text=text, calls=calls, malformed=malformed)
 
 
+def _raw_arguments(raw: str) -> str:
+    """The arguments of an attempted call as the model wrote them: the text after its
+    ``"arguments"`` key, without the call's own closing brace. Kept verbatim, so the history
+    shows the call as written (a whole call kept as the arguments would be shown back to the
+    model nested in another call, and a small model then nests deeper on every retry)."""
+    found = _ARGS_KEY.search(raw)
+    if found is None:
+        return raw
+    rest = raw[found.end() :].strip()
+    closes = raw.startswith("{") and _match_end(raw, 0)[0] == len(raw)
+    if closes and rest.endswith("}"):  # the call itself closes: drop its brace
+        rest = rest[:-1].rstrip().removesuffix(",").rstrip()
+    return rest
+
+
 def as_tool_calls(parsed: ParsedReply, *, first_only: bool = False) -> list[ToolCall]:
     """The calls to hand to the engine: the recognised ones, then each malformed attempt as a call
     the engine refuses with an explanation (unknown tool, arguments that are not JSON), so the
@@ -553,7 +568,8 @@ def as_tool_calls(parsed: ParsedReply, *, first_only: bool = False) -> list[Tool
     calls = list(parsed.calls)
     for bad in parsed.malformed:
         if bad.name:
-            calls.append(ToolCall(id=new_tool_call_id(), name=bad.name, arguments=bad.raw or "{"))
+            arguments = _raw_arguments(bad.raw) or "{"
+            calls.append(ToolCall(id=new_tool_call_id(), name=bad.name, arguments=arguments))
         else:
             arguments = json.dumps({"reply": bad.raw[:300]})
             calls.append(

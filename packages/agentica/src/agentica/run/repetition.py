@@ -11,6 +11,9 @@ failure like one that raised: that is the commonest loop.
   saying the call was repeated, that repeating it will not change the result, and what to do.
 - ``2k`` in a row: the tool is refused for the next ``cooldown`` model calls (it is not offered)
   and the note says so.
+- A failed call identical to one that already failed in the window (not necessarily just
+  before) gets a warning at once: a deterministic failure (a missing module, a bad path) does
+  not change on a retry, and small models retry it between other calls.
 - A cycle (``A B A B`` or ``A B C A B C``) seen twice gets the warning; seen ``k`` times, the
   cycle's tools are refused the same way.
 - A model that calls a refused tool anyway is offered no tools at all for its next call, so it
@@ -165,6 +168,14 @@ class RepetitionGuard(Capability):
             return (
                 f"[repetition warning] You made this exact {call.name} call {run} times in a "
                 f"row{outcome}. {advice}"
+            )
+        earlier = zip(keys[:-1], state.failed[:-1], strict=True)
+        if state.failed[-1] and any(failed and key == keys[-1] for key, failed in earlier):
+            state.warnings += 1
+            return (
+                f"[repetition warning] This exact {call.name} call already failed earlier in "
+                "this run, and it failed again: the same input gives the same error. Change "
+                "the input (fix the code or the arguments) or do something else."
             )
         if not self.cycles:
             return None

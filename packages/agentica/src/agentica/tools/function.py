@@ -338,7 +338,14 @@ class Function:
             loc = ".".join(str(part) for part in err["loc"]) or "arguments"
             if err["type"] == "json_invalid":
                 lines.append(
-                    f"- the arguments are not valid JSON ({err['msg']}): {arguments[:200]!r}"
+                    f"- the arguments are not valid JSON ({err['msg']}): {arguments[:200]!r}; "
+                    "write one JSON object, with every string in double quotes and newlines "
+                    'and quotes inside strings escaped (\\n, \\")'
+                )
+            elif err["type"] == "model_type" and not err["loc"]:
+                lines.append(
+                    f"- the arguments must be a JSON object with named arguments, not "
+                    f"{arguments.strip()[:100]!r}"
                 )
             elif err["type"] == "missing":
                 lines.append(f"- {loc}: this required argument is missing")
