@@ -3,8 +3,9 @@
 - generation tokens/s and time to first token through agentica's ``LocalModel`` versus posting
   the same prompt to llama.cpp's server directly (same process, same loaded model, alternated,
   median of ``--repeat``): the adapter's overhead;
-- the main job (``agentica demo``'s task) run ``--demo-runs`` times at temperature 0 and as many
-  times sampled at ``--temperature`` (seed N for run N): success rate, wall time, what it used.
+- the main job (``agentica demo``'s task) run ``--demo-runs`` times at temperature 0 and
+  ``--sampled-runs`` times sampled at ``--temperature`` (seed N for run N): success rate, wall
+  time, what it used.
   Each run's stream is written to ``.bench-out/<demo|sampled>-run-N.log``.
 """
 
@@ -206,9 +207,9 @@ async def main_async(args: argparse.Namespace) -> None:
     results = await bench_adapter(model, args.repeat)
     if args.demo_runs:
         results |= await bench_demo(model, args.demo_runs, deep=not args.simple)
-    if args.demo_runs and args.temperature:
+    if args.sampled_runs and args.temperature:
         results |= await bench_demo(
-            model, args.demo_runs, deep=not args.simple, temperature=args.temperature,
+            model, args.sampled_runs, deep=not args.simple, temperature=args.temperature,
             prefix="sampled",
         )  # fmt: skip
     markdown = table(results, model)
@@ -228,9 +229,10 @@ def main() -> None:
     parser.add_argument("--demo-runs", type=int, default=5)
     parser.add_argument("--simple", action="store_true", help="the demo with --simple")
     parser.add_argument(
-        "--temperature", type=float, default=0.7,
-        help="also sample the demo runs at this temperature, seed N for run N (0: do not)",
+        "--temperature", type=float, default=0.3,
+        help="also sample demo runs at this temperature, seed N for run N (0: do not)",
     )  # fmt: skip
+    parser.add_argument("--sampled-runs", type=int, default=10, help="how many sampled runs")
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 
