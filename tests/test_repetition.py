@@ -9,7 +9,7 @@ import pytest
 from agentica import Agent, RunLimits
 from agentica.errors import UsageError
 from agentica.messages import ToolMessage
-from agentica.models import ModelRequest, ModelSettings
+from agentica.models import ModelRequest
 from agentica.run import RepetitionGuard
 from agentica.testing import ScriptedModel, call, tool_calls
 from agentica.tools import tool
@@ -164,21 +164,3 @@ async def test_a_failed_call_repeated_after_other_calls_is_pointed_out() -> None
     assert "[repetition" not in seen[0] and "[repetition" not in seen[1]
     assert "already failed earlier in this run" in seen[2]
     assert "[repetition" not in seen[3]
-
-
-async def test_after_a_failed_call_is_repeated_the_next_call_is_sampled_wider() -> None:
-    broken = tool_calls(call("run_code", code=BROKEN))
-    model = ScriptedModel([broken, broken, tool_calls(call("look", path="a")), "done"])
-    guard = RepetitionGuard(resample_temperature=0.9)
-    agent = Agent(model=model, tools=[run_code, look], capabilities=[guard],
-                  model_settings=ModelSettings(temperature=0.0))  # fmt: skip
-    await agent.run("print a")
-    temperatures = [r.settings.temperature for r in model.requests]
-    # only the call right after the repeated failure is sampled at 0.9; then back to 0
-    assert temperatures == [0.0, 0.0, 0.9, 0.0]
-    plain = ScriptedModel([broken, broken, "done"])
-    await Agent(model=plain, tools=[run_code], capabilities=[RepetitionGuard()],
-                model_settings=ModelSettings(temperature=0.0)).run("print a")  # fmt: skip
-    assert [r.settings.temperature for r in plain.requests] == [0.0, 0.0, 0.0]
-    with pytest.raises(UsageError, match="resample_temperature"):
-        RepetitionGuard(resample_temperature=5)

@@ -33,7 +33,6 @@ from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
 from agentica.models.registry import resolve_model
 from agentica.run.limits import RunLimits
-from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import RunResponse
 from agentica.tools.function import Function, tool
 from agentica.tools.toolkit import Tool
@@ -74,7 +73,6 @@ DEMO_TASK = (
     "amount for each region by running Python code, then write the totals to report.md as a "
     "Markdown table with columns region and total."
 )
-RESAMPLE_TEMPERATURE = 0.8
 INSTRUCTIONS = (
     "You are a careful assistant working in a small workspace. Use the tools to do the "
     "work: run_python runs Python code in the workspace (standard library only; print what you "
@@ -270,8 +268,6 @@ def demo_agent(
         # it has not seen yet
         model_settings=ModelSettings(max_tokens=768, parallel_tool_calls=False).merged(settings),
         limits=RunLimits(max_turns=20, max_wall_time=600),
-        # a small model resends failing code however it is warned: sample the retry wider
-        repetition=RepetitionGuard(resample_temperature=RESAMPLE_TEMPERATURE),
     )
 
 

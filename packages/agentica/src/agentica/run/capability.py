@@ -10,8 +10,6 @@ Hooks, all optional (the defaults do nothing):
 - ``instructions(ctx)``: text added to the system prompt once per run;
 - ``allowed_tools(ctx)``: the names of the tools the model may use for the next call, or
   ``None`` for no restriction (a skill's allowed tools); several restrictions intersect;
-- ``model_settings(ctx)``: settings for the next model call only (a ``ModelSettings`` merged over
-  the run's, e.g. a higher temperature to leave a loop), or ``None``;
 - ``system_slot(ctx)``: text shown to the model before every model call, in a system message at
   the end of the request that is replaced each turn rather than appended to the history (for
   example the variable directory); at the end it leaves the prompt cache of the rest intact;
@@ -40,7 +38,6 @@ from agentica.tools.context import RunContext
 from agentica.tools.toolkit import ToolLike
 
 if TYPE_CHECKING:
-    from agentica.models.base import ModelSettings
     from agentica.run.approval import PendingCall
 
 __all__ = ["Capability"]
@@ -61,10 +58,6 @@ class Capability:
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
         """Names of the tools offered for the next model call, or ``None`` (no restriction)."""
-        return None
-
-    async def model_settings(self, ctx: RunContext[Any]) -> ModelSettings | None:
-        """Settings for the next model call only, merged over the run's, or ``None``."""
         return None
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:

@@ -106,7 +106,6 @@ class _RunState:
     pinned: list[Message]
     calls: list[FunctionCall] = field(default_factory=list)
     allowed: frozenset[str] | None = None
-    turn_settings: ModelSettings | None = None  # capabilities' settings for this turn's call
     turn: int = 0
     output_retries: int = 0
 
@@ -360,7 +359,7 @@ async def _request(
     request = ModelRequest(
         messages=_with_slots(state.messages, slots),
         tools=tools,
-        settings=state.settings.merged(state.turn_settings),
+        settings=state.settings,
         output_schema=state.output_schema,
     )
     return request, prepared
@@ -390,16 +389,6 @@ async def _allowed_tools(agent: Agent, state: _RunState) -> frozenset[str] | Non
         if names is not None:
             allowed = frozenset(names) if allowed is None else allowed & frozenset(names)
     return allowed
-
-
-async def _turn_settings(agent: Agent, state: _RunState) -> ModelSettings | None:
-    """The capabilities' settings for the next model call, merged in order, or ``None``."""
-    settings: ModelSettings | None = None
-    for capability in agent.capabilities:
-        override = await capability.model_settings(state.ctx)
-        if override is not None:
-            settings = override if settings is None else settings.merged(override)
-    return settings
 
 
 async def _slots(agent: Agent, state: _RunState) -> list[Message]:
@@ -745,7 +734,6 @@ async def run_events(
                 _check_limits(state)
                 state.turn += 1
                 state.allowed = await _allowed_tools(agent, state)
-                state.turn_settings = await _turn_settings(agent, state)
                 slots = await _slots(agent, state)
                 request, prepared = await _request(agent, state, slots)
                 compacted = _compacted(state, prepared, "soft")

@@ -19,10 +19,6 @@ failure like one that raised: that is the commonest loop.
 - A model that calls a refused tool anyway is offered no tools at all for its next call, so it
   has to answer with what it knows.
 
-With ``resample_temperature`` set, the model call after a warning or refusal about a failed call
-is sampled at that temperature (once per such turn): at temperature 0 a small model resends the
-same failing code, however it is warned.
-
 The guard is per run (its state is in ``ctx.state``), so two runs never see each other's calls.
 """
 
@@ -35,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentica.errors import UsageError
-from agentica.models.base import ModelSettings
 from agentica.run.capability import Capability
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
@@ -73,7 +68,6 @@ class _State:
     failed: list[bool] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)  # tool -> model calls left refused
     stuck: bool = False  # a refused tool was called during its cooldown
-    resample: bool = False  # the last turn repeated a failed call: sample the next one anew
     warnings: int = 0
     refusals: int = 0
 
@@ -86,22 +80,12 @@ class RepetitionGuard(Capability):
         window: how many recent calls are remembered.
         cooldown: model calls for which a refused tool is not offered.
         cycles: also detect cycles of 2 or 3 different calls (``A B A B``).
-        resample_temperature: after a turn that repeated a failed call exactly, the next model
-            call is sampled at this temperature (``None``: never). At a low temperature a small
-            model resends the same failing code; sampling wider gives it a chance to write
-            something else. Leave it ``None`` for models that reject a temperature.
     """
 
     name = "repetition"
 
     def __init__(
-        self,
-        *,
-        k: int = 3,
-        window: int = 24,
-        cooldown: int = 2,
-        cycles: bool = True,
-        resample_temperature: float | None = None,
+        self, *, k: int = 3, window: int = 24, cooldown: int = 2, cycles: bool = True
     ) -> None:
         if k < 2:
             raise UsageError(f"RepetitionGuard(k=...) must be at least 2, not {k}")
@@ -109,15 +93,10 @@ class RepetitionGuard(Capability):
             raise UsageError(f"RepetitionGuard(window=...) must be at least 2 * k = {2 * k}")
         if cooldown < 1:
             raise UsageError(f"RepetitionGuard(cooldown=...) must be at least 1, not {cooldown}")
-        if resample_temperature is not None and not 0 <= resample_temperature <= 2:
-            raise UsageError(
-                f"RepetitionGuard(resample_temperature={resample_temperature}) must be 0 to 2"
-            )
         self.k = k
         self.window = window
         self.cooldown = cooldown
         self.cycles = cycles
-        self.resample_temperature = resample_temperature
 
     def _state(self, ctx: RunContext[Any]) -> _State:
         state = ctx.state.get(self.name)
@@ -147,13 +126,6 @@ class RepetitionGuard(Capability):
         names: Collection[str] = getattr(agent, "functions", {})
         return [n for n in names if n not in refused]
 
-    async def model_settings(self, ctx: RunContext[Any]) -> ModelSettings | None:
-        state = self._state(ctx)
-        if not state.resample or self.resample_temperature is None:
-            return None
-        state.resample = False
-        return ModelSettings(temperature=self.resample_temperature)
-
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         state = self._state(ctx)
         for call in calls:
@@ -171,8 +143,6 @@ class RepetitionGuard(Capability):
             note = self._check(state, call)
             if note is not None:
                 call.notes.append(note)
-                # the note is about a failed call made again: sampling anew may get past it
-                state.resample = state.resample or returned_error(call)
 
     def _check(self, state: _State, call: FunctionCall) -> str | None:
         keys = state.keys
