@@ -46,7 +46,7 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     report, evidence = results["task"].content.split("\n\n", 1)
     assert report == "buggy.py subtracts instead of adding."
     # the report does not quote what the subagent's tools showed: its last result follows
-    assert evidence.startswith("[The subagent's last tool call, read_file, returned:")
+    assert evidence.startswith("[The subagent's last successful tool call, read_file, returned:")
     assert "return a - b" in evidence
     assert "5" in results["run_python"].content and "exit code 0" in results["run_python"].content
     assert [t.name for t in helper.requests[0].tools] == [

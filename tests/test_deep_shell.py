@@ -450,3 +450,25 @@ async def test_a_csv_header_read_as_a_number_is_explained(tmp_path: Path) -> Non
     )
     assert "invalid literal for int()" in out
     assert "'amount' is text, not a number" in out and "csv.DictReader" in out
+
+
+async def test_a_csv_row_indexed_by_column_name_is_explained(tmp_path: Path) -> None:
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(
+        "import csv\nreader = csv.reader(open('sales.csv'))\nnext(reader)\n"
+        "print(sum(int(r['amount']) for r in reader))"
+    )
+    assert "list indices must be integers or slices, not str" in out
+    assert "index it by position" in out and "csv.DictReader" in out
+
+
+async def test_a_row_unpacked_into_too_few_names_is_explained(tmp_path: Path) -> None:
+    (tmp_path / "sales.csv").write_text("region,product,amount\nnorth,pen,120\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(
+        "import csv\nreader = csv.reader(open('sales.csv'))\nnext(reader)\n"
+        "print({region: int(amount) for region, amount in reader})"
+    )
+    assert "too many values to unpack" in out
+    assert "unpack every column (a, b, c = row) or index the row" in out

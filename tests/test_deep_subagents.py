@@ -255,5 +255,46 @@ async def test_the_subagents_last_tool_result_backs_its_report(
     if shown is None:
         assert content == report
     else:
-        evidence = f"[The subagent's last tool call, compute, returned:\n{shown}]"
+        evidence = f"[The subagent's last successful tool call, compute, returned:\n{shown}]"
         assert content == f"{report}\n\n{evidence}"
+
+
+async def test_a_subagent_whose_code_never_ran_cleanly_did_not_do_the_subtask() -> None:
+    @tool
+    def run(code: str) -> str:
+        """Run code."""
+        return "exit code 1\nTypeError: list indices must be integers or slices, not str"
+
+    attempt = call("run", code="print(row['amount'])")
+    helper = ScriptedModel([tool_calls(attempt), tool_calls(attempt), "The totals are 123."])
+    worker = SubAgent("worker", "computes", tools=[run], model=helper)
+    model = ScriptedModel([tool_calls(call("task", description="compute", agent="worker")), "ok"])
+    response = await Agent(model=model, capabilities=[SubAgents([worker])]).run("go")
+    result = response.tool_calls[0]
+    assert result.status == "error"
+    assert "did not finish the subtask: every run call it made failed" in result.content
+    assert "TypeError: list indices" in result.content
+    assert "123" not in result.content  # the invented report is not passed on
+
+
+async def test_a_failure_after_the_tool_worked_keeps_the_report_with_the_result_that_worked() -> (
+    None
+):
+    outputs = iter(["north 165", "exit code 1\nNameError: name 'x' is not defined"])
+
+    @tool
+    def run(code: str) -> str:
+        """Run code."""
+        return next(outputs)
+
+    helper = ScriptedModel(
+        [tool_calls(call("run", code="a")), tool_calls(call("run", code="x")), "Totals computed."]
+    )
+    worker = SubAgent("worker", "computes", tools=[run], model=helper)
+    model = ScriptedModel([tool_calls(call("task", description="compute", agent="worker")), "ok"])
+    response = await Agent(model=model, capabilities=[SubAgents([worker])]).run("go")
+    result = response.tool_calls[0]
+    assert result.status == "success"
+    assert result.content == (
+        "Totals computed.\n\n[The subagent's last successful tool call, run, returned:\nnorth 165]"
+    )

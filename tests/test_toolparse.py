@@ -449,6 +449,10 @@ def call_snippet(draw: st.DrawFn, json_only: bool) -> tuple[str, tuple[str, dict
         draw(st.sampled_from(["arguments", "parameters"])): payload,
     }
     obj = draw(st.sampled_from([obj, {"function": obj}, {"type": "function", "function": obj}]))
+    # name({...}), as small models copy a call shown in that form (not inside a list of calls)
+    as_function = not json_only and bool(args) and draw(st.booleans())
+    if as_function:
+        obj = args
     encodings = ["json", "indented", "raw newlines", '"""', "'''", "comments"]
     encoding = draw(st.sampled_from(encodings if json_only else [*encodings, "python"]))
     if encoding == "python":
@@ -466,6 +470,8 @@ def call_snippet(draw: st.DrawFn, json_only: bool) -> tuple[str, tuple[str, dict
         rows[1] += "  // the call"
         rows[-2] += ",  # done"
         text = "\n".join(rows)
+    if as_function:
+        text = f"{written}({text})"
     return text, (name, args)
 
 
@@ -620,3 +626,44 @@ def test_a_call_missing_its_last_closing_brace_is_repaired() -> None:
     cut = '{"name": "run_python", "arguments": {"code": "print(1)'  # cut inside a string
     reply = parse(cut)
     assert reply.calls == [] and "cut off" in reply.malformed[0].reason
+
+
+def test_a_call_written_like_a_function_is_a_call() -> None:
+    """As measured on the 1.5B model: it copies a call shown as ``name({...})`` into its prose."""
+    text = 'Mark it done with write_file({"path": "a.md", "content": "x"}) and go on.'
+    reply = parse(text)
+    assert calls_of(reply) == [("write_file", {"path": "a.md", "content": "x"})]
+    assert reply.text == "Mark it done with and go on."
+    shown, streamed = stream(text, [20, 23, 30])
+    assert calls_of(streamed) == calls_of(reply)
+    assert "write_" not in shown  # the name is held back with the call
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'print({"path": "a.md"})',  # not a tool
+        'write_file {"path": "a.md"}',  # no parenthesis
+        'xwrite_file({"path": "a.md"})',  # another word
+        'write_file({"path": "a.md"}, 2)',  # not one object
+    ],
+)
+def test_a_function_form_that_is_not_a_call_stays_text(text: str) -> None:
+    reply = parse(text)
+    assert reply.calls == [] and reply.malformed == [] and reply.text == text
+
+
+def test_a_function_form_call_with_bad_json_is_malformed_with_its_name() -> None:
+    reply = parse('run_python({"code": "print("hi")"})')
+    assert reply.calls == []
+    [bad] = reply.malformed
+    assert bad.name == "run_python" and "not valid JSON" in bad.reason
+    [call] = as_tool_calls(reply)
+    assert call.name == "run_python" and call.arguments == '{"code": "print("hi")"}'
+
+
+def test_the_stream_shows_a_word_that_cannot_start_a_tool_name() -> None:
+    splitter = ToolCallStreamSplitter(TOOLS)
+    assert splitter.feed("one two") == "one two"
+    assert splitter.feed(" read_") == " "  # it may be read_file({...})
+    assert splitter.feed("me twice") == "read_me twice"

@@ -84,7 +84,6 @@ SessionKey = tuple[str | None, str | None]
 # The supervisor every command runs under (see the module docstring). argv: the parent's pid, the
 # grace period in seconds, then the command's argv. It imports only the standard library.
 _CODE_BLOCK = re.compile(r"```[ \t]*(python3?|py|bash|sh|shell|console)[ \t]*\n", re.IGNORECASE)
-_MISSING_MODULE = re.compile(r"No module named '([\w]+)")
 _PYTHON_FENCES = frozenset({"python", "python3", "py"})
 _SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
 
@@ -463,26 +462,46 @@ def _hint(code: int | None, output: str) -> str:
         )
     if code == 2 and "syntax error" in output.lower():
         return "\nThe shell could not parse the command: check quotes and brackets."
-    missing = _MISSING_MODULE.search(output)
-    if code and missing:
-        return (
-            f"\nThe Python module {missing.group(1)!r} is not installed here. Rewrite the code "
-            "with the standard library instead (for a CSV file, the csv module)."
-        )
-    if code and "SyntaxError" in output:
-        return "\nThe code has a syntax error: fix the line shown, then run the corrected code."
-    word = _NOT_A_NUMBER.search(output)
-    if code and word:
-        return (
-            f"\n{word.group(1)!r} is text, not a number. If it is a column name, the code "
-            "read the header row as data: skip it (next(reader)) or use csv.DictReader."
-        )
+    if not code:
+        return ""
+    for error, advice in _PYTHON_ERRORS:
+        if (found := error.search(output)) is not None:
+            return "\n" + advice.format(*found.groups())
     return ""
 
 
-_NOT_A_NUMBER = re.compile(
-    r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
-    r"'([A-Za-z_][\w ]{0,40})'"
+# Python errors small models make and then repeat unchanged, with what to do about each (the
+# first that matches is shown; ``{0}`` is the pattern's group)
+_PYTHON_ERRORS = tuple(
+    (re.compile(pattern), advice)
+    for pattern, advice in (
+        (
+            r"No module named '(\w+)",
+            "The Python module {0!r} is not installed here. Rewrite the code with the standard "
+            "library instead (for a CSV file, the csv module).",
+        ),
+        (
+            r"SyntaxError",
+            "The code has a syntax error: fix the line shown, then run the corrected code.",
+        ),
+        (
+            r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
+            r"'([A-Za-z_][\w ]{0,40})'",
+            "{0!r} is text, not a number. If it is a column name, the code read the header row "
+            "as data: skip it (next(reader)) or use csv.DictReader.",
+        ),
+        (
+            r"TypeError: list indices must be integers or slices, not str",
+            "A list was indexed with a string (row['amount'] on a row from csv.reader, which is "
+            "a list): index it by position (row[2]), or read the rows with csv.DictReader to use "
+            "the column names.",
+        ),
+        (
+            r"ValueError: too many values to unpack",
+            "A row has more values than the names it was unpacked into (a, b = row on a row of "
+            "three): unpack every column (a, b, c = row) or index the row (row[0], row[2]).",
+        ),
+    )
 )
 _MISMATCH = re.compile(r"closing parenthesis '(.)' does not match opening parenthesis '(.)'")
 _NEVER_CLOSED = re.compile(r"'(.)' was never closed")

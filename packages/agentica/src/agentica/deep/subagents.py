@@ -29,6 +29,7 @@ from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.models.base import Model
 from agentica.run.capability import Capability
+from agentica.run.repetition import returned_error
 from agentica.run.result import RunResponse
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
@@ -89,25 +90,39 @@ def delegated_calls(ctx: RunContext[Any]) -> list[FunctionCall]:
 _EVIDENCE_CHARS = 600
 
 
-def _with_evidence(report: str, response: RunResponse) -> str:
-    """The report, followed by the subagent's last tool result unless the report quotes it.
+def _cut(text: str) -> str:
+    if len(text) <= _EVIDENCE_CHARS:
+        return text
+    return text[:_EVIDENCE_CHARS] + f" ... [{len(text) - _EVIDENCE_CHARS} more characters]"
+
+
+def _with_evidence(agent: str, report: str, response: RunResponse) -> str:
+    """The report, followed by the subagent's evidence, the result of its last successful tool
+    call, unless the report quotes it.
 
     A small model's report often describes what it did instead of what its tools printed
-    ("I ran the code to compute the totals"); the parent then has no numbers to go on and
-    makes them up. The last result is the subagent's evidence, cut to ``_EVIDENCE_CHARS``.
+    ("I ran the code to compute the totals"); the parent then has no numbers to go on and makes
+    them up. A subagent whose last call that ran failed, with no call of that tool ever
+    succeeding (code that never ran cleanly), did not do the subtask, whatever its report says:
+    that is a ``ToolError`` showing the failure, so the parent does not build on invented results.
     """
-    if not response.tool_calls:
+    ran = [c for c in response.tool_calls if c.status == "success"]  # refused calls show nothing
+    if not ran:
         return report
-    # the last call that ran (a call refused as unknown or repeated shows nothing)
-    last = next((c for c in reversed(response.tool_calls) if c.status == "success"), None)
-    last = last or response.tool_calls[-1]
-    text = last.content_without_notes.strip()
+    worked = [c for c in ran if not returned_error(c)]
+    last = ran[-1]
+    if returned_error(last) and all(c.name != last.name for c in worked):
+        raise ToolError(
+            f"the {agent} subagent did not finish the subtask: every {last.name} call it made "
+            f"failed; the last one returned:\n{_cut(last.content_without_notes.strip())}\n"
+            "Do the subtask yourself, avoiding that error."
+        )
+    evidence = worked[-1]  # there is one: the last call worked, or a call of its tool did
+    text = evidence.content_without_notes.strip()
     if not text or text in report:
         return report
-    if len(text) > _EVIDENCE_CHARS:
-        text = text[:_EVIDENCE_CHARS] + f" ... [{len(text) - _EVIDENCE_CHARS} more characters]"
-    outcome = "failed" if last.status == "error" else "returned"
-    return f"{report}\n\n[The subagent's last tool call, {last.name}, {outcome}:\n{text}]"
+    shown = f"The subagent's last successful tool call, {evidence.name}, returned:\n{_cut(text)}"
+    return f"{report}\n\n[{shown}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,4 +296,4 @@ class SubAgents(Capability):
             raise ToolError(
                 f"the {agent} subagent needs approval for a call; do this subtask yourself"
             )
-        return _with_evidence(response.content or "(the subagent gave no report)", response)
+        return _with_evidence(agent, response.content or "(the subagent gave no report)", response)

@@ -57,7 +57,12 @@ _Tools: TypeAlias = dict[str, str]  # a written name (exact, or folded to lower 
 
 _CALL_START = r"""\{(?=\s*["'])|\[(?=\s*\{)"""  # "{" before a quoted key, "[" before "{"
 _START = re.compile(_CALL_START)
-_TRIGGER = re.compile(_CALL_START + r"|```|</?tool_call>")
+# a call written like a function, name({...}): the name before the object, the ")" after it
+_FUNCTION = r"(?<![\w.])([A-Za-z_][\w.]{0,99})\(\s*"
+_FUNCTION_PREFIX = re.compile(_FUNCTION + r"\Z")
+_FUNCTION_CLOSE = re.compile(r"\s*\)")
+_TRIGGER = re.compile(_FUNCTION + r"""(?=\{\s*["'])|""" + _CALL_START + r"|```|</?tool_call>")
+_PARTIAL_FUNCTION = re.compile(r"(?<![\w.])([A-Za-z_][\w.]{0,99})(?:\(\s*(?:\{\s*)?)?\Z")
 _TOKEN = re.compile(r"""\"\"\"|'''|["'{}\[\]]""")
 _DQ_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 _SQ_REST = re.compile(r"[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'")  # a '...' string ends on its line
@@ -335,6 +340,22 @@ def _incomplete_call(text: str, start: int, tools: _Tools) -> tuple[str, list[_I
     return (raw, [MalformedCall(name, raw, reason)]) if attempted else None
 
 
+def _function_form(text: str, pos: int, start: int, end: int, tools: _Tools) -> _Span | None:
+    """The object at ``[start, end)`` as the arguments of ``name({...})``, when ``name`` is a
+    tool (small models write the call they were shown in that form); None otherwise."""
+    prefix = _FUNCTION_PREFIX.search(text, max(pos, start - 110), start)
+    close = _FUNCTION_CLOSE.match(text, end)
+    name = _resolve(tools, prefix.group(1)) if prefix and close else None
+    if name is None or prefix is None or close is None:
+        return None
+    raw = text[start:end]
+    ok, value, error = _load(raw)
+    if ok:
+        return _Span(prefix.start(), close.end(), [_make_call(name, value, raw)])
+    reason = f"the arguments of {name} are not valid JSON ({error}). {_HOW}"
+    return _Span(prefix.start(), close.end(), [MalformedCall(name, raw, reason)])
+
+
 def _find_spans(text: str, tools: _Tools) -> list[_Span]:
     spans: list[_Span] = []
     pos, budget = 0, _SCAN_BUDGET
@@ -343,8 +364,11 @@ def _find_spans(text: str, tools: _Tools) -> list[_Span]:
         end, work = _match_end(text, start)
         budget -= work
         if end >= 0:
-            spans.append(_Span(start, end, _classify(text[start:end], tools)))
-            pos = end
+            span = _Span(start, end, _classify(text[start:end], tools))
+            if span.items is None and text[start] == "{":
+                span = _function_form(text, pos, start, end, tools) or span
+            spans.append(span)
+            pos = span.end
         elif text[start] == "{" and (found := _incomplete_call(text, start, tools)) is not None:
             raw, items = found
             spans.append(_Span(start, start + len(raw), items))
@@ -476,16 +500,31 @@ def parse_tool_calls(text: str, tool_names: Collection[str]) -> ParsedReply:
     return ParsedReply(text=body.strip(), calls=calls, malformed=malformed)
 
 
-def _next_trigger(text: str) -> tuple[str, int]:
+def _next_trigger(text: str, tools: _Tools) -> tuple[str, int]:
     """The first code fence or possible call, else where a "{", "[", "`" or tag may be starting."""
     match = _TRIGGER.search(text)
     if match is not None:
         return ("fence" if match.group() == "```" else "call"), match.start()
     body = text.rstrip()
     if body.endswith(("{", "[")):
-        return "text", len(body) - 1
-    size = next((n for n in range(min(len(text), 11), 0, -1) if text[-n:] in _PARTIALS), 0)
-    return "text", len(text) - size
+        at = len(body) - 1
+    else:
+        at = len(text) - next(
+            (n for n in range(min(len(text), 11), 0, -1) if text[-n:] in _PARTIALS), 0
+        )
+    partial = _PARTIAL_FUNCTION.search(text)  # the start of name({...}) for a tool's name?
+    if partial is not None and _may_name(tools, partial.group(1)):
+        at = min(at, partial.start())
+    return "text", at
+
+
+def _may_name(tools: _Tools, word: str) -> bool:
+    """Whether ``word`` may be the start of a name ``_resolve`` accepts."""
+    folded = word.lower()
+    if "functions.".startswith(folded):
+        return True
+    folded = folded.removeprefix("functions.")
+    return any(name.startswith(folded) for name in tools)
 
 
 class ToolCallStreamSplitter:
@@ -520,7 +559,7 @@ class ToolCallStreamSplitter:
 
     def _advance(self, text: str, shown: list[str]) -> str:
         """Take in ``text``; return what is left of it after a code fence opens or closes."""
-        kind, at = _next_trigger(text)
+        kind, at = _next_trigger(text, self._tools)
         if self._mode == "text":
             shown.append(text[:at])
             self._parts, text, at = [], text[at:], 0
