@@ -441,34 +441,34 @@ def test_run_python_names_the_common_packages_that_are_missing(tmp_path: Path) -
         assert (package in description) == missing, description
 
 
-async def test_a_csv_header_read_as_a_number_is_explained(tmp_path: Path) -> None:
-    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\n")
-    shell = Shell(tmp_path, python=True, background=False)
-    out = await shell.run_python(
-        "import csv\nrows = list(csv.reader(open('sales.csv')))\n"
-        "print(sum(int(r[1]) for r in rows))"
-    )
-    assert "invalid literal for int()" in out
-    assert "'amount' is text, not a number" in out and "csv.DictReader" in out
+READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
 
 
-async def test_a_csv_row_indexed_by_column_name_is_explained(tmp_path: Path) -> None:
-    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\n")
-    shell = Shell(tmp_path, python=True, background=False)
-    out = await shell.run_python(
-        "import csv\nreader = csv.reader(open('sales.csv'))\nnext(reader)\n"
-        "print(sum(int(r['amount']) for r in reader))"
-    )
-    assert "list indices must be integers or slices, not str" in out
-    assert "index it by position" in out and "csv.DictReader" in out
-
-
-async def test_a_row_unpacked_into_too_few_names_is_explained(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("code", "error", "advice"),
+    [
+        (
+            READ + "print(sum(int(r[2]) for r in reader))",  # the header row read as data
+            "invalid literal for int()",
+            "'amount' is text, not a number",
+        ),
+        (
+            READ + "next(reader)\nprint(sum(int(r['amount']) for r in reader))",
+            "list indices must be integers or slices, not str",
+            "index it by position (row[2]), or read the rows with csv.DictReader",
+        ),
+        (
+            READ + "next(reader)\nprint({region: int(amount) for region, amount in reader})",
+            "too many values to unpack",
+            "unpack every column (a, b, c = row) or index the row",
+        ),
+    ],
+    ids=["header-as-number", "row-indexed-by-name", "too-few-names"],
+)
+async def test_the_csv_mistakes_small_models_repeat_are_explained(
+    tmp_path: Path, code: str, error: str, advice: str
+) -> None:
     (tmp_path / "sales.csv").write_text("region,product,amount\nnorth,pen,120\n")
     shell = Shell(tmp_path, python=True, background=False)
-    out = await shell.run_python(
-        "import csv\nreader = csv.reader(open('sales.csv'))\nnext(reader)\n"
-        "print({region: int(amount) for region, amount in reader})"
-    )
-    assert "too many values to unpack" in out
-    assert "unpack every column (a, b, c = row) or index the row" in out
+    out = await shell.run_python(code)
+    assert error in out and advice in out
