@@ -345,8 +345,10 @@ def _function_form(text: str, pos: int, start: int, end: int, tools: _Tools) -> 
     tool (small models write the call they were shown in that form); None otherwise."""
     prefix = _FUNCTION_PREFIX.search(text, max(pos, start - 110), start)
     close = _FUNCTION_CLOSE.match(text, end)
-    name = _resolve(tools, prefix.group(1)) if prefix and close else None
-    if name is None or prefix is None or close is None:
+    if prefix is None or close is None:
+        return None
+    name = _resolve(tools, prefix.group(1))
+    if name is None:
         return None
     raw = text[start:end]
     ok, value, error = _load(raw)
