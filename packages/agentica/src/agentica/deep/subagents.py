@@ -8,6 +8,12 @@ quote it (a small model's report often says what it did, not what its tools prin
 calls; each subagent's usage is added to the parent run's usage, and its tool calls reach the
 parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
 
+A subagent run shares the parent's run budget (``RunBudget``, run/limits.py): the top-level
+run's limits bound the whole tree, charged as each model call and tool call happens, and the
+subagent is also held to its own agent's limits (the parent agent's, counted over its own run).
+When the tree's budget runs out inside a subagent, its ``task`` call fails and the parent stops
+with the same ``LimitExceeded``.
+
 Subagents are typed by privilege, which picks their tools from the parent's:
 
 - ``explore``: read-only tools (list, read, search files; read todos and skills);
@@ -29,8 +35,10 @@ from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.models.base import Model
 from agentica.run.capability import Capability
+from agentica.run.loop import run_events
 from agentica.run.repetition import returned_error
 from agentica.run.result import RunResponse
+from agentica.run.stream import RunStream
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -278,7 +286,10 @@ class SubAgents(Capability):
         child = self._child(parent, spec)
         source = f"task:{agent}"
         try:
-            stream = child.run_stream(description, deps=ctx.deps, stream_model=False)
+            # the child's run charges the tree's budget as it goes
+            stream = RunStream(
+                run_events(child, description, deps=ctx.deps, stream=False, budget=ctx.budget)
+            )
             async with stream:
                 async for event in stream:  # the parent's stream shows the subagent's steps
                     if event.kind in _REPORTED:

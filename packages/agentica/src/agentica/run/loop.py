@@ -1,8 +1,9 @@
 """The run loop: the one code path every run takes, as an async generator of ``RunEvent``.
 
-One turn is: check the limits, call the model (streamed or not), record the reply; if it asked
-for tools, run them with the three-phase protocol (started events in call order, concurrent
-execution, results in call order) and loop; otherwise validate the final answer and finish.
+One turn is: check the limits (the run's own and its tree's, ``RunBudget``), call the model
+(streamed or not), record the reply; if it asked for tools, run them with the three-phase
+protocol (started events in call order, concurrent execution, results in call order) and loop;
+otherwise validate the final answer and finish.
 ``Agent.run()`` consumes this stream; nothing else drives a model.
 
 Each handler below is small and does one thing; the state of a run lives in ``_RunState``, never
@@ -66,7 +67,7 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.limits import RunLimits
+from agentica.run.limits import RunBudget, RunLimits
 from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
 from agentica.run.window import FINAL_ANSWER_NOTE, ContextWindow, Prepared
 from agentica.tools.call import FunctionCall, render_result
@@ -92,6 +93,7 @@ class _RunState:
     run_id: str
     ctx: RunContext[Any]
     limits: RunLimits
+    budget: RunBudget
     settings: ModelSettings
     request_tools: tuple[Any, ...]
     output_schema: OutputSchema | None
@@ -163,9 +165,12 @@ async def _start(
     model_settings: ModelSettings | None,
     *,
     resuming: RunRecord | None = None,
+    budget: RunBudget | None = None,
 ) -> _RunState:
     user = _user_message(user_input)
     limits = limits or agent.limits
+    if budget is None:  # a top-level run: its limits are the budget of its whole tree
+        budget = RunBudget(limits)
     await agent.load()
     usage = RunUsage()
     run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
@@ -178,14 +183,15 @@ async def _start(
         session_id=agent.session_id,
         storage=agent.storage,
         input=user.text,
+        budget=budget,
     )
     system = await _instructions(agent, ctx)
     window = getattr(agent.model, "context_window", None)
     policy = agent.history
-    budget = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
+    history_tokens = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
     earlier = agent.memory.runs[:-1] if resuming is not None else agent.memory.runs
     history = (
-        assemble_history([r.messages for r in earlier], budget_tokens=budget, policy=policy)
+        assemble_history([r.messages for r in earlier], budget_tokens=history_tokens, policy=policy)
         if earlier
         else []
     )
@@ -212,10 +218,13 @@ async def _start(
         if limits.max_wall_time is not None
         else None
     )
+    if budget.deadline is not None:  # the tree's time runs from the top-level start
+        deadline = budget.deadline if deadline is None else min(deadline, budget.deadline)
     return _RunState(
         run_id=run_id,
         ctx=ctx,
         limits=limits,
+        budget=budget,
         settings=settings,
         request_tools=tuple(f.definition for f in agent.functions.values()),
         output_schema=output_schema,
@@ -237,6 +246,7 @@ async def _resume(
     deps: Any,
     limits: RunLimits | None,
     model_settings: ModelSettings | None,
+    budget: RunBudget | None,
 ) -> tuple[_RunState, list[FunctionCall]]:
     """The state of the agent's paused run, and its calls with ``decisions`` applied."""
     await agent.load()
@@ -248,7 +258,9 @@ async def _resume(
         )
     first = record.messages[0] if record.messages else None
     user_input: RunInput = first if isinstance(first, UserMessage) else ""
-    state = await _start(agent, user_input, deps, limits, model_settings, resuming=record)
+    state = await _start(
+        agent, user_input, deps, limits, model_settings, resuming=record, budget=budget
+    )
     pending = await _pending_of(agent, state.ctx, record)
     message = record.messages[-1]
     assert isinstance(message, AssistantMessage)
@@ -259,7 +271,10 @@ async def _resume(
     return state, calls
 
 
-def _check_limits(state: _RunState) -> None:
+def _start_turn(state: _RunState) -> None:
+    """Count the next model call, or raise ``LimitExceeded`` if it must not start: the tree's
+    budget is spent, or this run's own limits are reached."""
+    state.budget.check()
     limits, usage = state.limits, state.usage
     if limits.max_turns is not None and state.turn >= limits.max_turns:
         raise LimitExceeded(
@@ -274,6 +289,8 @@ def _check_limits(state: _RunState) -> None:
         and time.monotonic() - state.started >= limits.max_wall_time
     ):
         raise LimitExceeded("max_wall_time", limits.max_wall_time, "the run took too long")
+    state.budget.start_turn()
+    state.turn += 1
 
 
 async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
@@ -286,6 +303,9 @@ async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
             return await awaitable
     except TimeoutError:
         if scope.expired():
+            tree = state.budget.deadline
+            if tree is not None and tree <= state.deadline:
+                raise state.budget.timed_out() from None
             assert state.limits.max_wall_time is not None
             raise LimitExceeded(
                 "max_wall_time", state.limits.max_wall_time, "the run took too long"
@@ -456,13 +476,18 @@ async def _check_output(
 
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
     message = response.message
-    state.usage.add_request(response.usage, cost_of(response.usage, state.price))
+    cost = cost_of(response.usage, state.price)
+    state.usage.add_request(response.usage, cost)
+    state.budget.charge_response(response.usage, cost)
     state.messages.append(message)
     state.new_messages.append(message)
     return message
 
 
 def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) -> list[FunctionCall]:
+    """The reply's calls, counted; ``LimitExceeded`` when the tree's tokens, cost or time are
+    spent or the calls would pass a tool-call limit (then none of them starts)."""
+    state.budget.check()
     limit = state.limits.max_tool_calls
     if limit is not None and state.usage.tool_calls + len(message.tool_calls) > limit:
         raise LimitExceeded(
@@ -470,6 +495,7 @@ def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) ->
             limit,
             f"{state.usage.tool_calls} calls made and {len(message.tool_calls)} more requested",
         )
+    state.budget.charge_tool_calls(len(message.tool_calls))  # no call starts past the budget
     functions = _offered(agent, state)
     calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
     state.usage.tool_calls += len(calls)
@@ -706,10 +732,13 @@ async def run_events(
     model_settings: ModelSettings | None = None,
     stream: bool = True,
     decisions: Mapping[str, Decision] | None = None,
+    budget: RunBudget | None = None,
 ) -> AsyncGenerator[RunEvent, None]:
     """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure.
 
     With ``decisions`` (and no input) the agent's paused run resumes instead (approval.py).
+    ``budget`` is the run tree's when this run is a subagent's (subagents.py); a top-level run
+    creates one from its limits.
     """
     if agent.is_running:
         raise ConcurrentRunError(
@@ -722,28 +751,27 @@ async def run_events(
     try:
         if decisions is None:
             assert user_input is not None
-            state = await _start(agent, user_input, deps, limits, model_settings)
+            state = await _start(agent, user_input, deps, limits, model_settings, budget=budget)
             calls: list[FunctionCall] | None = None
         else:
-            state, calls = await _resume(agent, decisions, deps, limits, model_settings)
+            state, calls = await _resume(agent, decisions, deps, limits, model_settings, budget)
         yield RunStarted(run_id=state.run_id, agent=agent.name, input=state.ctx.input)
         if calls is None:
             await _check_input(agent, state)
         while True:
             if calls is None:
-                _check_limits(state)
-                state.turn += 1
+                _start_turn(state)
                 state.allowed = await _allowed_tools(agent, state)
                 slots = await _slots(agent, state)
                 request, prepared = await _request(agent, state, slots)
                 compacted = _compacted(state, prepared, "soft")
                 if compacted is not None:
                     yield compacted
-                budget = state.window.budget
+                window_budget = state.window.budget
                 yield ModelRequestStarted(
                     turn=state.turn,
                     context_tokens=prepared.tokens,
-                    context_limit=budget.usable if budget is not None else None,
+                    context_limit=window_budget.usable if window_budget is not None else None,
                     final_only=prepared.final_only,
                 )
                 response: ModelResponse | None = None
@@ -834,6 +862,7 @@ async def run_events(
             for call in calls:
                 if call.tripped is not None:
                     raise call.tripped
+            state.budget.check()  # a subagent of this turn may have spent the tree's budget
             calls = None
             if stop is not None:
                 finished = _finish(agent, state, None, stop)

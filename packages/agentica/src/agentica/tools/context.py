@@ -11,9 +11,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentica.messages import RunUsage
+
+if TYPE_CHECKING:
+    from agentica.run.limits import RunBudget
 
 __all__ = ["RunContext"]
 
@@ -31,12 +34,15 @@ class RunContext(Generic[DepsT]):
         storage: the agent's ``agentica.storage.Storage``, or ``None``.
         input: the text of the user's message that started the run.
         state: a dict private to this run, for capabilities (keyed by their names).
+        budget: the ``RunBudget`` of the run tree (the top-level run and its subagents) this
+            run belongs to; a tool that starts an agent run of its own passes it on.
     """
 
     __slots__ = (
         "_agent",
         "_cancel",
         "_progress",
+        "budget",
         "deps",
         "input",
         "run_id",
@@ -58,6 +64,7 @@ class RunContext(Generic[DepsT]):
         session_id: str | None = None,
         storage: Any = None,
         input: str = "",
+        budget: RunBudget | None = None,
     ) -> None:
         self.run_id = run_id
         self.deps = deps
@@ -66,6 +73,7 @@ class RunContext(Generic[DepsT]):
         self.session_id = session_id
         self.storage = storage
         self.input = input
+        self.budget = budget
         self.state: dict[str, Any] = {}
         self._agent: weakref.ReferenceType[Any] | None = (
             weakref.ref(agent) if agent is not None else None
