@@ -21,11 +21,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agentica.errors import SessionFormatError, StorageError
+from agentica.errors import SessionConflictError, SessionFormatError, StorageError
 from agentica.messages import UserMessage
 from agentica.storage import (
     MAX_VARIABLE_BYTES,
@@ -44,6 +46,7 @@ from tests.postgres import Cluster, throwaway_cluster, why_no_postgres
 from tests.records import every_kind_run, realistic_run
 
 ROOT = Path(__file__).resolve().parent.parent
+MIGRATIONS = ROOT / "packages" / "agentica" / "src" / "agentica" / "storage" / "migrations"
 BACKENDS = ["memory", "sqlite", "jsonfiles", "postgresql"]
 
 
@@ -437,6 +440,92 @@ async def test_parallel_users_and_sessions_see_only_their_own_runs(storage: Stor
         assert {i.session_id for i in await storage.list_sessions(user)} == {"s1", "s2"}
 
 
+# -- concurrent writers: a save states the revision it was based on ----------------------------
+
+
+async def test_a_stale_save_is_refused_and_changes_nothing(storage: Storage) -> None:
+    """Two writers loaded revision 1; the second to save gets the typed error, the first's
+    state survives whole, and the refused run is not half-stored."""
+    assert await storage.append_run("alice", "s1", realistic_run(1), state={"files": {}}) == 1
+    loaded = await storage.load_session("alice", "s1")
+    assert loaded is not None and loaded.revision == 1
+    first = await storage.append_run(
+        "alice", "s1", realistic_run(2), state={"files": {"a": "A"}}, expected_revision=1
+    )
+    assert first == 2
+    with pytest.raises(SessionConflictError) as refused:
+        await storage.append_run(
+            "alice", "s1", realistic_run(3), summary="B's", state={"files": {"b": "B"}},
+            expected_revision=1,
+        )  # fmt: skip
+    error = refused.value
+    assert (error.user_id, error.session_id, error.expected, error.found) == ("alice", "s1", 1, 2)
+    assert "another agent or process" in str(error) and "session_id" in str(error)
+    data = await storage.load_session("alice", "s1")
+    assert data is not None and data.revision == 2
+    assert ids(data.runs) == ["run-1", "run-2"] and data.info.runs == 2
+    assert data.state == {"files": {"a": "A"}} and data.summary is None
+    # the current revision is accepted; a new session is revision 0 (variables do not count)
+    assert await storage.append_run("alice", "s1", realistic_run(3), expected_revision=2) == 3
+    await storage.set_variable("alice", "fresh", "k", 1)
+    fresh = await storage.load_session("alice", "fresh")
+    assert fresh is not None and fresh.revision == 0
+    assert await storage.append_run("alice", "fresh", realistic_run(1), expected_revision=0) == 1
+    with pytest.raises(SessionConflictError):  # "new" was expected, but it exists
+        await storage.append_run("alice", "fresh", realistic_run(2), expected_revision=0)
+    # a session deleted by someone else is not silently re-created by a stale writer
+    assert await storage.delete_session("alice", "s1")
+    with pytest.raises(SessionConflictError, match="deleted") as gone:
+        await storage.append_run("alice", "s1", realistic_run(4), expected_revision=3)
+    assert gone.value.found is None
+    assert await storage.load_session("alice", "s1") is None
+    # without expected_revision a save is unconditional, as before
+    assert await storage.append_run("alice", "fresh", realistic_run(3)) == 2
+    fork = await storage.fork_session("alice", "fresh", "fresh-fork")
+    forked = await storage.load_session("alice", fork.session_id)
+    assert forked is not None and forked.revision == 0 and len(forked.runs) == 2
+
+
+async def test_concurrent_writers_never_lose_a_save(storage: Storage, backend: Backend) -> None:
+    """Writers (each its own storage object where the backend allows) load, change the whole
+    state and save with the revision they loaded; on a conflict they reload and retry. Every
+    save that succeeded is in the final session."""
+    stores = [storage] if backend.kind == "memory" else [backend.make() for _ in range(3)]
+    saved: list[str] = []
+
+    async def writer(number: int) -> int:
+        conflicts = 0
+        store = stores[number % len(stores)]
+        for round_ in range(4):
+            run = realistic_run(round_, result_size=50)
+            run.run_id = f"w{number}-r{round_}"
+            while True:
+                data = await store.load_session("alice", "shared")
+                state = data.state if data else {}
+                log = [*state.get("log", []), run.run_id]
+                try:
+                    await store.append_run(
+                        "alice", "shared", run, state={"log": log},
+                        expected_revision=data.revision if data else 0,
+                    )  # fmt: skip
+                except SessionConflictError:
+                    conflicts += 1
+                    continue
+                saved.append(run.run_id)
+                break
+        return conflicts
+
+    try:
+        await asyncio.gather(*(writer(n) for n in range(4)))
+    finally:
+        for store in stores:
+            if store is not storage:
+                await store.aclose()
+    data = await storage.load_session("alice", "shared")
+    assert data is not None
+    assert ids(data.runs) == saved and data.state["log"] == saved and data.revision == 16
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
@@ -562,7 +651,7 @@ async def test_a_fresh_database_gets_the_schema_of_the_code(fresh_sql_url: str) 
     finally:
         await storage.aclose()
     version = await execute(fresh_sql_url, f"SELECT version_num FROM {VERSION_TABLE}")
-    assert [row[0] for row in version] == ["0001"]
+    assert [row[0] for row in version] == ["0002"]
     engine = create_async_engine(fresh_sql_url)
     try:
         async with engine.connect() as conn:
@@ -593,6 +682,41 @@ async def test_a_database_from_a_newer_agentica_is_refused(fresh_sql_url: str) -
             await newer.load_session("u", "s")
     finally:
         await newer.aclose()
+
+
+async def test_a_database_of_the_previous_schema_is_upgraded(fresh_sql_url: str) -> None:
+    """A database at revision 0001 (no session revision) is upgraded in place on first use:
+    its sessions keep their runs and start at their run count."""
+    storage = SQLStorage(fresh_sql_url)
+    for i in (1, 2):
+        await storage.append_run("u", "s", realistic_run(i), state={"n": i})
+    await storage.aclose()
+
+    def downgrade(connection: Any) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0001")
+
+    engine = create_async_engine(fresh_sql_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(downgrade)
+    finally:
+        await engine.dispose()
+    version = await execute(fresh_sql_url, f"SELECT version_num FROM {VERSION_TABLE}")
+    assert [row[0] for row in version] == ["0001"]
+    with pytest.raises(Exception, match="revision"):
+        await execute(fresh_sql_url, "SELECT revision FROM sessions")
+    upgraded = SQLStorage(fresh_sql_url)
+    try:
+        data = await upgraded.load_session("u", "s")
+        assert data is not None and data.revision == 2 and ids(data.runs) == ["run-1", "run-2"]
+        with pytest.raises(SessionConflictError):
+            await upgraded.append_run("u", "s", realistic_run(3), expected_revision=1)
+        assert await upgraded.append_run("u", "s", realistic_run(3), expected_revision=2) == 3
+    finally:
+        await upgraded.aclose()
 
 
 async def test_create_false_does_not_create_a_schema(fresh_sql_url: str) -> None:

@@ -17,7 +17,8 @@ AgenticaError
 ├── OutputValidationError      the model's final answer never matched the requested output type
 ├── RunCancelled               the run was cancelled through its handle
 └── StorageError               a storage backend failed (database unreachable, disk full, ...)
-    └── SessionFormatError     a stored session is damaged or from an unsupported version
+    ├── SessionFormatError     a stored session is damaged or from an unsupported version
+    └── SessionConflictError   another agent or process saved the session since it was loaded
 ```
 
 Control signals (stop the run, retry with a message to the model) are values a tool returns
@@ -41,6 +42,7 @@ __all__ = [
     "ModelTimeoutError",
     "OutputValidationError",
     "RunCancelled",
+    "SessionConflictError",
     "SessionFormatError",
     "StorageError",
     "ToolError",
@@ -184,3 +186,36 @@ class StorageError(AgenticaError):
 
 class SessionFormatError(StorageError):
     """A stored session or run is damaged (truncated, edited) or from an unsupported version."""
+
+
+class SessionConflictError(StorageError):
+    """Another agent or process saved the session since this one loaded it; nothing was written.
+
+    A save states the session revision it was based on, and the storage refuses it if the stored
+    revision moved on. An agent merges what it can (runs appended by the other writer, state
+    keys only one side changed) and raises this error only when both changed the same value.
+
+    Attributes:
+        user_id, session_id: the session.
+        expected: the revision the save was based on.
+        found: the stored revision (``None``: the session was deleted).
+        run: the ``RunRecord`` that was not saved (its output, messages and tool calls), when the
+            conflict came from an agent saving a run; ``None`` for a storage call.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        user_id: str = "",
+        session_id: str = "",
+        expected: int = 0,
+        found: int | None = None,
+        run: object = None,
+    ) -> None:
+        super().__init__(message)
+        self.user_id = user_id
+        self.session_id = session_id
+        self.expected = expected
+        self.found = found
+        self.run = run

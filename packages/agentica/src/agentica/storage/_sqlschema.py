@@ -1,7 +1,8 @@
 """The SQL schema of ``SQLStorage`` as SQLAlchemy Core tables (SQLite and PostgreSQL).
 
-- ``sessions``: one row per (user, session): title, times, summary, state (JSON text) and
-  ``run_count``, the sequence number of its last run (``append_run`` increments it atomically).
+- ``sessions``: one row per (user, session): title, times, summary, state (JSON text),
+  ``run_count``, the sequence number of its last run (``append_run`` increments it atomically),
+  and ``revision``, bumped by every save (a save based on another revision is refused).
 - ``runs``: one row per run, ``record`` is ``codec.encode_run`` text; key (user, session, seq).
 - ``variables``: the per-session variable index (key, summary, size, time) pointing at a blob.
 - ``blobs``: variable values (JSON text) keyed by the SHA-256 of that text: identical values are
@@ -39,6 +40,7 @@ sessions = sa.Table(
     sa.Column("run_count", sa.Integer(), nullable=False),
     sa.Column("summary", sa.Text(), nullable=True),
     sa.Column("state", sa.Text(), nullable=False),
+    sa.Column("revision", sa.Integer(), nullable=False, server_default="0"),
     sa.Index("ix_sessions_user_updated", "user_id", "updated_at"),
 )
 

@@ -5,6 +5,13 @@ keyed by ``(user_id, session_id)``: one user never reads another user's sessions
 whatever ids they pass. A run is written atomically with the session's summary and state
 (``append_run``): after a crash a session holds every completed run or none of a half-written one.
 
+Several agents or processes may use one session. Every save bumps the session's ``revision``;
+a writer passes the revision it loaded (``append_run(expected_revision=...)``) and the backend
+compares and writes atomically, raising ``SessionConflictError`` if someone else saved in
+between, so state saved as a whole (files of the state backend, todo lists, the summary) is never
+overwritten silently. ``merge_state`` is the three-way merge an agent uses to combine its changes
+with the other writer's before saving again.
+
 Variables hold JSON values with an optional one-line summary; backends keep a per-session index
 (no scans of the whole store) and store large values once, by content hash.
 """
@@ -15,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from agentica.errors import StorageError
+from agentica.errors import SessionConflictError, StorageError
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
 
 __all__ = [
@@ -26,6 +33,8 @@ __all__ = [
     "VariableInfo",
     "check_ids",
     "check_variable",
+    "merge_state",
+    "stale_save",
 ]
 
 MAX_VARIABLE_BYTES = 8 * 1024 * 1024
@@ -72,6 +81,60 @@ def check_variable(key: str, encoded_size: int) -> None:
         )
 
 
+def stale_save(
+    user_id: str, session_id: str, expected: int, found: int | None
+) -> SessionConflictError:
+    """The error for a save based on revision ``expected`` of a session now at ``found``."""
+    what = (
+        "was deleted by another agent or process"
+        if found is None
+        else f"was saved by another agent or process (it is at revision {found})"
+    )
+    return SessionConflictError(
+        f"session {session_id!r} of user {user_id!r} {what} since this copy was loaded at "
+        f"revision {expected}; nothing was written. Load the session again (a new Agent with "
+        "the same user_id and session_id) and retry, or give each process its own session_id",
+        user_id=user_id, session_id=session_id, expected=expected, found=found,
+    )  # fmt: skip
+
+
+_ABSENT: Any = object()
+
+
+def merge_state(base: Any, mine: Any, theirs: Any) -> tuple[Any, list[str]]:
+    """Three-way merge of JSON values: the merged value and the paths both sides changed.
+
+    ``base`` is what both writers started from. A value only one side changed takes that side's
+    change; JSON objects are merged key by key, recursively (two writers adding different files
+    to ``state["files"]`` keep both); a value both sides changed differently is a conflict, listed
+    as a path like ``/todos`` or ``/files/notes.md`` (the merged value then holds ``mine``).
+    """
+    conflicts: list[str] = []
+    return _merge(base, mine, theirs, "", conflicts), conflicts
+
+
+def _merge(base: Any, mine: Any, theirs: Any, path: str, conflicts: list[str]) -> Any:
+    if mine == theirs or theirs == base:
+        return mine
+    if mine == base:
+        return theirs
+    if (
+        isinstance(mine, dict)
+        and isinstance(theirs, dict)
+        and (base is _ABSENT or isinstance(base, dict))
+    ):
+        earlier = base if isinstance(base, dict) else {}
+        merged = {}
+        for key in [*theirs, *(key for key in mine if key not in theirs)]:
+            value = _merge(earlier.get(key, _ABSENT), mine.get(key, _ABSENT),
+                           theirs.get(key, _ABSENT), f"{path}/{key}", conflicts)  # fmt: skip
+            if value is not _ABSENT:
+                merged[key] = value
+        return merged
+    conflicts.append(path or "/")
+    return mine
+
+
 @runtime_checkable
 class Storage(Protocol):
     """Async storage of sessions and variables. See ``agentica.storage`` for the backends."""
@@ -89,8 +152,15 @@ class Storage(Protocol):
         title: str | None = None,
         summary: str | None = None,
         state: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Add ``run`` to the session (created if new) with its summary and state, atomically."""
+        expected_revision: int | None = None,
+    ) -> int:
+        """Add ``run`` to the session (created if new) with its summary and state, atomically;
+        the session's new revision.
+
+        With ``expected_revision`` (the ``revision`` of the loaded session, 0 for a new one) the
+        write happens only if the stored session is still at that revision; otherwise nothing
+        is written and ``SessionConflictError`` says so (also when the session was deleted).
+        """
         ...
 
     async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:

@@ -2,7 +2,9 @@
 
 Layout, every name percent-encoded by ``file_name`` (no id can name ``..`` or contain ``/``)::
 
-    <directory>/<user>/<session>/session.json          ids, title, times, run count, summary, state
+    <directory>/.lock                                  held (flock) by the process writing
+    <directory>/<user>/<session>/session.json          ids, title, times, run count, revision,
+                                                       summary, state
                                  runs/00000001.json     one run record (the codec's envelope)
                                  variables/<key>.json   key, summary, size, time and value hash
                                  values/<sha256>.json   a value, shared by keys holding equal values
@@ -10,8 +12,11 @@ Layout, every name percent-encoded by ``file_name`` (no id can name ``..`` or co
 Every file is written atomically (temporary file, fsync, ``os.replace``, fsync of the directory).
 ``session.json`` is written last and its run count is what a load reads, so a crash in the middle
 of ``append_run`` leaves the session as it was. A fork hard-links the runs and values (stored
-once). All file I/O runs in worker threads, never on the event loop; writes are serialised by a
-lock of the storage object, so one process at a time should write to a directory.
+once). All file I/O runs in worker threads, never on the event loop. Writes are serialised by a
+lock of the storage object and, between processes, by ``flock`` on ``<directory>/.lock`` (on
+Windows: one process at a time should write to a directory). ``append_run`` with
+``expected_revision`` compares the revision in ``session.json`` under that lock and raises
+``SessionConflictError`` if another writer saved first.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import os
 import secrets
 import shutil
 import string
+import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -38,9 +45,13 @@ from agentica.storage.base import (
     VariableInfo,
     check_ids,
     check_variable,
+    stale_save,
 )
 from agentica.storage.codec import decode_run, dump_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
+
+if sys.platform != "win32":
+    import fcntl
 
 __all__ = ["JSONFileStorage", "file_name"]
 
@@ -151,12 +162,13 @@ class _SessionFile:
     runs: int
     summary: str | None
     state: dict[str, Any]
+    revision: int = 0
 
     def dump(self) -> str:
         data = {"format": "agentica.session", "version": _FILE_VERSION, "user_id": self.user_id,
                 "session_id": self.session_id, "title": self.title, "created_at": self.created_at,
-                "updated_at": self.updated_at, "runs": self.runs, "summary": self.summary,
-                "state": self.state}  # fmt: skip
+                "updated_at": self.updated_at, "runs": self.runs, "revision": self.revision,
+                "summary": self.summary, "state": self.state}  # fmt: skip
         return json.dumps(data, ensure_ascii=False, indent=1)
 
     @classmethod
@@ -167,11 +179,11 @@ class _SessionFile:
                 user_id=fields["user_id"], session_id=fields["session_id"], title=fields["title"],
                 created_at=float(fields["created_at"]), updated_at=float(fields["updated_at"]),
                 runs=int(fields["runs"]), summary=fields.get("summary"),
-                state=fields.get("state") or {},
+                state=fields.get("state") or {}, revision=int(fields.get("revision", 0)),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise SessionFormatError(f"{where} is damaged: {type(exc).__name__}: {exc}") from None
-        if not isinstance(parsed.state, dict) or parsed.runs < 0:
+        if not isinstance(parsed.state, dict) or parsed.runs < 0 or parsed.revision < 0:
             raise SessionFormatError(f"{where} is damaged: bad state or run count")
         return parsed
 
@@ -224,6 +236,29 @@ class JSONFileStorage:
 
     def __repr__(self) -> str:
         return f"JSONFileStorage({str(self.directory)!r})"
+
+    @contextmanager
+    def _locked(self, *, create: bool = True) -> Iterator[None]:
+        """Hold this object's lock and, between processes, ``flock`` on ``<directory>/.lock``
+        (``create=False``: a directory that does not exist yet is not created; nothing to lock)."""
+        with self._write_lock:
+            if sys.platform == "win32":
+                yield
+                return
+            if create:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                if create:
+                    raise
+                yield
+                return
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # releases the lock
 
     def _session_dir(self, user_id: str, session_id: str) -> Path:
         return self.directory / file_name(user_id) / file_name(session_id)
@@ -282,8 +317,9 @@ class JSONFileStorage:
                 ) from None
             runs.append(decode_run(text, where=f"run {seq} of {where} ({path})"))
         return SessionData(
-            info=session.info(), runs=runs, summary=session.summary, state=session.state
-        )
+            info=session.info(), runs=runs, summary=session.summary, state=session.state,
+            revision=session.revision,
+        )  # fmt: skip
 
     async def append_run(
         self,
@@ -294,14 +330,16 @@ class JSONFileStorage:
         title: str | None = None,
         summary: str | None = None,
         state: Mapping[str, Any] | None = None,
-    ) -> None:
+        expected_revision: int | None = None,
+    ) -> int:
         check_ids(user_id, session_id)
         record = json.dumps(dump_run(run), ensure_ascii=False, indent=1)
         state_copy = json.loads(json.dumps(dict(state))) if state is not None else None
         new_title = title or run.input[:80] or session_id
-        await asyncio.to_thread(
-            self._append, user_id, session_id, record, new_title, summary, state_copy
-        )
+        return await asyncio.to_thread(
+            self._append, user_id, session_id, record, new_title, summary, state_copy,
+            expected_revision,
+        )  # fmt: skip
 
     def _append(
         self,
@@ -311,11 +349,16 @@ class JSONFileStorage:
         title: str,
         summary: str | None,
         state: dict[str, Any] | None,
-    ) -> None:
+        expected: int | None,
+    ) -> int:
         now = time.time()
         directory = self._session_dir(user_id, session_id)
-        with self._write_lock:
+        with self._locked():
             session = self._read_session(directory, self._where(user_id, session_id))
+            if expected is not None:
+                found = session.revision if session is not None else None
+                if found != expected and not (found is None and expected == 0):
+                    raise stale_save(user_id, session_id, expected, found)
             if session is None:
                 session = self._new_session(user_id, session_id, title, now)
                 _make_directories(directory / "runs", self.directory)
@@ -326,7 +369,9 @@ class JSONFileStorage:
                 session.summary = summary
             if state is not None:
                 session.state = state
+            session.revision += 1
             _write_atomic(directory / "session.json", session.dump())
+            return session.revision
 
     async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:
         check_ids(user_id, "-")
@@ -352,7 +397,7 @@ class JSONFileStorage:
         await asyncio.to_thread(self._rename, user_id, session_id, title)
 
     def _rename(self, user_id: str, session_id: str, title: str) -> None:
-        with self._write_lock:
+        with self._locked(create=False):
             session = self._require_session(user_id, session_id)
             session.title = title
             self._write_session(session)
@@ -363,7 +408,7 @@ class JSONFileStorage:
 
     def _delete_session(self, user_id: str, session_id: str) -> bool:
         directory = self._session_dir(user_id, session_id)
-        with self._write_lock:
+        with self._locked(create=False):
             if not directory.is_dir():
                 return False
             existed = (directory / "session.json").exists()
@@ -384,7 +429,7 @@ class JSONFileStorage:
     def _fork(self, user_id: str, session_id: str, new_id: str, title: str | None) -> SessionInfo:
         source_dir = self._session_dir(user_id, session_id)
         target_dir = self._session_dir(user_id, new_id)
-        with self._write_lock:
+        with self._locked(create=False):
             source = self._require_session(user_id, session_id)
             if (target_dir / "session.json").exists():
                 raise StorageError(f"session {new_id!r} already exists for {user_id!r}")
@@ -402,7 +447,7 @@ class JSONFileStorage:
                             _link_or_copy(source_dir / sub / name, building / sub / name)
             now = time.time()
             twin = replace(source, session_id=new_id, title=title or f"{source.title} (fork)",
-                           created_at=now, updated_at=now)  # fmt: skip
+                           created_at=now, updated_at=now, revision=0)  # fmt: skip
             _write_atomic(building / "session.json", twin.dump())
             os.rename(building, target_dir)
             _fsync_directory(target_dir.parent)
@@ -426,7 +471,7 @@ class JSONFileStorage:
         self, user_id: str, session_id: str, variable: _VariableFile, encoded: str
     ) -> None:
         directory = self._session_dir(user_id, session_id)
-        with self._write_lock:
+        with self._locked():
             if self._read_session(directory, self._where(user_id, session_id)) is None:
                 self._write_session(
                     self._new_session(user_id, session_id, session_id, variable.updated_at)
@@ -467,7 +512,8 @@ class JSONFileStorage:
         directory = self._session_dir(user_id, session_id)
         where = f"variable {key!r} of {self._where(user_id, session_id)}"
         path = directory / "variables" / f"{file_name(key)}.json"
-        with self._write_lock:  # a value is never read while a writer may delete it
+        # a value is never read while a writer may delete it
+        with self._locked(create=False):
             try:
                 variable = _VariableFile.read(path, f"{where} ({path})")
             except FileNotFoundError:
@@ -522,7 +568,7 @@ class JSONFileStorage:
     def _delete_variable(self, user_id: str, session_id: str, key: str) -> bool:
         directory = self._session_dir(user_id, session_id)
         path = directory / "variables" / f"{file_name(key)}.json"
-        with self._write_lock:
+        with self._locked(create=False):
             old = self._old_hash(path)
             try:
                 path.unlink()

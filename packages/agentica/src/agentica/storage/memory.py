@@ -2,7 +2,8 @@
 
 Values are stored serialised (JSON) exactly as the durable backends store them, so a record that
 would not survive a database does not survive here either, and callers can never mutate what was
-stored through a reference they kept.
+stored through a reference they kept. A save with ``expected_revision`` is compared and applied
+under one lock (``SessionConflictError`` when another writer saved first).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentica.storage.base import (
     VariableInfo,
     check_ids,
     check_variable,
+    stale_save,
 )
 from agentica.storage.codec import decode_run, encode_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
@@ -36,6 +38,7 @@ class _Session:
     runs: list[str] = field(default_factory=list)
     summary: str | None = None
     state: str = "{}"
+    revision: int = 0
     variables: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
 
 
@@ -72,6 +75,7 @@ class InMemoryStorage:
             ],
             summary=session.summary,
             state=json.loads(session.state),
+            revision=session.revision,
         )
 
     async def append_run(
@@ -83,15 +87,19 @@ class InMemoryStorage:
         title: str | None = None,
         summary: str | None = None,
         state: Mapping[str, Any] | None = None,
-    ) -> None:
+        expected_revision: int | None = None,
+    ) -> int:
         check_ids(user_id, session_id)
-        encoded = encode_run(
-            run
-        )  # before any change: a record that cannot be stored changes nothing
+        # before any change: a record that cannot be stored changes nothing
+        encoded = encode_run(run)
         encoded_state = json.dumps(dict(state)) if state is not None else None
         now = time.time()
         async with self._lock:
             session = self._sessions.get((user_id, session_id))
+            if expected_revision is not None:
+                found = session.revision if session is not None else None
+                if found != expected_revision and not (found is None and expected_revision == 0):
+                    raise stale_save(user_id, session_id, expected_revision, found)
             if session is None:
                 session = _Session(title=title or run.input[:80] or session_id, created_at=now,
                                    updated_at=now)  # fmt: skip
@@ -102,6 +110,8 @@ class InMemoryStorage:
                 session.summary = summary
             if encoded_state is not None:
                 session.state = encoded_state
+            session.revision += 1
+            return session.revision
 
     async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:
         check_ids(user_id, "-")
@@ -126,6 +136,7 @@ class InMemoryStorage:
                 raise SessionNotFound(f"session {new_session_id!r} already exists")
             twin = copy.deepcopy(source)
             twin.title = title or f"{source.title} (fork)"
+            twin.revision = 0
             twin.created_at = twin.updated_at = time.time()
             self._sessions[(user_id, new_session_id)] = twin
         return self._info((user_id, new_session_id), twin)

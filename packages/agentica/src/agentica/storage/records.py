@@ -72,10 +72,13 @@ class SessionData:
     """Everything needed to resume a session: its info, runs in order, summary and state.
 
     ``state`` holds what capabilities keep per session (todo lists, files of the state backend,
-    paused approvals), as JSON.
+    paused approvals), as JSON. ``revision`` counts the runs saved into the session (0: none
+    yet); a writer passes the revision it loaded as ``append_run(expected_revision=...)``, so a
+    save based on an outdated copy is refused instead of overwriting another writer's state.
     """
 
     info: SessionInfo
     runs: list[RunRecord]
     summary: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    revision: int = 0

@@ -8,8 +8,11 @@ Tables (``_sqlschema.py``): ``sessions``, ``runs`` (one ``codec.encode_run`` rec
 ``variables`` (the per-session index) and ``blobs`` (values stored once by SHA-256; a blob is
 deleted in the transaction that removes its last reference). Every statement is filtered by
 ``user_id`` and ``session_id``. ``append_run`` is one transaction: it bumps the session's
-``run_count`` (the run's sequence number) and inserts the run, so a crash leaves all of a run or
-none of it. Damaged rows raise ``SessionFormatError`` naming the user, session and run.
+``run_count`` (the run's sequence number) and ``revision`` and inserts the run, so a crash leaves
+all of a run or none of it. With ``expected_revision`` the bump is ``UPDATE ... WHERE revision =
+:expected`` (compare-and-set in one statement): a writer that lost the race changes nothing and
+gets ``SessionConflictError``. Damaged rows raise ``SessionFormatError`` naming the user, session
+and run.
 
 The schema is managed by alembic (``migrations/``): on first use the storage upgrades the database
 to the newest revision (``create=True``) or checks that it is there (``create=False``); a database
@@ -43,6 +46,7 @@ from agentica.storage.base import (
     VariableInfo,
     check_ids,
     check_variable,
+    stale_save,
 )
 from agentica.storage.codec import decode_run, encode_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
@@ -354,7 +358,7 @@ class SQLStorage:
         where = f"session {session_id!r} of user {user_id!r}"
         return SessionData(
             info=self._info(row), runs=decoded, summary=row.summary,
-            state=_decode_state(row.state, where),
+            state=_decode_state(row.state, where), revision=row.revision,
         )  # fmt: skip
 
     @staticmethod
@@ -373,35 +377,58 @@ class SQLStorage:
         title: str | None = None,
         summary: str | None = None,
         state: Mapping[str, Any] | None = None,
-    ) -> None:
+        expected_revision: int | None = None,
+    ) -> int:
         check_ids(user_id, session_id)
         encoded = encode_run(run)  # first: a record that cannot be stored changes nothing
         encoded_state = json.dumps(dict(state)) if state is not None else None
         now = time.time()
 
-        async def body(conn: AsyncConnection) -> None:
+        async def body(conn: AsyncConnection) -> int:
             import sqlalchemy as sa
 
             from agentica.storage._sqlschema import runs, sessions
 
-            insert = self._insert(conn, sessions).values(
-                user_id=user_id, session_id=session_id,
-                title=_text(title or run.input[:80] or session_id),
-                created_at=now, updated_at=now, run_count=1, summary=_text(summary),
-                state=encoded_state or "{}",
-            )  # fmt: skip
+            where = _session_where(sessions, user_id, session_id)
             changes: dict[str, Any] = {
-                "updated_at": insert.excluded.updated_at,
+                "updated_at": now,
                 "run_count": sessions.c.run_count + 1,
+                "revision": sessions.c.revision + 1,
             }
             if summary is not None:
-                changes["summary"] = insert.excluded.summary
+                changes["summary"] = _text(summary)
             if encoded_state is not None:
-                changes["state"] = insert.excluded.state
-            upsert = insert.on_conflict_do_update(
-                index_elements=[sessions.c.user_id, sessions.c.session_id], set_=changes
-            ).returning(sessions.c.run_count)
-            seq = (await conn.execute(upsert)).scalar_one()
+                changes["state"] = encoded_state
+            returned = (sessions.c.run_count, sessions.c.revision)
+            if expected_revision:  # the session must exist, at that revision
+                statement: Any = (
+                    sa.update(sessions)
+                    .where(where & (sessions.c.revision == expected_revision))
+                    .values(changes)
+                    .returning(*returned)
+                )
+            else:  # new (or, with expected_revision=0, never saved into)
+                statement = (
+                    self._insert(conn, sessions)
+                    .values(
+                        user_id=user_id, session_id=session_id,
+                        title=_text(title or run.input[:80] or session_id),
+                        created_at=now, updated_at=now, run_count=1, summary=_text(summary),
+                        state=encoded_state or "{}", revision=1,
+                    )
+                    .on_conflict_do_update(
+                        index_elements=[sessions.c.user_id, sessions.c.session_id],
+                        set_=changes,
+                        where=None if expected_revision is None else sessions.c.revision == 0,
+                    )
+                    .returning(*returned)
+                )  # fmt: skip
+            row = (await conn.execute(statement)).one_or_none()
+            if row is None:
+                assert expected_revision is not None
+                found = await conn.execute(sa.select(sessions.c.revision).where(where))
+                raise stale_save(user_id, session_id, expected_revision, found.scalar_one_or_none())
+            seq, revision = row
             await conn.execute(
                 sa.insert(runs).values(
                     user_id=user_id,
@@ -413,8 +440,9 @@ class SQLStorage:
                     record=encoded,
                 )
             )
+            return int(revision)
 
-        await self._transaction("append a run", body, write=True)
+        return await self._transaction("append a run", body, write=True)
 
     async def list_sessions(self, user_id: str, *, limit: int = 100) -> list[SessionInfo]:
         check_ids(user_id, "-")
@@ -517,6 +545,7 @@ class SQLStorage:
                     run_count=source.run_count,
                     summary=source.summary,
                     state=source.state,
+                    revision=0,
                 )
             )
             await _copy_session_rows(conn, user_id, session_id, new_session_id, source.run_count)
