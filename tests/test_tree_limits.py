@@ -4,6 +4,7 @@ usage happens: turns, tool calls, tokens, cost and wall time."""
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -12,7 +13,9 @@ from agentica.deep.subagents import SubAgent, SubAgents
 from agentica.messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage
 from agentica.models.base import ModelRequest
 from agentica.models.pricing import ModelPrice
+from agentica.run import ToolCallCompleted
 from agentica.testing import FunctionModel, call
+from agentica.tools.call import FunctionCall
 
 
 class Tree:
@@ -86,9 +89,18 @@ class Tree:
 
 async def test_max_tool_calls_holds_for_a_depth_3_tree() -> None:
     tree = Tree()
+    completed: list[FunctionCall] = []
     with pytest.raises(LimitExceeded) as caught:
-        await tree.agent(depth=3).run("go", limits=RunLimits(max_tool_calls=4))
+        async with tree.agent(depth=3).run_stream(
+            "go", limits=RunLimits(max_tool_calls=4)
+        ) as stream:
+            async for event in stream:
+                if isinstance(event, ToolCallCompleted):
+                    completed.append(event.call)
     assert caught.value.limit == "max_tool_calls"
+    # the parent saw its subagent fail on the tree's limit, then stopped itself
+    assert [(c.name, c.status) for c in completed] == [("work", "success"), ("task", "error")]
+    assert "LimitExceeded: run limit max_tool_calls=4 reached" in (completed[1].content or "")
     assert "max_tool_calls=4" in str(caught.value) and "RunLimits(max_tool_calls" in str(
         caught.value
     )
@@ -129,13 +141,18 @@ async def test_parallel_subagents_share_one_budget() -> None:
     assert 0 < tree.executed <= 10
 
 
-async def test_the_wall_time_runs_from_the_top_level_start() -> None:
-    tree = Tree(work_delay=30)
+async def test_the_wall_time_runs_from_the_top_level_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tree = Tree(fan_out=2, work_delay=30)
     with pytest.raises(LimitExceeded) as caught:
         await tree.agent(depth=3).run("go", limits=RunLimits(max_wall_time=0.3))
     assert caught.value.limit == "max_wall_time"
-    assert tree.cancelled == tree.responses == 4  # each agent's work call was stopped
+    assert tree.cancelled == tree.responses == 15  # each agent's work call was stopped
     assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    gc.collect()
+    # every run of the tree stops at the same deadline: no error is left unretrieved
+    assert "never retrieved" not in caplog.text
 
 
 async def test_a_subagents_own_limit_stops_only_the_subagent() -> None:

@@ -339,6 +339,8 @@ async def _with_progress(
         if not task.done():  # the stream was closed or cancelled mid-turn
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        elif not task.cancelled():  # it failed as the run was cancelled (e.g. the same deadline)
+            task.exception()  # seen: the run ends with its own error, not a warning
 
 
 async def _model_events(

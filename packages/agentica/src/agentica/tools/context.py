@@ -34,8 +34,8 @@ class RunContext(Generic[DepsT]):
         storage: the agent's ``agentica.storage.Storage``, or ``None``.
         input: the text of the user's message that started the run.
         state: a dict private to this run, for capabilities (keyed by their names).
-        budget: the ``RunBudget`` of the run tree (the top-level run and its subagents) this
-            run belongs to; a tool that starts an agent run of its own passes it on.
+        budget: the ``RunBudget`` of the run tree (the top-level run and its subagent runs)
+            this run belongs to: what the tree used so far, and its limits.
     """
 
     __slots__ = (
