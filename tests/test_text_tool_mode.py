@@ -86,3 +86,21 @@ async def test_ordinary_json_answers_are_not_calls(fake_openai: Start) -> None:
     finally:
         await model.aclose()
     assert response.content == '{"name": "Ada", "age": 36}' and not response.tool_calls
+
+
+async def test_a_fenced_call_with_a_stray_brace_runs_the_tool(fake_openai: Start) -> None:
+    """Measured: one "}" too many made the fenced call the final answer."""
+
+    def replies(body: dict[str, Any]) -> str:
+        if "<tool_response>" in body["messages"][-1]["content"]:
+            return "The sum is 42."
+        return '```json\n{"name": "add", "arguments": {"a": 2, "b": 40}}}\n```'
+
+    server = await fake_openai(replies)
+    model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
+    try:
+        response = await Agent(model=model, tools=[add]).run("What is 2 + 40?")
+    finally:
+        await model.aclose()
+    assert [c.result for c in response.tool_calls] == [42]
+    assert response.content == "The sum is 42."

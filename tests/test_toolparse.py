@@ -336,6 +336,45 @@ def test_stray_brace_before_a_call_does_not_hide_it() -> None:
     assert calls_of(reply) == [READ_A]
 
 
+READ_CALL = '{"name": "read_file", "arguments": {"path": "a.py"}}'
+STRAY_BRACKETS = {
+    "one }": READ_CALL + "}",
+    "three }": READ_CALL + "}}}",
+    "] and }": READ_CALL + "}]",
+    "} on its own line": READ_CALL + "\n}",
+    "doubled braces": "{" + READ_CALL + "}",
+    "list closed with }": "[" + READ_CALL + "}]",
+    "function form": 'read_file({"path": "a.py"}})',
+}
+WRAPPINGS = {
+    "bare": "{}",
+    "prose, bare": "Reading it.\n{}",
+    "fenced json": "```json\n{}\n```",
+    "fenced": "Reading it.\n```\n{}\n```\nDone.",
+    "unclosed fence": "```json\n{}",
+    "tag": "<tool_call>\n{}\n</tool_call>",
+}
+
+
+@pytest.mark.parametrize("wrapping", WRAPPINGS)
+@pytest.mark.parametrize("body", STRAY_BRACKETS)
+def test_a_call_with_stray_brackets_is_parsed_fenced_or_not(body: str, wrapping: str) -> None:
+    """A stray closing brace made a fenced call the final answer while the same call unfenced
+    was parsed; both are the call (and the stray brackets are not left in the prose)."""
+    head, tail = WRAPPINGS[wrapping].split("{}")
+    text = head + STRAY_BRACKETS[body] + tail
+    reply = parse(text)
+    assert calls_of(reply) == [READ_A] and reply.malformed == []
+    assert not re.search(r"[}\]]", reply.text)  # (a stray "{" before a bare call may stay)
+    assert calls_of(stream(text, [len(text) // 3, len(text) // 2])[1]) == [READ_A]
+
+
+def test_a_fenced_call_to_an_unknown_tool_with_a_stray_brace_goes_back_to_the_model() -> None:
+    reply = parse('```json\n{"name": "shell", "arguments": {"cmd": "ls"}}}\n```')
+    assert reply.calls == [] and [bad.name for bad in reply.malformed] == ["shell"]
+    assert [call.name for call in as_tool_calls(reply)] == ["shell"]  # refused by the engine
+
+
 # ---- long inputs ---------------------------------------------------------------------------------
 
 CALL = '{"name": "read_file", "arguments": {"path": "a.py"}}'

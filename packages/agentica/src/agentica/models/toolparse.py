@@ -2,7 +2,8 @@
 
 Small local models (the embedded Qwen2.5-Coder ones among them) answer tool calls as text: JSON
 ``{"name": ..., "arguments": {...}}``, bare, fenced or in ``<tool_call>`` tags, one or several or a
-list, with Python triple-quoted strings (taken verbatim), raw newlines, trailing commas, comments.
+list, with Python triple-quoted strings (taken verbatim), raw newlines, trailing commas, comments,
+stray closing brackets (one "}" too many, fenced or not).
 ``parse_tool_calls`` splits a reply into prose, calls and ``MalformedCall``s (whose ``reason`` is
 written for the model); ``ToolCallStreamSplitter`` does it for a stream, showing prose early.
 
@@ -60,7 +61,7 @@ _START = re.compile(_CALL_START)
 # a call written like a function, name({...}): the name before the object, the ")" after it
 _FUNCTION = r"(?<![\w.])([A-Za-z_][\w.]{0,99})\(\s*"
 _FUNCTION_PREFIX = re.compile(_FUNCTION + r"\Z")
-_FUNCTION_CLOSE = re.compile(r"\s*\)")
+_FUNCTION_CLOSE = re.compile(r"[\s}\]]*\)")  # stray closing brackets before ")" are dropped
 _TRIGGER = re.compile(_FUNCTION + r"""(?=\{\s*["'])|""" + _CALL_START + r"|```|</?tool_call>")
 _PARTIAL_FUNCTION = re.compile(r"(?<![\w.])([A-Za-z_][\w.]{0,99})(?:\(\s*(?:\{\s*)?)?\Z")
 _TOKEN = re.compile(r"""\"\"\"|'''|["'{}\[\]]""")
@@ -76,6 +77,10 @@ _OPENING = re.compile(r"""\{\s*+["'](?:name|function|type["']\s*+:\s*+["']functi
 _FENCE_MARK = re.compile(r"```[\w.+-]*+")  # a code fence and its language
 _TAG = re.compile(r"</?tool_call>")
 _IGNORABLE = re.compile(r"(?:\s|,|</?tool_call>)*+")
+_STRAY_CLOSERS = re.compile(r"(?:\s*+[}\]])++")  # closing brackets a call does not open
+# what a code block or tag may hold besides calls and still be a call: stray brackets, quotes
+# (a small model writes one "}" too many), comments; any other text makes a code block code
+_CALL_ONLY = re.compile(r"""(?:\s|,|</?tool_call>|[{}\[\]()"']|//[^\n]*+|\#[^\n]*+)*+""")
 
 _PY_CONSTANTS = {"True": "true", "False": "false", "None": "null"}
 _JSON_ESCAPES = frozenset('"\\/bfnrt')
@@ -369,6 +374,8 @@ def _find_spans(text: str, tools: _Tools) -> list[_Span]:
             span = _Span(start, end, _classify(text[start:end], tools))
             if span.items is None and text[start] == "{":
                 span = _function_form(text, pos, start, end, tools) or span
+            if span.items and (stray := _STRAY_CLOSERS.match(text, span.end)) is not None:
+                span.end = stray.end()  # the call is the whole attempt: its stray "}" goes too
             spans.append(span)
             pos = span.end
         elif text[start] == "{" and (found := _incomplete_call(text, start, tools)) is not None:
@@ -430,7 +437,7 @@ def _settle_fence(text: str, fence: _Region, inner: list[_Span]) -> bool:
     """Demote calls in a code block that holds more than calls; True if it holds only calls."""
     if not any(span.items for span in inner):
         return False
-    if not _IGNORABLE.fullmatch(_outside(text, fence.body_start, fence.body_end, inner)):
+    if not _CALL_ONLY.fullmatch(_outside(text, fence.body_start, fence.body_end, inner)):
         for span in inner:
             span.items = None  # code that contains a dict, not a call
         return False
@@ -446,7 +453,7 @@ def _settle_tag(
     if tag.end == body_end and calls:  # an unclosed tag ends with its last call; prose may follow
         end = body_end = calls[-1].end
     rest = _FENCE_MARK.sub("", _outside(text, tag.body_start, body_end, calls))
-    if _IGNORABLE.fullmatch(rest):
+    if _CALL_ONLY.fullmatch(rest):
         return end, None
     name = _attempt(rest, tools, opening_only=False)[1]
     return end, MalformedCall(name, rest.strip(), f"the text in <tool_call> is not a call. {_HOW}")
