@@ -40,12 +40,27 @@ Environment. Commands do not inherit the parent's environment (which holds API k
 ``PYTHONUNBUFFERED=1`` (so background Python programs show their output as they go), and the
 ``env=`` mapping, which adds to or replaces these.
 
-Sandbox. ``sandbox="bwrap"`` runs every command under bubblewrap: ``/`` mounted read-only, the
-workspace writable, a private ``/tmp``, new PID and IPC namespaces, no network unless
-``allow_network=True``, ``--die-with-parent`` and ``--new-session``. ``"auto"`` uses bubblewrap when
-it is installed and can create namespaces here (checked once per ``Shell``) and otherwise runs
-commands unsandboxed with a logged warning; ``"none"`` (the default) never sandboxes. On Debian and
-Ubuntu the package is ``bubblewrap``.
+Sandbox. ``sandbox="bwrap"`` runs every command under bubblewrap, in new user, PID, IPC, UTS,
+cgroup and network namespaces (the network only with ``allow_network=True``; it also exposes the
+host's abstract unix sockets), with every capability dropped, no new privileges (setuid programs
+gain nothing), no nested user namespaces, ``--die-with-parent`` and ``--new-session``. The command
+sees only: ``/usr``, ``/bin``, ``/sbin``, ``/lib*`` and ``/etc`` read-only, where every entry of
+``/etc`` that not everyone may read (``/etc/shadow``, ``/etc/gshadow``, private keys) is empty;
+the interpreter's directories (``sys.prefix``, ``sys.base_prefix``: ``run_python`` runs it),
+read-only; a fresh ``/dev`` (``null``, ``zero``, ``random``, ``tty``...) and ``/proc`` (its own processes only);
+a private ``/tmp``; and the workspace, writable. ``/home``, ``/root``, ``/run``, ``/var``, ``/opt``,
+``/sys`` and the host's other files are absent, and the rest of ``/`` is read-only. Resource limits,
+set inside the sandbox before the command starts: ``max_processes`` (``RLIMIT_NPROC``, processes and
+threads) and ``max_memory`` (``RLIMIT_DATA``, bytes per process), no core files. The kernel
+never applies ``RLIMIT_NPROC`` to root, so when agentica runs as root each command also gets its
+own pids cgroup (``pids.max = max_processes``) where one can be created (a cgroup v1 ``pids``
+hierarchy, or cgroup v2 with ``pids`` enabled below agentica's group); where none can, a warning
+says that the process limit does not hold. ``tests/test_sandbox_escapes.py`` and
+``benchmarks/hostile_sandbox.py`` try the known escapes.
+
+``"auto"`` uses bubblewrap when it is installed and can create namespaces here (checked once per
+``Shell``) and otherwise runs commands unsandboxed with a logged warning; ``"none"`` never
+sandboxes. The default is ``"none"``. On Debian and Ubuntu the package is ``bubblewrap``.
 """
 
 from __future__ import annotations
@@ -60,6 +75,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -81,12 +97,14 @@ logger = logging.getLogger(__name__)
 
 SessionKey = tuple[str | None, str | None]
 
-# The supervisor every command runs under (see the module docstring). argv: the parent's pid, the
-# grace period in seconds, then the command's argv. It imports only the standard library.
 _CODE_BLOCK = re.compile(r"```[ \t]*(python3?|py|bash|sh|shell|console)[ \t]*\n", re.IGNORECASE)
 _PYTHON_FENCES = frozenset({"python", "python3", "py"})
 _SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
 
+# The supervisor every command runs under (see the module docstring). argv: the parent's pid, the
+# grace period in seconds, a pids cgroup ("DIRECTORY:MAX" or "": the command runs in a new cgroup
+# under DIRECTORY with pids.max MAX, removed at the end), then the command's argv. It imports only
+# the standard library.
 _SUPERVISOR = r"""
 import os, select, signal, sys, time
 
@@ -116,9 +134,45 @@ def descendants(root):
             stack.append(pid)
     return found
 
+def make_cgroup(spec):
+    base, _, limit = spec.rpartition(":")
+    path = os.path.join(base, "agentica-%d-%s" % (os.getpid(), os.urandom(4).hex()))
+    os.mkdir(path)
+    try:
+        with open(os.path.join(path, "pids.max"), "w") as f:
+            f.write(limit)
+    except BaseException:
+        os.rmdir(path)
+        raise
+    return path
+
+def remove_cgroup(path):
+    for _ in range(200):
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)  # the killed processes are still being released
+
 def main():
-    parent, grace, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
+    parent, grace, spec, argv = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4:]
     me = os.getpid()
+    cgroup = None
+    if spec:
+        try:
+            cgroup = make_cgroup(spec)
+        except OSError as exc:
+            os.write(2, ("could not create the pids cgroup: %s\n" % exc).encode())
+            return 126
+    try:
+        return supervise(parent, grace, argv, me, cgroup)
+    finally:
+        if cgroup is not None:
+            remove_cgroup(cgroup)
+
+def supervise(parent, grace, argv, me, cgroup):
     prctl = None
     if sys.platform.startswith("linux"):
         try:
@@ -159,6 +213,9 @@ def main():
                 prctl(1, signal.SIGKILL)
             if os.getppid() != me:
                 os._exit(137)
+            if cgroup is not None:
+                with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                    f.write("0")
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
             os.execv(argv[0], argv)
@@ -374,12 +431,13 @@ class _Process:
         env: Mapping[str, str],
         max_output: int,
         grace: float,
+        cgroup: str = "",
     ) -> _Process:
         loop = asyncio.get_running_loop()
         supervisor = [sys.executable or "python3", "-I", "-S", "-c", _SUPERVISOR]
         transport, protocol = await loop.subprocess_exec(
             lambda: _Protocol(_CappedOutput(max_output)),
-            *supervisor, str(os.getpid()), f"{grace:g}", *argv,
+            *supervisor, str(os.getpid()), f"{grace:g}", cgroup, *argv,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, cwd=cwd, env=dict(env), start_new_session=True,
         )  # fmt: skip
@@ -603,6 +661,130 @@ class CodeNotRun(Capability):
         )
 
 
+# ---------------------------------------------------------------------- sandbox (bubblewrap)
+
+# What a sandboxed command sees of the host, read-only (the rest of the file system is absent).
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# bwrap's options that need user namespaces (``--disable-userns``: no nested namespaces inside);
+# without them where bwrap cannot create a user namespace itself (a setuid bwrap).
+_USERNS_OPTIONS = ("--unshare-user", "--disable-userns")
+
+# Run inside the sandbox before the command: lowers the resource limits for good (no capability is
+# left to raise them), then executes the command. argv: the most processes (and threads), the most
+# bytes of data memory per process, then the command's argv.
+_LIMITS = r"""
+import os, resource, sys
+def lower(kind, value):
+    hard = resource.getrlimit(kind)[1]
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value))
+lower(resource.RLIMIT_NPROC, int(sys.argv[1]))
+lower(resource.RLIMIT_DATA, int(sys.argv[2]))
+lower(resource.RLIMIT_CORE, 0)
+try:
+    os.execv(sys.argv[3], sys.argv[3:])
+except OSError as exc:
+    sys.stderr.write("could not start %s: %s\n" % (sys.argv[3], exc))
+    sys.exit(127)
+"""
+
+
+def _hidden(top: str) -> list[tuple[str, bool]]:
+    """Entries under ``top`` that not everyone may read, such as ``/etc/shadow``: (path, is a
+    directory). A host's secrets are exactly these; the sandbox shows them empty."""
+    found: list[tuple[str, bool]] = []
+    for folder, dirs, files in os.walk(top):
+        for name in [*dirs, *files]:
+            path = os.path.join(folder, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISLNK(mode):
+                continue
+            is_dir = stat.S_ISDIR(mode)
+            need = stat.S_IROTH | (stat.S_IXOTH if is_dir else 0)
+            if mode & need != need:
+                found.append((path, is_dir))
+                if is_dir:
+                    dirs.remove(name)
+    return found
+
+
+def _python_dirs() -> list[str]:
+    """The directories of the interpreter running agentica (its prefix, its virtual environment),
+    outside the system directories: ``run_python`` and the resource limits run it."""
+    candidates = {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
+    if sys.executable:
+        candidates |= {
+            os.path.dirname(sys.executable),
+            os.path.dirname(os.path.realpath(sys.executable)),
+        }
+    dirs = sorted(d for d in candidates if d and os.path.isdir(d) and d != "/")
+    kept: list[str] = []
+    for d in dirs:
+        inside = (*_SYSTEM_DIRS, *kept)
+        if not any(d == top or d.startswith(top + "/") for top in inside):
+            kept.append(d)
+    return kept
+
+
+def _pids_cgroup() -> str | None:
+    """A cgroup directory this process may create pids-limited groups under, or None (cgroup v1
+    ``pids`` hierarchy, or cgroup v2 with ``pids`` enabled below our group; usually root only)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if not controllers:  # cgroup v2, at /sys/fs/cgroup or (hybrid) /sys/fs/cgroup/unified
+            for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+                folder = mount + path.rstrip("/")
+                with contextlib.suppress(OSError):
+                    if "pids" in Path(folder, "cgroup.subtree_control").read_text().split():
+                        candidates.append(folder)
+        elif "pids" in controllers.split(","):
+            candidates.append(f"/sys/fs/cgroup/{controllers}{path.rstrip('/')}")
+    for folder in candidates:
+        probe = os.path.join(folder, f"agentica-probe-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            os.mkdir(probe)
+            os.rmdir(probe)
+        except OSError:
+            continue
+        return folder
+    return None
+
+
+def _sandbox_mounts(root: Path, allow_network: bool) -> list[str]:
+    """bwrap's file system options: the system directories read-only (``/etc`` without what
+    not everyone may read), the interpreter, a fresh ``/dev``, ``/proc`` and ``/tmp``, the
+    workspace writable, and nothing else (no ``/home``, ``/root``, ``/run``, ``/var``, ``/sys``)."""
+    argv: list[str] = []
+    for top in _SYSTEM_DIRS:
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    for path, is_dir in _hidden("/etc"):
+        argv += (
+            ["--tmpfs", path, "--remount-ro", path] if is_dir else ["--ro-bind", "/dev/null", path]
+        )
+    if allow_network and os.path.islink("/etc/resolv.conf"):  # e.g. systemd-resolved's, in /run
+        target = os.path.realpath("/etc/resolv.conf")
+        if os.path.isfile(target) and not target.startswith("/etc/"):
+            argv += ["--ro-bind", target, target]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for folder in _python_dirs():
+        argv += ["--ro-bind", folder, folder]
+    workspace = str(root)
+    argv += ["--bind", workspace, workspace, "--remount-ro", "/", "--chdir", workspace]
+    return argv
+
+
 def _minimal_env(root: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH") or "/usr/local/bin:/usr/bin:/bin",
@@ -627,6 +809,9 @@ class Shell(Capability):
         sandbox: ``"none"``, ``"bwrap"`` (bubblewrap, required) or ``"auto"`` (bubblewrap when it
             is installed and works here).
         allow_network: keep the network in the sandbox (without a sandbox it is always there).
+        max_processes: the most processes and threads a sandboxed command may have at once (see
+            the module docstring for where this holds).
+        max_memory: the most bytes of data memory each process of a sandboxed command may use.
         operations_end: ``"run"``: background commands are stopped when the run that started them
             ends; ``"session"``: they run until ``aclose()``.
         kill_grace: seconds between SIGTERM and SIGKILL when a command is stopped.
@@ -651,6 +836,8 @@ class Shell(Capability):
         env: Mapping[str, str] | None = None,
         sandbox: Literal["none", "bwrap", "auto"] = "none",
         allow_network: bool = False,
+        max_processes: int = 1024,
+        max_memory: int = 4 * 2**30,
         operations_end: Literal["run", "session"] = "run",
         kill_grace: float = 2.0,
         max_operations: int = 8,
@@ -673,6 +860,11 @@ class Shell(Capability):
             )
         if kill_grace < 0 or max_operations < 1:
             raise UsageError("Shell needs kill_grace >= 0 and max_operations >= 1")
+        if max_processes < 4 or max_memory < 64 * 2**20:
+            raise UsageError(
+                "Shell needs max_processes >= 4 and max_memory >= 64 MiB (67108864 bytes): a "
+                "command needs a few processes and Python itself some memory"
+            )
         self._bwrap = shutil.which("bwrap")
         if sandbox == "bwrap" and self._bwrap is None:
             raise UsageError(
@@ -686,11 +878,15 @@ class Shell(Capability):
         self.env = _minimal_env(self.root, env)
         self.sandbox = sandbox
         self.allow_network = allow_network
+        self.max_processes = max_processes
+        self.max_memory = max_memory
         self.operations_end = operations_end
         self.kill_grace = kill_grace
         self.max_operations = max_operations
         self._sandboxed: bool | None = False if sandbox == "none" else None
         self._sandbox_error: str | None = None
+        self._sandbox_argv: list[str] = []  # bwrap and its options, once the probe passed
+        self._cgroup = ""  # the supervisor's pids cgroup argument ("DIRECTORY:MAX" or "")
         self._operations: dict[SessionKey, dict[str, _Operation]] = {}
         self._ids = itertools.count(1)
         self.background = background
@@ -700,17 +896,16 @@ class Shell(Capability):
 
     # ------------------------------------------------------------------ sandbox
 
-    def _bwrap_argv(self) -> list[str]:
+    def _bwrap_argv(self, mounts: Sequence[str], userns: bool) -> list[str]:
         assert self._bwrap is not None
-        root = str(self.root)
-        argv = [
-            self._bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--bind", root, root, "--chdir", root,
-            "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
-        ]  # fmt: skip
-        if not self.allow_network:
-            argv.append("--unshare-net")
-        return argv
+        argv = [self._bwrap, "--unshare-all"]
+        if userns:
+            argv += _USERNS_OPTIONS
+        if self.allow_network:
+            argv.append("--share-net")
+        argv += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", *mounts]
+        limits = [str(self.max_processes), str(self.max_memory)]
+        return [*argv, sys.executable or "python3", "-I", "-S", "-c", _LIMITS, *limits]
 
     async def sandboxed(self) -> bool:
         """Whether commands run under bubblewrap (checked once, on first use).
@@ -739,9 +934,32 @@ class Shell(Capability):
         return False
 
     async def _probe_bwrap(self) -> tuple[bool, str]:
+        mounts, cgroup = await asyncio.to_thread(
+            lambda: (_sandbox_mounts(self.root, self.allow_network), _pids_cgroup())
+        )
+        reason = ""
+        for userns in (True, False):
+            argv = self._bwrap_argv(mounts, userns)
+            works, reason = await self._try_bwrap(argv)
+            if works:
+                break
+        else:
+            return False, reason
+        self._sandbox_argv = argv
+        if cgroup is not None:
+            self._cgroup = f"{cgroup}:{self.max_processes}"
+        elif os.geteuid() == 0:
+            logger.warning(
+                "Shell sandbox: running as root and no pids cgroup can be created here, so "
+                "max_processes does not hold (the kernel does not apply RLIMIT_NPROC to root): "
+                "run agentica as another user, or give it a cgroup with the pids controller"
+            )
+        return True, ""
+
+    async def _try_bwrap(self, argv: list[str]) -> tuple[bool, str]:
         try:
             process = await asyncio.create_subprocess_exec(
-                *self._bwrap_argv(), "/bin/sh", "-c", "exit 0",
+                *argv, "/bin/sh", "-c", "exit 0",
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.STDOUT, env=self.env,
             )  # fmt: skip
@@ -774,12 +992,14 @@ class Shell(Capability):
 
     async def _spawn(self, command: str, argv: list[str] | None = None) -> _Process:
         argv = argv or ["/bin/sh", "-c", command]
+        cgroup = ""
         if await self.sandboxed():
-            argv = [*self._bwrap_argv(), *argv]
+            argv, cgroup = [*self._sandbox_argv, *argv], self._cgroup
         try:
             return await _Process.start(
-                argv, cwd=self.root, env=self.env, max_output=self.max_output, grace=self.kill_grace
-            )
+                argv, cwd=self.root, env=self.env, max_output=self.max_output,
+                grace=self.kill_grace, cgroup=cgroup,
+            )  # fmt: skip
         except OSError as exc:
             raise ToolError(
                 f"The command could not be started: {exc}. If it is very long, write it to a "
