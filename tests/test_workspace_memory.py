@@ -543,6 +543,25 @@ async def test_runs_without_a_user_id_use_the_default_user(tmp_path: Path) -> No
     assert "Default fact." in await get(tmp_path / "users" / "default" / "MEMORY.md")
 
 
+async def test_no_user_id_an_empty_one_and_default_are_one_user(tmp_path: Path) -> None:
+    """The documented rule: None, "" and "default" share users/default/; another default_user
+    keeps runs with an empty id apart, and Workspace takes no empty id."""
+    memory = WorkspaceMemory(tmp_path)
+    for user_id, note in ((None, "Fact one."), ("", "Fact two."), ("default", "Fact three.")):
+        model = ScriptedModel([tool_calls(call("save_memory", note=note)), "done"])
+        await Agent(model=model, capabilities=[memory], user_id=user_id).run("x")
+    saved = await get(tmp_path / "users" / "default" / "MEMORY.md")
+    assert all(f"Fact {n}." in saved for n in ("one", "two", "three"))
+    assert await asyncio.to_thread(os.listdir, tmp_path / "users") == ["default"]
+    other = WorkspaceMemory(tmp_path, default_user="anonymous")
+    model = ScriptedModel([tool_calls(call("save_memory", note="Fact four.")), "done"])
+    await Agent(model=model, capabilities=[other], user_id="").run("x")
+    assert "Fact four." in await get(tmp_path / "users" / "anonymous" / "MEMORY.md")
+    assert "Fact four." not in await get(tmp_path / "users" / "default" / "MEMORY.md")
+    with pytest.raises(WorkspaceError, match="empty"):
+        await Workspace(tmp_path).save_memory("", "x")
+
+
 async def test_read_daily_notes_tool_and_its_errors_for_the_model(tmp_path: Path) -> None:
     ws = Workspace(tmp_path, today=clock)
     await ws.write_note("alice", "Visited Paris.")

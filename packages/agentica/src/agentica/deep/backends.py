@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import errno
+import itertools
 import json
 import os
 import re
@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Iterator, Mapping, MutableMapping, Sequen
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from agentica import _beneath
 from agentica.errors import StorageError, ToolError, UsageError
 from agentica.storage.base import MAX_KEY_LENGTH, MAX_VARIABLE_BYTES, Storage
 
@@ -60,7 +61,6 @@ __all__ = [
 MAX_PATH_CHARS = 4096
 MAX_NAME_BYTES = 255
 MAX_GREP_LINE_CHARS = 2000  # a matching line longer than this is cut (minified files)
-_MAX_LINK_HOPS = 40
 _SKIP_DIRS = frozenset({".git"})  # never walked by glob and grep (noise for the model)
 
 _SLASH_LOOKALIKES = frozenset("\u2044\u2215\u29f8\u2571\u27cb\u29f5\u29f9\u2216")
@@ -776,31 +776,44 @@ class StoreBackend(_TreeBackend):
 
 # ---------------------------------------------------------------------------------- filesystem
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the tree must not hang a thread
-_DIR_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC
-_SUBDIR_FLAGS = _DIR_FLAGS | _O_NOFOLLOW
-_READ_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+_READ_FLAGS = _beneath.READ_FLAGS
+_SUBDIR_FLAGS = _beneath.SUBDIR_FLAGS
+_DIR_FLAGS = _beneath.DIR_FLAGS
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _beneath.O_NOFOLLOW | _beneath.O_CLOEXEC
+_KEEP_OPEN = 32  # a walk keeps the descriptors of this many folders on its way open, at most
+_Target = _beneath.Located
+_is_link_error = _beneath.is_link_error
 
 
 @dataclass(slots=True)
-class _Target:
-    """A located path: ``fd`` is an open descriptor of the directory holding ``name`` (of the
-    target itself when ``name`` is ``None``: the root); ``parts`` is its link-free path."""
+class _Frame:
+    """A folder being walked: its descriptor (-1 while closed), its path from the top of the
+    walk, its entries (name, status) and the next one to look at, and its own status."""
 
     fd: int
-    name: str | None
-    parts: tuple[str, ...]
+    rel: tuple[str, ...]
+    entries: list[tuple[str, os.stat_result]]
+    info: os.stat_result
+    index: int = 0
 
-    def close(self) -> None:
-        os.close(self.fd)
 
-
-def _is_link_error(error: OSError) -> bool:
-    return error.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+def _entries(fd: int) -> list[tuple[str, os.stat_result]]:
+    """The folders and regular files in the folder ``fd`` by name (no links, no names that are
+    not UTF-8)."""
+    out: list[tuple[str, os.stat_result]] = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            try:
+                entry.name.encode("utf-8")
+                if entry.is_symlink():
+                    continue
+                info = entry.stat(follow_symlinks=False)
+            except (OSError, UnicodeEncodeError):
+                continue
+            if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+                out.append((entry.name, info))
+    out.sort(key=lambda item: item[0])
+    return out
 
 
 class FilesystemBackend:
@@ -856,94 +869,37 @@ class FilesystemBackend:
             self._real_root = os.path.realpath(self.root)
         return self._real_root
 
-    def _link_parts(self, where: tuple[str, ...], target: str, shown: str) -> list[str]:
-        """The parts (from the root) a link in the folder ``where`` points to; refuses links
-        that leave the root."""
-        outside = BackendError(
-            "{path} leads through a symbolic link that points outside the file area; links out "
-            "of it are never followed. Use files inside it: call ls('/') to see them",
-            path=shown,
-        )
-        if target.startswith("/"):
-            norm = os.path.normpath(target)
-            for root in (self._real(), self.root):
-                if norm == root:
-                    return []
-                if norm.startswith(root.rstrip("/") + "/"):
-                    return [p for p in norm[len(root) :].split("/") if p]
-            raise outside
-        parts = list(where)
-        for part in target.split("/"):
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if not parts:
-                    raise outside
-                parts.pop()
-            else:
-                parts.append(part)
-        return parts
-
     def _locate(self, parts: Sequence[str], shown: str, *, make_parents: bool = False) -> _Target:
-        """Walk ``parts`` from the root without following links out of it.
-
-        Each folder is opened relative to the previous one with ``O_NOFOLLOW``; a symbolic link
-        found on the way (or as the last part) is replaced by what it points to, if that is
-        inside the root. The last part need not exist.
-        """
-        pending = list(parts)
-        done: list[str] = []
-        fd = self._open_root()
-        hops = 0
+        """Walk ``parts`` from the root without following links out of it (``_beneath.locate``):
+        each folder is opened relative to the previous one with ``O_NOFOLLOW``; a symbolic link
+        on the way (or as the last part) is replaced by what it points to, if that is inside the
+        root. The last part need not exist."""
+        root = self._open_root()
         try:
-            while pending:
-                name = pending[0]
-                last = len(pending) == 1
-                try:
-                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    if last:
-                        return _Target(fd, name, (*done, name))
-                    if not make_parents:
-                        raise _no_dir("/" + "/".join((*done, name))) from None
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(name, dir_fd=fd)
-                    continue
-                except NotADirectoryError:
-                    raise _not_a_dir("/" + "/".join(done)) from None
-                if stat.S_ISLNK(info.st_mode):
-                    hops += 1
-                    if hops > _MAX_LINK_HOPS:
-                        raise BackendError(
-                            "{path} has too many levels of symbolic links (a loop?)", path=shown
-                        )
-                    target = os.readlink(name, dir_fd=fd)
-                    pending = [*self._link_parts(tuple(done), target, shown), *pending[1:]]
-                    done = []
-                    os.close(fd)
-                    fd = -1
-                    fd = self._open_root()
-                    continue
-                if last:
-                    return _Target(fd, name, (*done, name))
-                if not stat.S_ISDIR(info.st_mode):
-                    raise _not_a_dir("/" + "/".join((*done, name)))
-                try:
-                    sub = os.open(name, _SUBDIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if _is_link_error(exc) and hops < _MAX_LINK_HOPS:
-                        hops += 1  # replaced by a link since the stat: look again
-                        continue
-                    raise
-                os.close(fd)
-                fd = sub
-                done.append(name)
-                pending.pop(0)
-            return _Target(fd, None, tuple(done))
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            raise
+            return _beneath.locate(
+                root, parts, tops=(self._real(), self.root), make_parents=make_parents
+            )
+        except _beneath.Escape:
+            raise BackendError(
+                "{path} leads through a symbolic link that points outside the file area; links "
+                "out of it are never followed. Use files inside it: call ls('/') to see them",
+                path=shown,
+            ) from None
+        except _beneath.Missing as exc:
+            raise _no_dir("/" + "/".join(exc.parts)) from None
+        except _beneath.NotADir as exc:
+            raise _not_a_dir("/" + "/".join(exc.parts)) from None
+        except _beneath.TooManyLinks:
+            raise BackendError(
+                "{path} has too many levels of symbolic links (a loop?)", path=shown
+            ) from None
+        except _beneath.Changed:
+            raise BackendError(
+                "{path} kept changing while it was opened (something is replacing it); try again",
+                path=shown,
+            ) from None
+        finally:
+            os.close(root)
 
     def _open_dir(self, target: _Target, shown: str) -> int | None:
         """A descriptor of the located directory; ``None`` if it is a file."""
@@ -1004,34 +960,72 @@ class FilesystemBackend:
         return b"".join(chunks)
 
     def _walk(
-        self, fd: int, rel: tuple[str, ...], max_depth: int | None
+        self, fd: int, max_depth: int | None
     ) -> Iterator[tuple[tuple[str, ...], int, str, os.stat_result]]:
         """Regular files under the directory ``fd``, depth first in name order, as (relative
-        parts, directory descriptor, name, status). Links are never entered or reported."""
-        with os.scandir(fd) as entries:
-            listed = sorted(entries, key=lambda e: e.name)
-        for entry in listed:
-            name = entry.name
-            try:
-                name.encode("utf-8")
-                if entry.is_symlink():
+        parts, directory descriptor, name, status). Links are never entered or reported.
+
+        Iterative, so any depth works; folders are opened relative to their parent with
+        ``O_NOFOLLOW``. Below ``_KEEP_OPEN`` levels a folder's descriptor is closed while its
+        subfolders are walked and opened again through ``..`` afterwards, checked to be the
+        same folder (device and inode): a deep chain does not run out of descriptors. If it is
+        not the same folder (the tree was moved meanwhile), the rest of it is skipped.
+        """
+        stack = [_Frame(fd, (), _entries(fd), os.fstat(fd))]
+        try:
+            while stack:
+                frame = stack[-1]
+                if frame.index >= len(frame.entries):
+                    stack.pop()
+                    if stack and stack[-1].fd < 0:
+                        self._reenter(stack, frame.fd)
+                    if frame.fd != fd:
+                        os.close(frame.fd)
                     continue
-                info = entry.stat(follow_symlinks=False)
-            except (OSError, UnicodeEncodeError):
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                if name in _SKIP_DIRS or (max_depth is not None and len(rel) + 1 >= max_depth):
+                name, info = frame.entries[frame.index]
+                frame.index += 1
+                if stat.S_ISREG(info.st_mode):
+                    yield (*frame.rel, name), frame.fd, name, info
+                    continue
+                if name in _SKIP_DIRS or (
+                    max_depth is not None and len(frame.rel) + 1 >= max_depth
+                ):
                     continue
                 try:
-                    sub = os.open(name, _SUBDIR_FLAGS, dir_fd=fd)
+                    sub = os.open(name, _SUBDIR_FLAGS, dir_fd=frame.fd)
                 except OSError:
                     continue
                 try:
-                    yield from self._walk(sub, (*rel, name), max_depth)
-                finally:
+                    child = _Frame(sub, (*frame.rel, name), _entries(sub), os.fstat(sub))
+                except OSError:
                     os.close(sub)
-            elif stat.S_ISREG(info.st_mode):
-                yield (*rel, name), fd, name, info
+                    continue
+                if len(stack) > _KEEP_OPEN and frame.fd != fd:
+                    os.close(frame.fd)
+                    frame.fd = -1
+                stack.append(child)
+        finally:
+            for frame in stack:
+                if frame.fd >= 0 and frame.fd != fd:
+                    os.close(frame.fd)
+
+    @staticmethod
+    def _reenter(stack: list[_Frame], child: int) -> None:
+        """Open the folder on top of ``stack`` again through ``..`` of ``child``; if that is not
+        the same folder, drop the closed folders from the stack (their rest is not walked)."""
+        parent = stack[-1]
+        try:
+            up = os.open("..", _SUBDIR_FLAGS, dir_fd=child)
+        except OSError:
+            up = -1
+        if up >= 0:
+            info = os.fstat(up)
+            if (info.st_dev, info.st_ino) == (parent.info.st_dev, parent.info.st_ino):
+                parent.fd = up
+                return
+            os.close(up)
+        while stack and stack[-1].fd < 0:
+            stack.pop()
 
     # -- operations (in a worker thread) -----------------------------------------------------
 
@@ -1201,7 +1195,7 @@ class FilesystemBackend:
             raise _not_a_dir(p)
         out: list[FileInfo] = []
         try:
-            for rel, _fd, _name, info in self._walk(dfd, (), _glob_depth(pattern)):
+            for rel, _fd, _name, info in self._walk(dfd, _glob_depth(pattern)):
                 if regex.fullmatch("/".join(rel)):
                     out.append(
                         FileInfo(_join(p, "/" + "/".join(rel)), False, info.st_size, info.st_mtime)
@@ -1243,7 +1237,7 @@ class FilesystemBackend:
             target.close()
         out: list[GrepLine] = []
         try:
-            for rel, fd, name, _info in self._walk(dfd, (), None):
+            for rel, fd, name, _info in self._walk(dfd, None):
                 relative = "/".join(rel)
                 if not wanted(relative):
                     continue
@@ -1275,6 +1269,66 @@ class FilesystemBackend:
             return executable, dfd, f"/proc/self/fd/{dfd}"
         return executable, dfd, self._real() + _join("", p)
 
+    def _read_beneath(self, dfd: int, relative: str) -> str | None:
+        """The text of the file ``relative`` under the folder ``dfd``, opened with
+        ``O_NOFOLLOW`` on every part; ``None`` if that fails or it is not a text file that
+        ``grep`` searches (not regular, too large, binary)."""
+        parts = relative.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            return None
+        try:
+            file = _beneath.open_strict(dfd, parts)
+        except OSError:
+            return None
+        try:
+            info = os.fstat(file)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > self.max_read_bytes:
+                return None
+            data = self._read_bytes(file, self.max_read_bytes)
+        except OSError:
+            return None
+        finally:
+            os.close(file)
+        if len(data) > self.max_read_bytes or b"\x00" in data:
+            return None
+        return data.decode("utf-8", "replace")
+
+    def _checked_rg(
+        self,
+        dfd: int,
+        found: list[tuple[str, GrepLine]],
+        regex: re.Pattern[str],
+        context: int,
+        limit: int,
+    ) -> list[GrepLine]:
+        """ripgrep's lines, each checked against the file as opened here (``_read_beneath``).
+
+        rg opens files by path, so a folder or file swapped for a link while it runs can make
+        it read outside the root. Every file it names is opened again without following any
+        link and every line must be in it, the same, at the same number: a file whose lines
+        differ is searched here instead (the Python search of its safely read text), one that
+        cannot be opened that way is left out. Only text read through descriptors from the
+        root is ever returned.
+        """
+        out: list[GrepLine] = []
+        for relative, group in itertools.groupby(found, key=lambda item: item[0]):
+            lines = [line for _, line in group]
+            text = self._read_beneath(dfd, relative)
+            if text is None:
+                continue
+            have = text.split("\n")
+            if all(
+                0 < g.line <= len(have)
+                and have[g.line - 1].removesuffix("\r")[:MAX_GREP_LINE_CHARS] == g.text
+                for g in lines
+            ):
+                out.extend(lines)
+            else:
+                out.extend(_grep_text(lines[0].path, text, regex, context))
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
     async def _rg(
         self,
         executable: str,
@@ -1285,9 +1339,10 @@ class FilesystemBackend:
         glob: str | None,
         context: int,
         limit: int,
-    ) -> list[GrepLine] | None:
-        """Search with ripgrep in the directory ``dfd``; ``None`` if rg failed (the caller falls
-        back to the Python search, which reports the error if there is one)."""
+    ) -> list[tuple[str, GrepLine]] | None:
+        """Search with ripgrep in the directory ``dfd``: (path relative to it, line) pairs,
+        unchecked (``_checked_rg`` checks them); ``None`` if rg failed (the caller falls back to
+        the Python search, which reports the error if there is one)."""
         args = [
             executable, "--json", "--no-config", "--hidden", "--no-ignore", "--no-follow",
             "--sort", "path", "--max-filesize", str(self.max_read_bytes), "-g", "!.git",
@@ -1309,10 +1364,8 @@ class FilesystemBackend:
             )
         except OSError:  # rg cannot be started (removed, not executable): search in Python
             return None
-        finally:
-            os.close(dfd)
         assert process.stdout is not None
-        out: list[GrepLine] = []
+        out: list[tuple[str, GrepLine]] = []
         stopped = False
         try:
             async for raw in process.stdout:
@@ -1324,13 +1377,10 @@ class FilesystemBackend:
                 path = _rg_text(data["path"]).removeprefix("./")
                 line = _rg_text(data["lines"])
                 line = line.removesuffix("\n").removesuffix("\r")
+                shown = _join(p, "/" + path)
+                number = int(data["line_number"])
                 out.append(
-                    GrepLine(
-                        _join(p, "/" + path),
-                        int(data["line_number"]),
-                        line[:MAX_GREP_LINE_CHARS],
-                        kind == "match",
-                    )
+                    (path, GrepLine(shown, number, line[:MAX_GREP_LINE_CHARS], kind == "match"))
                 )
                 if len(out) >= limit:
                     stopped = True
@@ -1387,9 +1437,14 @@ class FilesystemBackend:
         prepared = await asyncio.to_thread(self._rg_prepare, p)
         if prepared is not None:
             executable, dfd, cwd = prepared
-            found = await self._rg(executable, dfd, cwd, pattern, p, glob, context, limit)
-            if found is not None:
-                return found
+            try:
+                found = await self._rg(executable, dfd, cwd, pattern, p, glob, context, limit)
+                if found is not None:
+                    return await asyncio.to_thread(
+                        self._checked_rg, dfd, found, regex, context, limit
+                    )
+            finally:
+                os.close(dfd)
         return await asyncio.to_thread(self._grep_sync, regex, p, wanted, context, limit)
 
 

@@ -27,12 +27,21 @@ on Windows), so concurrent saves from many tasks or processes never lose or inte
 ``user-42``) are used as they are; any other id becomes a readable slug plus a hash of the exact id
 (``Bob Smith`` -> ``bob-smith~1f0c...``), which can never equal a simple id or another user's
 folder. Ids that are empty, contain ``/``, ``\\`` or control characters, or are ``.`` or ``..``
-are refused. Every path is resolved (symbolic links followed) and must stay inside its user's folder
-(``users/<folder>``, itself not a link) or, for global files, inside the workspace; a link pointing
+are refused. Files are opened through directory descriptors from the workspace folder, one name
+at a time with ``O_NOFOLLOW`` (``agentica._beneath``, POSIX only), so nothing renamed or swapped
+for a symbolic link while a file is opened can lead anywhere else. The user's folder
+(``users/<folder>``) must be a real folder, with no link on the way to it; inside it (or inside the
+workspace, for global files) a link is followed only as a path inside it, and a link pointing
 elsewhere is refused with ``WorkspaceError``, and so is a global file leading into ``users/``.
-Files are opened with ``O_NOFOLLOW``, so a link that appears after the check is refused too: nothing
-is ever written through a symbolic link. A user's file with more than one hard link is refused (a
-hard link could share it with a file outside the folder).
+Nothing is ever written through a symbolic link. A user's file with more than one hard link is
+refused (a hard link could share it with a file outside the folder).
+
+**Runs without a user id.** ``users/default/`` belongs to the user id ``"default"``, and runs
+without a user id use it: an ``Agent`` made without ``user_id`` has the id ``"default"`` (for its
+stored sessions too), and ``WorkspaceMemory`` gives a run whose user id is empty its
+``default_user``, ``"default"`` unless given. So ``None``, ``""`` and ``"default"`` are one user
+with one memory: never give a real person the id ``"default"``. ``Workspace`` itself takes no
+empty id.
 
 **Budget.** ``context_prompt`` puts the files in a fixed order of priority (global files, then
 ``USER.md``, ``MEMORY.md``, today's and yesterday's notes), each under a heading naming it, and
@@ -61,6 +70,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from agentica import _beneath
 from agentica.context.tokens import EstimateCounter, TokenCounter
 from agentica.errors import UsageError
 
@@ -98,13 +108,16 @@ _WINDOWS_RESERVED = frozenset(
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NOISE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters but tab and newline
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the workspace must not hang a thread
 _O_BINARY = getattr(os, "O_BINARY", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_READ_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY | _O_CLOEXEC
+_READ_FLAGS = _beneath.READ_FLAGS | _O_BINARY  # O_NONBLOCK: a FIFO planted there cannot hang us
 _APPEND_FLAGS = (
-    os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_NONBLOCK | _O_BINARY | _O_CLOEXEC
+    os.O_RDWR
+    | os.O_APPEND
+    | os.O_CREAT
+    | _beneath.O_NOFOLLOW
+    | _beneath.O_NONBLOCK
+    | _beneath.O_CLOEXEC
+    | _O_BINARY
 )
 _APPEND_LOCK = threading.Lock()  # used where flock is not available
 
@@ -179,60 +192,133 @@ def _resolve(path: Path) -> Path:
 
 @dataclass(frozen=True, slots=True)
 class _Location:
-    """A file of the workspace: ``path`` must stay inside ``base``; a user's file (``private``)
-    must not have other hard links; a global file must not lead into ``users/``."""
+    """A file of the workspace: ``parts`` under the folder ``folder`` of the workspace ``root``
+    (``()`` for global files, ``("users", <folder>)`` for a user's files, which are
+    ``private``: no other hard links)."""
 
-    path: Path
-    base: Path
+    root: Path
+    folder: tuple[str, ...]
+    parts: tuple[str, ...]
     private: bool
 
+    @property
+    def base(self) -> Path:
+        return self.root.joinpath(*self.folder)
 
-def _checked(location: _Location) -> Path:
-    """The file's path with links resolved; refuses it unless it stays inside its base (an
-    absolute path that must itself resolve to itself: no link anywhere on the way to it)."""
-    path, base = location.path, location.base
-    real_base = _resolve(base)
-    if real_base != base:
-        raise WorkspaceError(
-            f"refusing to use {base}: it resolves to {real_base} (it or a folder above it in the "
-            "workspace is a symbolic link); replace the link with a real folder"
-        )
-    real = _resolve(path)
-    if not real.is_relative_to(base):
-        raise WorkspaceError(
-            f"refusing to follow {path}: it is a symbolic link to {real}, outside {base}"
-        )
-    if not location.private and real.is_relative_to(base / "users"):
-        raise WorkspaceError(
-            f"refusing to follow {path}: it is a symbolic link to {real}, a user's file"
-        )
-    return real
+    @property
+    def path(self) -> Path:
+        return self.base.joinpath(*self.parts)
 
 
-def _open(path: Path, flags: int, *, private: bool) -> int:
+def _refused_link(location: _Location, at: Sequence[str], why: str) -> WorkspaceError:
+    link = location.base.joinpath(*at)
     try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer
+        real = os.path.realpath(link)  # for the message only: nothing is opened through it
+    except (OSError, ValueError):
+        real = "?"
+    return WorkspaceError(f"refusing to follow {link}: it is a symbolic link to {real}, {why}")
+
+
+def _open_root(location: _Location, create: bool) -> int | None:
+    try:
+        return os.open(location.root, _beneath.DIR_FLAGS)
+    except FileNotFoundError:
+        if not create:
+            return None
+    except NotADirectoryError:
+        raise WorkspaceError(f"the workspace {location.root} is not a folder") from None
+    os.makedirs(location.root, exist_ok=True)
+    return os.open(location.root, _beneath.DIR_FLAGS)
+
+
+def _open(location: _Location, flags: int, *, write: bool) -> int | None:
+    """A descriptor of the file (``None`` if it does not exist, when reading), opened through
+    descriptors from the workspace folder with ``O_NOFOLLOW`` on every part
+    (``agentica._beneath``): nothing renamed or swapped for a link meanwhile can lead out.
+
+    The user's folder (``users/<folder>``) must be a real folder, no link anywhere on the way.
+    Inside it (or inside the workspace, for global files), links on the way are followed only
+    as paths inside it; the file itself is never written through a link.
+    """
+    root = _open_root(location, write)
+    if root is None:
+        return None
+    try:
+        try:
+            base = _beneath.enter(root, location.folder, create=write)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if not _beneath.is_link_error(error):
+                raise
             raise WorkspaceError(
-                f"refusing to open {path}: it is a symbolic link (files are never opened "
-                "through links)"
+                f"refusing to use {location.base}: it or a folder above it in the workspace is "
+                "a symbolic link; replace the link with a real folder"
             ) from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise WorkspaceError(f"refusing to open {path}: it is not a regular file")
-        if private and info.st_nlink > 1:
-            raise WorkspaceError(
-                f"refusing to open {path}: it has {info.st_nlink} hard links, and a user's file "
-                "must have only one (a hard link could share it with another user or a file "
-                "outside the workspace)"
+        except _beneath.Changed:
+            raise WorkspaceError(f"{location.base} kept changing while it was opened") from None
+        try:
+            return _open_in(location, base, flags, write=write)
+        finally:
+            os.close(base)
+    finally:
+        os.close(root)
+
+
+def _open_in(location: _Location, base: int, flags: int, *, write: bool) -> int | None:
+    tops = (os.fspath(location.base),)  # root resolved, and no link from it to the base
+    path = location.path
+    for _ in range(3):  # a folder removed between the walk and the open: walk again
+        try:
+            found = _beneath.locate(
+                base, location.parts, follow_last=not write, tops=tops, make_parents=write
             )
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        except _beneath.Escape as error:
+            raise _refused_link(location, error.parts, f"outside {location.base}") from None
+        except _beneath.Missing:
+            return None
+        except _beneath.NotADir as error:
+            raise WorkspaceError(
+                f"refusing to open {path}: {location.base.joinpath(*error.parts)} is not a folder"
+            ) from None
+        except (_beneath.TooManyLinks, _beneath.Changed) as error:
+            raise WorkspaceError(
+                f"refusing to open {path}: too many symbolic links on the way, or it kept "
+                f"changing ({type(error).__name__})"
+            ) from None
+        try:
+            if not location.private and found.parts[:1] == ("users",):
+                raise _refused_link(location, location.parts, "a user's file")
+            try:
+                fd = os.open(found.name or ".", flags, 0o666, dir_fd=found.fd)
+            except FileNotFoundError:
+                if not write:
+                    return None
+                continue
+            except OSError as error:
+                if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer
+                    raise WorkspaceError(
+                        f"refusing to open {path}: it is a symbolic link (files are never "
+                        "written through links, nor read through links that change)"
+                    ) from None
+                raise
+        finally:
+            found.close()
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise WorkspaceError(f"refusing to open {path}: it is not a regular file")
+            if location.private and info.st_nlink > 1:
+                raise WorkspaceError(
+                    f"refusing to open {path}: it has {info.st_nlink} hard links, and a user's "
+                    "file must have only one (a hard link could share it with another user or a "
+                    "file outside the workspace)"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+    raise WorkspaceError(f"refusing to open {path}: its folder kept disappearing; try again")
 
 
 def _decode(data: bytes) -> str:
@@ -242,10 +328,8 @@ def _decode(data: bytes) -> str:
 def _read_file(location: _Location, limit: int | None = None, *, tail: bool = False) -> _Text:
     """The text of a file (``None`` if it does not exist), at most about ``limit`` bytes of it:
     its beginning, or its end with ``tail``."""
-    real = _checked(location)
-    try:
-        fd = _open(real, _READ_FLAGS, private=location.private)
-    except FileNotFoundError:
+    fd = _open(location, _READ_FLAGS, write=False)
+    if fd is None:
         return _Text(None, True)
     with os.fdopen(fd, "rb") as file:
         size = os.fstat(fd).st_size
@@ -279,11 +363,8 @@ def _locked(fd: int) -> Iterator[None]:
 def _append_file(location: _Location, text: str, header: str) -> None:
     """Append ``text`` (whole lines) to a file, creating it with ``header`` if it is new or
     empty; a missing final newline of the file is added first."""
-    path = location.path
-    _checked(location)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _checked(location)  # the folders just made are real folders unless someone raced us
-    fd = _open(path, _APPEND_FLAGS, private=location.private)
+    fd = _open(location, _APPEND_FLAGS, write=True)
+    assert fd is not None  # writes create what is missing
     try:
         with _locked(fd):
             size = os.fstat(fd).st_size
@@ -450,15 +531,11 @@ class Workspace:
     # ------------------------------------------------------------------------------ paths
 
     def _global(self, name: str) -> _Location:
-        parts = _global_parts(name)
-        root = _resolve(self.root)
-        return _Location(root.joinpath(*parts), root, private=False)
+        return _Location(_resolve(self.root), (), _global_parts(name), private=False)
 
     def _user(self, user_id: str, name: str) -> _Location:
-        folder = user_folder(user_id)
-        parts = _relative_parts(name)
-        base = _resolve(self.root) / "users" / folder
-        return _Location(base.joinpath(*parts), base, private=True)
+        folder = ("users", user_folder(user_id))
+        return _Location(_resolve(self.root), folder, _relative_parts(name), private=True)
 
     @staticmethod
     def note_name(day: date) -> str:

@@ -1,0 +1,255 @@
+"""Opening files beneath a directory so that no part of a path can be swapped for a link.
+
+``locate`` walks a path from a directory descriptor one name at a time: every folder is opened
+relative to the previous one with ``openat(..., O_DIRECTORY | O_NOFOLLOW)``, so nothing that
+another process renames or replaces while the walk runs can lead it out of the directory. A
+symbolic link met on the way is never opened: with ``follow=True`` its target is taken as a path
+inside the directory (from the link's folder when relative; an absolute target must name the
+directory or something in it) and the walk starts again from the top, and a target outside
+raises ``Escape``; with ``follow=False`` every link raises ``Escape``. The last name is left to
+the caller, which opens it relative to the returned folder with ``O_NOFOLLOW``: a link put there
+after the walk is refused, never followed. Whatever changes during a walk (a folder replaced by a
+link, removed, renamed) makes it look again, a bounded number of times, then raise ``Changed``.
+
+Both users of a directory as a sandbox go through it: the file backend of the deep agent
+(``agentica.deep.backends.FilesystemBackend``) and workspace memory
+(``agentica.memory.workspace``). POSIX only (``dir_fd``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted in the tree must not hang a thread
+DIR_FLAGS = os.O_RDONLY | O_DIRECTORY | O_CLOEXEC
+SUBDIR_FLAGS = DIR_FLAGS | O_NOFOLLOW
+READ_FLAGS = os.O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+MAX_LINK_HOPS = 40
+_MAX_RETRIES = 100  # looks again after a change under the walk, at most this often
+
+
+class WalkError(Exception):
+    """Why a walk stopped; ``parts`` is where (from the top, links resolved)."""
+
+    def __init__(self, parts: Sequence[str]) -> None:
+        self.parts = tuple(parts)
+        super().__init__("/" + "/".join(self.parts))
+
+
+class Escape(WalkError):
+    """A symbolic link at ``parts`` points to ``target``, outside the top (or links are not
+    followed at all)."""
+
+    def __init__(self, parts: Sequence[str], target: str) -> None:
+        super().__init__(parts)
+        self.target = target
+
+
+class Missing(WalkError):
+    """The folder ``parts`` on the way does not exist."""
+
+
+class NotADir(WalkError):
+    """``parts`` on the way is not a folder."""
+
+
+class TooManyLinks(WalkError):
+    """More than ``MAX_LINK_HOPS`` links on the way (a loop)."""
+
+
+class Changed(WalkError):
+    """The path kept changing under the walk (something is swapping it in a loop)."""
+
+
+def is_link_error(error: OSError) -> bool:
+    """``openat`` with ``O_NOFOLLOW`` met a link (Linux: ELOOP, FreeBSD: EMLINK; ENOTDIR: a
+    folder became something else)."""
+    return error.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+
+
+@dataclass(slots=True)
+class Located:
+    """The end of a walk: ``fd`` is an open descriptor of the folder holding ``name`` (of the
+    target itself when ``name`` is ``None``: the top); ``parts`` is its path without links."""
+
+    fd: int
+    name: str | None
+    parts: tuple[str, ...]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def link_parts(
+    where: Sequence[str], target: str, tops: Sequence[str], at: Sequence[str]
+) -> list[str]:
+    """The parts (from the top) that a link in the folder ``where`` pointing to ``target`` names;
+    ``Escape`` if it leaves the top. An absolute target counts when it is one of the paths of
+    the top (``tops``: how it is spelled, its real path) or under one."""
+    if target.startswith("/"):
+        norm = os.path.normpath(target)
+        for top in tops:
+            if norm == top:
+                return []
+            if norm.startswith(top.rstrip("/") + "/"):
+                return [p for p in norm[len(top.rstrip("/")) :].split("/") if p]
+        raise Escape(at, target)
+    parts = list(where)
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise Escape(at, target)
+            parts.pop()
+        else:
+            parts.append(part)
+    return parts
+
+
+def locate(
+    top: int,
+    parts: Sequence[str],
+    *,
+    follow: bool = True,
+    follow_last: bool = True,
+    tops: Sequence[str] = (),
+    make_parents: bool = False,
+) -> Located:
+    """Walk ``parts`` from the open folder ``top`` (not closed, not returned: the result has
+    its own descriptor) without ever leaving it.
+
+    The last part need not exist; it is not opened, but a link there is resolved unless
+    ``follow_last`` is false. ``make_parents`` creates missing folders on the way.
+    """
+    pending = list(parts)
+    done: list[str] = []
+    fd = os.dup(top)
+    hops = retries = 0
+
+    def again() -> None:
+        nonlocal retries
+        retries += 1
+        if retries > _MAX_RETRIES:
+            raise Changed((*done, *pending[:1]))
+
+    try:
+        while pending:
+            name = pending[0]
+            last = len(pending) == 1
+            try:
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if last:
+                    return Located(fd, name, (*done, name))
+                if not make_parents:
+                    raise Missing((*done, name)) from None
+                _mkdir(name, fd, (*done, name))
+                again()
+                continue
+            except NotADirectoryError:  # only through a race: fd is a folder
+                raise NotADir(done) from None
+            if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
+                if not follow:
+                    raise Escape((*done, name), _readlink(name, fd))
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise TooManyLinks((*done, name))
+                try:
+                    target = os.readlink(name, dir_fd=fd)
+                except OSError:  # no longer a link (EINVAL) or gone: look again
+                    again()
+                    continue
+                pending = [*link_parts(done, target, tops, (*done, name)), *pending[1:]]
+                done = []
+                os.close(fd)
+                fd = -1
+                fd = os.dup(top)
+                continue
+            if last:
+                return Located(fd, name, (*done, name))
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotADir((*done, name))
+            try:
+                sub = os.open(name, SUBDIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if is_link_error(exc) or exc.errno == errno.ENOENT:
+                    again()  # replaced by a link or removed since the stat: look again
+                    continue
+                raise
+            os.close(fd)
+            fd = sub
+            done.append(name)
+            pending.pop(0)
+        return Located(fd, None, tuple(done))
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+
+
+def _mkdir(name: str, fd: int, parts: Sequence[str]) -> None:
+    try:
+        os.mkdir(name, dir_fd=fd)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # the folder ``fd`` was removed under the walk
+        raise Changed(parts) from None
+
+
+def _readlink(name: str, fd: int) -> str:
+    try:
+        return os.readlink(name, dir_fd=fd)
+    except OSError:
+        return "?"
+
+
+def open_strict(top: int, parts: Sequence[str], flags: int = READ_FLAGS) -> int:
+    """Open ``parts`` under the open folder ``top`` with ``O_NOFOLLOW`` on every part: any
+    link on the way, or as the last part, raises ``OSError`` (ELOOP or ENOTDIR)."""
+    if not parts:
+        return os.dup(top)
+    fd = top
+    try:
+        for name in parts[:-1]:
+            sub = os.open(name, SUBDIR_FLAGS, dir_fd=fd)
+            if fd != top:
+                os.close(fd)
+            fd = sub
+        return os.open(parts[-1], flags, dir_fd=fd)
+    finally:
+        if fd != top:
+            os.close(fd)
+
+
+def enter(top: int, parts: Sequence[str], *, create: bool = False) -> int:
+    """A descriptor of the folder ``parts`` under the open folder ``top``, every part opened
+    with ``O_NOFOLLOW`` (and made first if missing, with ``create``). A link on the way raises
+    ``OSError`` (ELOOP, or ENOTDIR for something that is not a folder); a missing folder
+    ``FileNotFoundError``."""
+    fd = os.dup(top)
+    try:
+        for name in parts:
+            for _ in range(_MAX_RETRIES):
+                try:
+                    sub = os.open(name, SUBDIR_FLAGS, dir_fd=fd)
+                    break
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    _mkdir(name, fd, parts)
+            else:
+                raise Changed(parts)
+            os.close(fd)
+            fd = sub
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise

@@ -1,0 +1,262 @@
+"""Races and deep trees: links swapped in while files are searched, read and written; deep chains.
+
+Another process swaps folders and files for symbolic links to outside (or to another user's
+folder) and back, in a loop, while ``grep`` (with ripgrep), ``read`` and workspace memory run
+again and again: no outside content may ever come back and nothing may be written outside.
+A folder chain 1,100 deep is globbed and searched without ``RecursionError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from agentica.deep.backends import BackendError, FilesystemBackend
+from agentica.memory import Workspace, WorkspaceError
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symbolic links and openat")
+
+RACE_SECONDS = 3.0
+SECRET = "OUTSIDE-SECRET"
+
+
+# Run in another process (no shared GIL): swaps each ``path`` for a link to its ``target`` and
+# back until the time is up, then prints how many swaps it made.
+SWAPPER = """
+import os, sys, threading, time
+
+def swap(path, target, end, counts):
+    real, spare = path + ".real", 0
+    while time.monotonic() < end:
+        try:
+            os.rename(path, real)
+            os.symlink(target, path)
+            counts.append(1)
+            os.unlink(path)
+        except OSError:
+            pass
+        try:
+            os.rename(real, path)
+        except FileNotFoundError:
+            pass
+        except OSError:  # something made a new path meanwhile: put it aside
+            spare += 1
+            try:
+                os.rename(path, path + ".made%d" % spare)
+                os.rename(real, path)
+            except OSError:
+                pass
+
+end = time.monotonic() + float(sys.argv[1])
+counts = []
+pairs = sys.argv[2:]
+threads = [
+    threading.Thread(target=swap, args=(pairs[i], pairs[i + 1], end, counts))
+    for i in range(0, len(pairs), 2)
+]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+print(len(counts))
+"""
+
+
+async def start_swapping(
+    seconds: float, pairs: list[tuple[Path, Path]]
+) -> asyncio.subprocess.Process:
+    args = [str(p) for pair in pairs for p in pair]
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SWAPPER, str(seconds), *args, stdout=asyncio.subprocess.PIPE
+    )
+
+
+def _make_tree(root: Path, outside: Path) -> None:
+    outside.mkdir(parents=True)
+    for i in range(20):
+        (outside / f"o{i}.txt").write_text(f"needle {SECRET} {i}\n")
+    (outside / "x.txt").write_text(f"needle {SECRET}\n")
+    for d in range(8):
+        folder = root / f"d{d}"
+        folder.mkdir(parents=True)
+        for i in range(20):
+            (folder / f"f{i}.txt").write_text(f"needle inside {d} {i}\n")
+    (root / "d3" / "x.txt").write_text("needle inside x\n")
+    (root / "f.txt").write_text("needle inside f\n")
+
+
+async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path) -> None:
+    if shutil.which("rg") is None:
+        pytest.skip("ripgrep (rg) is not installed: the race is about its path")
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    await asyncio.to_thread(_make_tree, root, outside)
+    fs = FilesystemBackend(root, ripgrep=True)
+    # workspace memory: mallory's notes folder swapped for bob's, and eve's whole folder
+    ws_root = tmp_path / "ws"
+    ws = Workspace(ws_root, today=lambda: date(2024, 5, 1))
+    await ws.write_note("bob", f"bob {SECRET}")
+    await ws.save_memory("bob", f"bob {SECRET}")
+    await ws.write_note("mallory", "mallory's own note")
+    await ws.write_note("eve", "eve's own note")
+    bob = ws_root / "users" / "bob"
+    bob_before = await asyncio.to_thread(_files, bob)
+    outside_before = await asyncio.to_thread(_files, outside)
+    counts = {"grep": 0, "read": 0, "memory": 0}
+    seen: list[str] = []
+
+    async def grep_loop(deadline: float) -> None:
+        while time.monotonic() < deadline:
+            for line in await fs.grep("needle"):
+                if SECRET in line.text:
+                    seen.append(f"grep {line.path}: {line.text}")
+            counts["grep"] += 1
+
+    async def read_loop(deadline: float) -> None:
+        while time.monotonic() < deadline:
+            for path in ("/f.txt", "/d3/x.txt", "/d3/f1.txt"):
+                try:
+                    text = await fs.read(path)
+                except BackendError:
+                    continue
+                except Exception as exc:  # an untyped error is a finding too
+                    seen.append(f"read {path}: {exc!r}")
+                    continue
+                if SECRET in text:
+                    seen.append(f"read {path}: {text}")
+            counts["read"] += 1
+
+    async def memory_loop(deadline: float, user: str) -> None:
+        while time.monotonic() < deadline:
+            for read in (
+                ws.daily_notes(user),
+                ws.user_file(user, "MEMORY.md"),
+                ws.context_prompt(user, budget_tokens=500),
+            ):
+                try:
+                    text = await read
+                except WorkspaceError:
+                    continue
+                except Exception as exc:
+                    seen.append(f"memory read: {exc!r}")
+                    continue
+                if SECRET in text:
+                    seen.append(f"memory: {text}")
+            for write in (ws.write_note(user, "they wrote"), ws.save_memory(user, "x")):
+                try:
+                    await write
+                except WorkspaceError:
+                    pass
+                except Exception as exc:
+                    seen.append(f"memory write: {exc!r}")
+            counts["memory"] += 1
+
+    pairs = [
+        (root / "d3", outside),
+        (root / "f.txt", outside / "x.txt"),
+        (ws_root / "users" / "mallory" / "memory", bob / "memory"),
+        (ws_root / "users" / "eve", bob),
+    ]
+    swapper = await start_swapping(RACE_SECONDS, pairs)
+    deadline = time.monotonic() + RACE_SECONDS
+    await asyncio.gather(
+        grep_loop(deadline),
+        read_loop(deadline),
+        memory_loop(deadline, "mallory"),
+        memory_loop(deadline, "eve"),
+    )
+    out, _ = await swapper.communicate()
+    swaps = int(out)
+    assert swaps > 100 and min(counts.values()) > 5, (swaps, counts)
+    assert seen == [], (
+        f"{len(seen)} outside reads or untyped errors, such as {sorted(set(s[:60] for s in seen))}"
+    )
+    assert await asyncio.to_thread(_files, bob) == bob_before  # nothing written into bob's
+    assert await asyncio.to_thread(_files, outside) == outside_before
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
+
+
+DEPTH = 1100
+
+
+def _deep_chain(root: Path) -> Path:
+    """``root/a/a/.../a`` 1,100 folders deep with ``leaf.txt`` at the bottom, made through
+    descriptors (the whole path would be long for some tools)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(DEPTH):
+            os.mkdir("a", dir_fd=fd)
+            sub = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+        leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf, b"deep needle\n")
+        os.close(leaf)
+    finally:
+        os.close(fd)
+    return root
+
+
+def _remove_chain(root: Path) -> None:
+    """Remove the chain from the bottom up (pytest's recursive clean-up would fail on it)."""
+    leaf = root.joinpath(*["a"] * DEPTH)
+    (leaf / "leaf.txt").unlink(missing_ok=True)
+    for depth in range(DEPTH, 0, -1):
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(root.joinpath(*["a"] * depth))
+
+
+@pytest.fixture
+async def chain(tmp_path: Path) -> AsyncIterator[Path]:
+    root = tmp_path / "root"
+    root.mkdir()
+    try:
+        await asyncio.to_thread(_deep_chain, root)
+        yield root
+    finally:
+        await asyncio.to_thread(_remove_chain, root)
+
+
+async def test_a_folder_chain_1100_deep_is_globbed_and_searched(chain: Path) -> None:
+    root = chain
+    (root / "top.txt").write_text("top needle\n")
+    leaf = "/" + "/".join(["a"] * DEPTH) + "/leaf.txt"
+    assert len(leaf) < 4096  # a valid path: under PATH_MAX
+    for ripgrep in (False, True):
+        fs = FilesystemBackend(root, ripgrep=ripgrep)
+        for _ in range(2):  # and again: nothing is broken after the first walk
+            found = await fs.glob("**/*.txt")
+            assert [f.path for f in found] == [leaf, "/top.txt"]
+            lines = await fs.grep("needle")
+            assert [(g.path, g.text) for g in lines] == [
+                (leaf, "deep needle"),
+                ("/top.txt", "top needle"),
+            ]
+        assert await fs.read(leaf) == "deep needle\n"
+        assert [f.path for f in await fs.glob("a/*")] == []
+    # the walk keeps few descriptors open however deep the tree is: it works with 200
+    script = (
+        "import asyncio, resource, sys\n"
+        "from agentica.deep.backends import FilesystemBackend\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (200, 200))\n"
+        "fs = FilesystemBackend(sys.argv[1], ripgrep=False)\n"
+        "found = asyncio.run(fs.glob('**/*.txt'))\n"
+        "lines = asyncio.run(fs.grep('needle'))\n"
+        "print(len(found), len(lines))\n"
+    )
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, str(root), stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0 and out.split() == [b"2", b"2"]
