@@ -47,9 +47,10 @@ gain nothing), no nested user namespaces, ``--die-with-parent`` and ``--new-sess
 sees only: ``/usr``, ``/bin``, ``/sbin``, ``/lib*`` and ``/etc`` read-only, where every entry of
 ``/etc`` that not everyone may read (``/etc/shadow``, ``/etc/gshadow``, private keys) is empty;
 the interpreter's directories (``sys.prefix``, ``sys.base_prefix``: ``run_python`` runs it),
-read-only; a fresh ``/dev`` (``null``, ``zero``, ``random``, ``tty``...) and ``/proc`` (its own processes only);
-a private ``/tmp``; and the workspace, writable. ``/home``, ``/root``, ``/run``, ``/var``, ``/opt``,
-``/sys`` and the host's other files are absent, and the rest of ``/`` is read-only. Resource limits,
+read-only; a fresh ``/dev`` (``null``, ``zero``, ``random``, ``tty``...) and ``/proc`` (its own
+processes only); a private ``/tmp``; and the workspace, writable. ``/home``, ``/root``, ``/run``,
+``/var``, ``/opt``, ``/sys`` and the host's other files are absent, and the rest of ``/`` is
+read-only. Resource limits,
 set inside the sandbox before the command starts: ``max_processes`` (``RLIMIT_NPROC``, processes and
 threads) and ``max_memory`` (``RLIMIT_DATA``, bytes per process), no core files. The kernel
 never applies ``RLIMIT_NPROC`` to root, so when agentica runs as root each command also gets its
@@ -60,7 +61,12 @@ says that the process limit does not hold. ``tests/test_sandbox_escapes.py`` and
 
 ``"auto"`` uses bubblewrap when it is installed and can create namespaces here (checked once per
 ``Shell``) and otherwise runs commands unsandboxed with a logged warning; ``"none"`` never
-sandboxes. The default is ``"none"``. On Debian and Ubuntu the package is ``bubblewrap``.
+sandboxes. The default is ``"none"`` (for ``DeepAgent`` too): commands run as the user running
+agentica, with the network, the whole file system and no resource limits. Pass ``"auto"`` to
+sandbox wherever bubblewrap works; a sandboxed command then has no network (``pip install``
+fails unless ``allow_network=True``), sees no file outside the directories above (tools in
+``~/.local/bin`` or ``/opt`` are missing) and starts some 50-100 ms later. On Debian and Ubuntu
+the package is ``bubblewrap``.
 """
 
 from __future__ import annotations
