@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from agentica import Agent, RunContext, tool
-from agentica.errors import StorageError
+from agentica.deep import FileTools
+from agentica.errors import SessionConflictError, StorageError
 from agentica.memory.variables import VariableSpace
 from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
 from agentica.models import ModelRequest
+from agentica.run.approval import Decision, HumanApproval
 from agentica.run.capability import Capability
-from agentica.storage import InMemoryStorage, Variable, VariableInfo
+from agentica.storage import InMemoryStorage, RunRecord, Variable, VariableInfo
 from agentica.testing import FunctionModel, ScriptedModel, call, model_error, tool_calls
 
 
@@ -258,3 +260,191 @@ async def test_killing_a_process_mid_run_leaves_the_session_consistent(tmp_path:
         assert user_texts(model.requests[0].messages) == ["first", "third"]
     finally:
         await storage.aclose()
+
+
+# ------------------------------------------------------ two writers of one stored session
+
+
+def file_writer(content: dict[str, str], answer: str) -> ScriptedModel:
+    """A model that writes each ``path: text`` of ``content`` with the file tools, then answers."""
+    writes = [call("write_file", path=path, content=text) for path, text in content.items()]
+    return ScriptedModel([tool_calls(*writes), answer])
+
+
+def stored_files(data: Any) -> dict[str, str]:
+    return {path: entry["content"] for path, entry in data.state.get("files", {}).items()}
+
+
+async def test_two_agents_writing_different_files_to_one_session_keep_both() -> None:
+    """Both loaded the session before either saved: the second save merges (both runs, both
+    files) instead of overwriting the first agent's files with its own copy of the state."""
+    storage = InMemoryStorage()
+    setup = Agent(model=file_writer({"/plan.md": "plan"}, "set up"), tools=[FileTools()],
+                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    await setup.run("set up")
+    first = Agent(model=file_writer({"/a.md": "from A"}, "A done"), tools=[FileTools()],
+                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    second = Agent(model=file_writer({"/b.md": "from B"}, "B done"), tools=[FileTools()],
+                   storage=storage, user_id="u", session_id="s")  # fmt: skip
+    await first.load()
+    await second.load()
+    assert (await first.run("write a")).content == "A done"
+    assert (await second.run("write b")).content == "B done"
+    data = await storage.load_session("u", "s")
+    assert data is not None
+    assert stored_files(data) == {"/plan.md": "plan", "/a.md": "from A", "/b.md": "from B"}
+    assert [r.input for r in data.runs] == ["set up", "write a", "write b"]
+    # the second agent now holds the merged session and saves on top of it
+    assert [r.input for r in second.memory.runs] == ["set up", "write a", "write b"]
+    assert set(second.memory.state["files"]) == {"/plan.md", "/a.md", "/b.md"}
+    second.model = ScriptedModel(["still here"])
+    await second.run("again")
+    again = await storage.load_session("u", "s")
+    assert again is not None and len(again.runs) == 4 and len(stored_files(again)) == 3
+
+
+async def test_two_agents_changing_the_same_file_get_a_typed_error_carrying_the_run() -> None:
+    storage = InMemoryStorage()
+    first = Agent(model=file_writer({"/notes.md": "A's notes"}, "A done"), tools=[FileTools()],
+                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    second = Agent(model=file_writer({"/notes.md": "B's notes"}, "B done"), tools=[FileTools()],
+                   storage=storage, user_id="u", session_id="s")  # fmt: skip
+    await first.load()
+    await second.load()
+    await first.run("write notes")
+    with pytest.raises(SessionConflictError) as refused:
+        await second.run("write other notes")
+    error = refused.value
+    assert (error.user_id, error.session_id) == ("u", "s")
+    assert "/files//notes.md" in str(error) and "another agent or process" in str(error)
+    assert "run() again" in str(error) and "session_id" in str(error)
+    assert isinstance(error.run, RunRecord) and error.run.output == "B done"  # nothing is lost
+    data = await storage.load_session("u", "s")
+    assert data is not None and stored_files(data) == {"/notes.md": "A's notes"}
+    assert [r.input for r in data.runs] == ["write notes"]
+    # the agent reloads the stored session before its next run: a retry sees A's notes
+    second.model = file_writer({"/notes.md": "A's notes + B's"}, "merged by hand")
+    await second.run("write other notes")
+    data = await storage.load_session("u", "s")
+    assert data is not None and stored_files(data) == {"/notes.md": "A's notes + B's"}
+    assert [r.input for r in data.runs] == ["write notes", "write other notes"]
+
+
+async def test_a_paused_run_resumed_by_two_agents_is_saved_once() -> None:
+    """Resuming is not mergeable: the second resume of the same paused run is refused."""
+    storage = InMemoryStorage()
+
+    @tool
+    def deploy() -> str:
+        return "deployed"
+
+    def agent(answer: str) -> Agent:
+        return Agent(model=ScriptedModel([tool_calls("deploy"), answer]), tools=[deploy],
+                     capabilities=[HumanApproval({"deploy": True})], storage=storage, user_id="u",
+                     session_id="s")  # fmt: skip
+
+    paused = await agent("unused").run("deploy it")
+    assert paused.stop_reason == "paused"
+    first, second = agent("unused"), agent("unused")
+    first.model = ScriptedModel(["first resumed"])
+    second.model = ScriptedModel(["second resumed"])
+    decisions = {c.call_id: Decision.approve() for c in await first.pending()}
+    await second.load()
+    await first.resume(decisions)
+    with pytest.raises(SessionConflictError) as refused:
+        await second.resume(decisions)
+    assert isinstance(refused.value.run, RunRecord)
+    assert refused.value.run.output == "second resumed"
+    data = await storage.load_session("u", "s")
+    assert data is not None and [r.output for r in data.runs][-1] == "first resumed"
+    assert len(data.runs) == 2
+
+
+TWO_PROCESS_WRITER = """
+import asyncio, json, pathlib, sys
+from agentica import Agent, tool
+from agentica.deep import FileTools
+from agentica.errors import SessionConflictError
+from agentica.storage import open_storage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+me, peer, location, path, content, barrier = sys.argv[1:]
+
+@tool
+async def wait_for_peer() -> str:
+    \"\"\"Wait until the other process is in its run too.\"\"\"
+    pathlib.Path(barrier, me).touch()
+    for _ in range(600):
+        if pathlib.Path(barrier, peer).exists():
+            return "both running"
+        await asyncio.sleep(0.05)
+    return "alone"
+
+async def main():
+    storage = open_storage(location)
+    model = ScriptedModel([tool_calls(call("write_file", path=path, content=content)),
+                           tool_calls("wait_for_peer"), "done by " + me])
+    agent = Agent(model=model, tools=[FileTools(), wait_for_peer], storage=storage,
+                  user_id="u", session_id="shared")
+    try:
+        response = await agent.run("write " + path)
+        outcome = {"saved": response.content}
+    except SessionConflictError as error:
+        outcome = {"conflict": str(error), "output": error.run.output}
+    await storage.aclose()
+    print(json.dumps(outcome), flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "same_file"),
+    [("sqlite", False), ("sqlite", True), ("jsonfiles", False)],
+    ids=["sqlite-different-files", "sqlite-same-file", "jsonfiles-different-files"],
+)
+async def test_two_processes_on_one_session_merge_or_get_a_typed_error(
+    tmp_path: Any, kind: str, same_file: bool
+) -> None:
+    """Two processes run an agent on the same stored session at the same time (both are inside
+    their run, having loaded the session, before either saves), each writing a file."""
+    import asyncio
+    import sys
+
+    from agentica.storage import open_storage
+
+    location = str(tmp_path / ("shared.db" if kind == "sqlite" else "shared-files"))
+    (tmp_path / "barrier").mkdir()
+    paths = {"A": "/notes.md" if same_file else "/a.md", "B": "/notes.md" if same_file else "/b.md"}
+    processes = []
+    for me, peer in (("A", "B"), ("B", "A")):
+        arguments = [me, peer, location, paths[me], f"written by {me}", str(tmp_path / "barrier")]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", TWO_PROCESS_WRITER, *arguments,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        processes.append(process)
+    outcomes = {}
+    for me, process in zip("AB", processes, strict=True):
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+        assert process.returncode == 0, err.decode()
+        outcomes[me] = json.loads(out)
+    storage = open_storage(location)
+    try:
+        data = await storage.load_session("u", "shared")
+    finally:
+        await storage.aclose()
+    assert data is not None
+    files = stored_files(data)
+    saved = sorted(me for me in "AB" if "saved" in outcomes[me])
+    if not same_file:  # merged: both runs, both files
+        assert saved == ["A", "B"], outcomes
+        assert files == {"/a.md": "written by A", "/b.md": "written by B"}
+        assert sorted(r.output or "" for r in data.runs) == ["done by A", "done by B"]
+        return
+    (winner,) = saved  # the other one was told, with its run
+    (loser,) = set("AB") - set(saved)
+    assert "/files//notes.md" in outcomes[loser]["conflict"], outcomes
+    assert outcomes[loser]["output"] == f"done by {loser}"
+    assert files == {"/notes.md": f"written by {winner}"}
+    assert [r.output for r in data.runs] == [f"done by {winner}"]

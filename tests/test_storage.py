@@ -41,6 +41,7 @@ from agentica.storage import (
     open_storage,
 )
 from agentica.storage._sqlschema import VERSION_TABLE, metadata
+from agentica.storage.base import merge_state
 from agentica.storage.jsonfile import file_name
 from tests.postgres import Cluster, throwaway_cluster, why_no_postgres
 from tests.records import every_kind_run, realistic_run
@@ -961,3 +962,16 @@ def test_one_storage_serves_several_event_loops(tmp_path: Path) -> None:
             await storage.aclose()
 
     assert [asyncio.run(use(i)) for i in range(3)] == [1, 2, 3]
+
+
+def test_merge_state_keeps_one_sided_changes_and_names_clashes() -> None:
+    base = {"files": {"/a": "a", "/gone": "x"}, "todos": ["1"], "n": 1}
+    mine = {"files": {"/a": "a", "/b": "b"}, "todos": ["1", "2"], "n": 1}
+    theirs = {"files": {"/a": "a", "/gone": "x", "/c": "c"}, "todos": ["1", "3"], "n": 2}
+    merged, clashes = merge_state(base, mine, theirs)
+    assert merged == {"files": {"/a": "a", "/c": "c", "/b": "b"}, "todos": ["1", "2"], "n": 2}
+    assert clashes == ["/todos"]
+    assert merge_state({"k": 1}, {}, {"k": 2})[1] == ["/k"]  # deleted here, changed there
+    assert merge_state({"k": 1}, {}, {"k": 1}) == ({}, [])  # deleted here only
+    assert merge_state({}, {"f": {"/x": 1}}, {"f": {"/y": 2}}) == ({"f": {"/y": 2, "/x": 1}}, [])
+    assert merge_state(None, "mine", "theirs") == ("mine", ["/"])

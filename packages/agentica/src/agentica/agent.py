@@ -11,11 +11,19 @@ An agent holds no per-run state: each run keeps its own state inside the run loo
 model and tools serve any number of agents at once. One agent object is one conversation: a second
 run while one is in progress raises ``ConcurrentRunError``; ``clone()`` gives a fresh conversation
 with the same configuration, and ``as_tool()`` lets another agent delegate to this one.
+
+Several agents (in one process or several) may share a stored session. Each save states the
+session revision the agent last loaded or saved; when another writer saved in between, the agent
+reloads the session and merges: the other writer's runs come first, state keys (and files of the
+state backend) only one side changed are kept from that side. Only a value both changed
+differently fails the save with ``SessionConflictError``, which carries the unsaved run; the
+agent then reloads the stored session before its next run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -25,7 +33,7 @@ from pydantic import TypeAdapter
 
 from agentica._http import aclose_loop_sessions
 from agentica.context import ContextPolicy, HistoryPolicy
-from agentica.errors import UsageError
+from agentica.errors import SessionConflictError, UsageError
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
@@ -35,7 +43,7 @@ from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, pending_calls, run_events
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream
-from agentica.storage.base import Storage
+from agentica.storage.base import Storage, merge_state
 from agentica.storage.factory import open_storage
 from agentica.tools.context import RunContext
 from agentica.tools.execution import ToolSettings
@@ -52,6 +60,7 @@ _DEFAULT_TOOL_SETTINGS = ToolSettings()
 _DEFAULT_HISTORY = HistoryPolicy()
 _DEFAULT_CONTEXT = ContextPolicy()
 _DEFAULT_MODEL_SETTINGS = ModelSettings()
+_SAVE_ATTEMPTS = 5  # merges in a row before giving up (another writer saved each time)
 
 
 class Agent:
@@ -93,7 +102,9 @@ class Agent:
         "_functions",
         "_loaded",
         "_output_adapter",
+        "_revision",
         "_running",
+        "_saved",
         "_tools",
         "capabilities",
         "context",
@@ -160,6 +171,8 @@ class Agent:
         self.guardrails = AgentGuardrails.of(guardrails)
         self.memory = AgentMemory()
         self._loaded = storage is None
+        self._revision = 0  # of the stored session, as last loaded or saved
+        self._saved: tuple[str | None, dict[str, Any]] = (None, {})  # its summary and state
         self._functions: Mapping[str, Function] | None = None
         self._output_adapter: tuple[TypeAdapter[Any], OutputSchema] | None = None
         self._running = False
@@ -246,15 +259,81 @@ class Agent:
             self.memory.runs[:0] = data.runs
             self.memory.summary = data.summary
             self.memory.state.update(data.state)
+            self._revision = data.revision
+            self._saved = (data.summary, _json_copy(data.state))  # memory shares its values
         self._loaded = True
 
     async def save(self, record: RunRecord) -> None:
-        """Append one finished run to storage (done automatically after every run)."""
+        """Append one finished run to storage (done automatically after every run).
+
+        If another agent or process saved the session since this one loaded it, the two are
+        merged (see the module's docstring); ``SessionConflictError`` when they cannot be.
+        """
         if self.storage is None:
             return
-        await self.storage.append_run(
-            *self._ids(), record,
-            summary=self.memory.summary, state=self.memory.state,
+        for _ in range(_SAVE_ATTEMPTS):
+            try:
+                self._revision = await self.storage.append_run(
+                    *self._ids(), record, summary=self.memory.summary, state=self.memory.state,
+                    expected_revision=self._revision,
+                )  # fmt: skip
+            except SessionConflictError as error:
+                conflict = error
+                await self._merge_stored(record, conflict)
+            else:
+                self._saved = (self.memory.summary, _json_copy(self.memory.state))
+                return
+        raise self._unsaved(
+            record, conflict, f"other writers saved it {_SAVE_ATTEMPTS} times in a row while "
+            "this agent merged their changes"
+        )  # fmt: skip
+
+    async def _merge_stored(self, record: RunRecord, conflict: SessionConflictError) -> None:
+        """Take in what another writer saved: its runs before ``record``, its state merged with
+        this agent's changes since the last load or save; raise if both changed one value."""
+        assert self.storage is not None
+        data = await self.storage.load_session(*self._ids())
+        if data is None:
+            raise self._unsaved(record, conflict, "another agent or process deleted it")
+        if any(run.run_id == record.run_id for run in data.runs):
+            raise self._unsaved(
+                record, conflict, f"another agent or process saved it, and this run resumes "
+                f"paused run {record.run_id!r}: a resumed run is only saved on top of the "
+                "session it paused in"
+            )  # fmt: skip
+        base_summary, base_state = self._saved
+        summary, summary_clash = merge_state(base_summary, self.memory.summary, data.summary)
+        state, clashes = merge_state(base_state, _json_copy(self.memory.state), data.state)
+        clashes = [*(["the summary"] if summary_clash else []), *(f"state{c}" for c in clashes)]
+        if clashes:
+            raise self._unsaved(
+                record, conflict, "another agent or process saved it and both changed "
+                f"{', '.join(clashes[:5])}{' ...' if len(clashes) > 5 else ''}"
+            )  # fmt: skip
+        self.memory.runs[:] = [*data.runs, record]
+        self.memory.summary = summary
+        self.memory.state.clear()
+        self.memory.state.update(state)
+        self._revision = data.revision
+        self._saved = (data.summary, _json_copy(data.state))  # the merged state shares values
+
+    def _unsaved(
+        self, record: RunRecord, conflict: SessionConflictError, why: str
+    ) -> SessionConflictError:
+        """The error for a run that could not be saved; the agent reloads before its next run."""
+        self.memory.clear()
+        self._loaded = False
+        self._revision = 0
+        self._saved = (None, {})
+        user_id, session_id = self._ids()
+        return SessionConflictError(
+            f"session {session_id!r} of user {user_id!r} was not saved: {why} since this agent "
+            f"loaded it. This run ({record.run_id!r}) is not in the session: it is in this "
+            "error's .run (output, messages, tool calls). The agent reloads the stored session "
+            "before its next run: call run() again to redo it on top of the other writer's "
+            "changes, or give each process its own session_id",
+            user_id=user_id, session_id=session_id, expected=conflict.expected,
+            found=conflict.found, run=record,
         )  # fmt: skip
 
     # ----------------------------------------------------------------- running
@@ -407,3 +486,9 @@ class Agent:
             f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.functions)}, "
             f"runs={len(self.memory.runs)})"
         )
+
+
+def _json_copy(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of JSON state (what storage keeps, so later changes cannot alter it)."""
+    copied: dict[str, Any] = json.loads(json.dumps(state))
+    return copied
