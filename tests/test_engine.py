@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -254,3 +258,70 @@ async def test_cancelling_the_task_propagates_cancelled_error() -> None:
         await task
     assert not agent.is_running
     assert agent.memory.runs[-1].status == "cancelled"
+
+
+class _Custom(BaseException):
+    """A BaseException that is neither an error nor a signal, as some libraries define."""
+
+
+BASE_EXCEPTIONS: dict[str, Callable[[], BaseException]] = {
+    "SystemExit": lambda: SystemExit(3),  # what argparse or sys.exit in a library raise
+    "CancelledError": lambda: asyncio.CancelledError("the tool gave up"),
+    "GeneratorExit": GeneratorExit,
+    "_Custom": lambda: _Custom("odd"),
+}
+
+
+@pytest.mark.parametrize("blocking", [False, True], ids=["async", "blocking"])
+@pytest.mark.parametrize("kind", BASE_EXCEPTIONS)
+async def test_a_tool_raising_a_base_exception_fails_alone(kind: str, blocking: bool) -> None:
+    """SystemExit aborted the whole run and a tool's own CancelledError sent the model ``null``:
+    each is that tool's error result, its siblings finish, and the run goes on."""
+    make = BASE_EXCEPTIONS[kind]
+
+    @tool
+    async def raising_async() -> str:
+        await asyncio.sleep(0.01)
+        raise make()
+
+    @tool
+    def raising_blocking() -> str:
+        raise make()
+
+    @tool
+    async def sibling() -> str:
+        await asyncio.sleep(0.05)
+        return "sibling ok"
+
+    raising = raising_blocking if blocking else raising_async
+    for turn in (tool_calls(raising.name, "sibling", "sibling"), tool_calls(raising.name)):
+        model = ScriptedModel([turn, "done"])
+        response = await Agent(model=model, tools=[raising, sibling]).run("go")
+        assert response.content == "done"
+        first, *rest = tool_messages(model)
+        assert first.is_error and f"failed: {kind}" in first.content
+        assert [(m.content, m.is_error) for m in rest] == [("sibling ok", False)] * len(rest)
+        assert type(response.tool_calls[0].exception) is type(make())
+
+
+def test_keyboard_interrupt_from_a_tool_still_stops_the_program(tmp_path: Path) -> None:
+    """Ctrl-C means stop: a tool's KeyboardInterrupt is not turned into a tool result."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(
+        "import asyncio\n"
+        "from agentica import Agent, tool\n"
+        "from agentica.testing import ScriptedModel, tool_calls\n"
+        "@tool\n"
+        "def stop() -> str:\n"
+        "    raise KeyboardInterrupt\n"
+        "@tool\n"
+        "async def sibling() -> str:\n"
+        "    return 'ok'\n"
+        "model = ScriptedModel([tool_calls('stop', 'sibling'), 'done'])\n"
+        "print(asyncio.run(Agent(model=model, tools=[stop, sibling]).run('go')).content)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
+    assert "done" not in done.stdout

@@ -2,8 +2,11 @@
 
 ``execute()`` is the only way a tool runs. It never raises an ordinary exception: an unknown tool,
 arguments that do not validate, a timeout, a ``ToolError`` or any other exception become an error
-result the model reads (so one failure cannot cancel or lose its siblings); only cancellation
-propagates. Control values (``StopRun``, ``Retry``) returned by the tool are kept in ``control``.
+result the model reads (so one failure cannot cancel or lose its siblings). So do the
+``BaseException``s a tool raises itself (``SystemExit`` from a library, a ``CancelledError`` or
+``GeneratorExit`` of its own, custom ones); only signals to the run propagate: the run's task being
+cancelled, the coroutine being closed, and ``KeyboardInterrupt`` (Ctrl-C means stop). Control
+values (``StopRun``, ``Retry``) returned by the tool are kept in ``control``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextvars
 import functools
 import inspect
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, Literal
 
@@ -31,6 +35,36 @@ from agentica.tools.guardrails import (
 )
 
 __all__ = ["FunctionCall", "render_result"]
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _raised_by_the_tool(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a ``BaseException`` that reached a call is the tool's own failure rather than a
+    signal to the run: ``task`` (the one running the call) being cancelled, its coroutine being
+    closed (``GeneratorExit`` thrown in from outside the task), or ``KeyboardInterrupt``."""
+    if isinstance(exc, KeyboardInterrupt) or task is None:
+        return False
+    if isinstance(exc, asyncio.CancelledError):
+        return task.cancelling() == 0  # nobody asked this task to stop: the tool raised it
+    if isinstance(exc, GeneratorExit):
+        try:
+            return asyncio.current_task() is task
+        except RuntimeError:  # closed with no loop running: certainly not the tool's doing
+            return False
+    return True
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """Run a blocking tool (in its thread): its result, or what it raised as a value. An
+    exception set on the future would be thrown into the task, and a ``GeneratorExit`` thrown
+    into a coroutine closes every frame of it instead of reaching an ``except``."""
+    try:
+        return call(), None
+    except BaseException as exc:
+        return None, exc
 
 
 def render_result(value: Any) -> str:
@@ -136,7 +170,8 @@ class FunctionCall:
         known_tools: tuple[str, ...] = (),
         guardrails: ToolGuardrails | None = None,
     ) -> None:
-        """Run the tool and record its outcome. Raises only ``asyncio.CancelledError``."""
+        """Run the tool and record its outcome. Raises only when the run must stop: the task's
+        cancellation (``asyncio.CancelledError``), ``GeneratorExit``, ``KeyboardInterrupt``."""
         started = time.perf_counter()
         try:
             await self._execute(ctx, executor, default_timeout, known_tools, guardrails)
@@ -172,6 +207,7 @@ class FunctionCall:
             kwargs[function.context_param] = ctx
         timeout = function.timeout if function.timeout is not None else default_timeout
         deadline = asyncio.timeout(timeout)
+        task = asyncio.current_task()
         try:
             async with deadline:
                 if function.is_async:
@@ -179,9 +215,10 @@ class FunctionCall:
                 else:
                     loop = asyncio.get_running_loop()
                     call = functools.partial(function.entrypoint, **kwargs)
-                    result = await loop.run_in_executor(
-                        executor, contextvars.copy_context().run, call
-                    )
+                    run = functools.partial(contextvars.copy_context().run, _outcome, call)
+                    result, raised = await loop.run_in_executor(executor, run)
+                    if raised is not None:
+                        raise raised
                 if inspect.isawaitable(result):
                     result = await result
         except ToolError as exc:
@@ -197,7 +234,13 @@ class FunctionCall:
                 self.fail(f"Tool '{function.name}' failed: TimeoutError: {exc}", exc)
             return
         except Exception as exc:
-            self.fail(f"Tool '{function.name}' failed: {type(exc).__name__}: {exc}", exc)
+            self.fail(f"Tool '{function.name}' failed: {_describe(exc)}", exc)
+            return
+        except BaseException as exc:
+            if not _raised_by_the_tool(exc, task):
+                raise
+            note = " (raised by the tool itself; the run goes on)"
+            self.fail(f"Tool '{function.name}' failed: {_describe(exc)}{note}", exc)
             return
         if isinstance(result, Retry):
             self.control = result
