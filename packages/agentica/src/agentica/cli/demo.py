@@ -267,7 +267,8 @@ def demo_agent(
         # one call per step: a small model that sends several calls at once writes results
         # it has not seen yet
         model_settings=ModelSettings(max_tokens=768, parallel_tool_calls=False).merged(settings),
-        limits=RunLimits(max_turns=20, max_wall_time=600),
+        # the limits bound the whole tree: the subagent's model calls count too
+        limits=RunLimits(max_turns=40, max_wall_time=600),
     )
 
 
