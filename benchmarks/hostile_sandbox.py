@@ -238,20 +238,27 @@ class Bait:
         self.workspace.mkdir()
         (self.base / "secret.txt").write_text(self.token)
         self.canaries: list[Path] = []
+        self.sockets: list[socket.socket] = []
+        try:
+            self._lay()
+        except BaseException:
+            self.close()  # what was laid so far
+            raise
+
+    def _lay(self) -> None:
         for folder in ("/root", "/home"):
             path = Path(folder) / f".agentica-canary-{self.id}"
             with contextlib.suppress(OSError):
                 path.write_text(self.token)
                 self.canaries.append(path)
-        self.sockets: list[socket.socket] = []
         paths = [str(self.base / "host.sock"), f"\0agentica-{self.id}"]
         if os.access("/run", os.W_OK):
             paths.append(f"/run/agentica-{self.id}.sock")
         for path in paths:
             s = socket.socket(socket.AF_UNIX)
+            self.sockets.append(s)
             s.bind(path)
             s.listen(8)  # connections wait in the backlog: a connect() succeeds without accept()
-            self.sockets.append(s)
             if not path.startswith("\0"):
                 self.canaries.append(Path(path))
         host_sockets = (
