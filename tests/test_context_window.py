@@ -4,6 +4,7 @@ answers, repair and the retry after a provider's context-overflow error."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -185,6 +186,38 @@ async def test_evicted_results_are_capped_per_session_oldest_first() -> None:
     saved = agent.memory.state[RESULTS_STATE_KEY]
     assert len(saved) == 2
     assert [v["content"][:9] for v in saved.values()] == ["report 3:", "report 4:"]
+
+
+async def test_a_result_over_the_saved_bytes_cap_is_not_claimed_saved_nor_pushes_others_out() -> (
+    None
+):
+    """A result larger than ``max_evicted_bytes`` was dropped while its note gave its path (and
+    it pushed out the results saved before it): every path a note gives must be readable."""
+
+    def reply(messages: list[Message], request: ModelRequest) -> Any:
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        if not results:
+            return tool_calls(call("dump", n=1, size=20_000))  # evicted and saved
+        if len(results) == 1:
+            return tool_calls(call("dump", n=2, size=200_000))  # over the cap: not saved
+        if len(results) == 2:
+            path = results[0].content.split("saved to ")[1].split(";")[0]
+            return tool_calls(call("read_file", path=path, limit=1))
+        return results[-1].content
+
+    model = FunctionModel(reply, context_window=32_000)
+    policy = ContextPolicy(evict_tokens=1_000, max_evicted_bytes=50_000)
+    agent = DeepAgent(
+        model=model, tools=[dump], subagents=False, answer_check=False, context=policy
+    )
+    response = await agent.run("dump two reports")
+    saved = agent.memory.state[RESULTS_STATE_KEY]
+    seen = [m.content for m in model.requests[-1].messages if isinstance(m, ToolMessage)]
+    assert "/.results/" not in seen[1] and "report 2:" in seen[1]
+    assert "not saved" in seen[1] and "50000 bytes" in seen[1]
+    named = re.findall(r"/\.results(/[\w.-]+\.txt)", "\n".join(seen))
+    assert named and all(path in saved for path in named)  # every path a note gives exists
+    assert response.content is not None and "report 1:" in response.content  # read back
 
 
 # ----------------------------------------------------------------------------- compaction

@@ -7,6 +7,8 @@
 - evicts a tool result larger than the policy's threshold before the model sees it: the full
   text goes to the session's result store (``SessionResults``, readable with ``read_file`` at
   ``/.results/...`` when the agent has file tools) and the model gets a preview and the path;
+  a result larger than the store's byte cap is not saved, and its note says so (a note never
+  names a path that does not exist when the model reads it);
 - repairs the history (a call without a result gets a "cancelled" result, a result without its
   call is dropped) before every call and after every compaction;
 - compacts above the soft threshold down to the low watermark (``agentica.context.compaction``)
@@ -130,24 +132,35 @@ class SessionResults:
         self.max_files = max_files
         self.max_bytes = max_bytes
 
-    def save(self, call_id: str, tool: str, text: str) -> str:
-        """Store ``text`` under a short stable name and return its path."""
+    def save(self, call_id: str, tool: str, text: str) -> str | None:
+        """Store ``text`` under a short stable name and return its path; ``None`` (nothing
+        stored, nothing deleted) when ``text`` alone is larger than ``max_bytes``."""
+        if _size(text) > self.max_bytes:
+            return None
         name = f"{_SAFE_NAME.sub('_', tool)[:40] or 'tool'}-{_SAFE_NAME.sub('', call_id)[-10:]}"
         key = f"/{name}.txt"  # keys are paths inside RESULTS_DIR (a StateBackend's files)
         self.files.pop(key, None)
         self.files[key] = {"content": text, "modified": time.time()}
-        self._enforce_caps()
+        self._enforce_caps()  # never deletes ``key``: it is the newest and fits alone
         return RESULTS_DIR + key
+
+    def holds(self, path: str) -> bool:
+        """Whether the result at ``path`` (as ``save`` returned it) is still stored."""
+        return path.removeprefix(RESULTS_DIR) in self.files
 
     def _enforce_caps(self) -> None:
         def size(entry: Any) -> int:
             content = entry.get("content", "") if isinstance(entry, dict) else ""
-            return len(content.encode("utf-8", "replace")) if isinstance(content, str) else 0
+            return _size(content) if isinstance(content, str) else 0
 
         total = sum(size(e) for e in self.files.values())
         while self.files and (len(self.files) > self.max_files or total > self.max_bytes):
             oldest = next(iter(self.files))
             total -= size(self.files.pop(oldest))
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "replace"))
 
 
 @dataclass(slots=True)
@@ -253,12 +266,20 @@ class ContextWindow:
             if tokens <= limit:
                 continue
             shown = preview(text, self.policy.preview_chars)
-            if self.results is not None:
-                path = self.results.save(call.id, call.name, text)
+            path = self.results.save(call.id, call.name, text) if self.results else None
+            if path is not None:
                 note = (
                     f"[The full result ({tokens} tokens, {len(text)} characters) was saved to "
                     f"{path}; read parts of it with read_file(path={path!r}, offset=..., "
-                    "limit=...) or search it with grep.]"
+                    "limit=...) or search it with grep. Older saved results are deleted when "
+                    "newer ones need the room.]"
+                )
+            elif self.results is not None:
+                note = (
+                    f"[The result ({tokens} tokens, {_size(text)} bytes) was too long and was cut "
+                    f"to this preview; it was not saved (saved results are capped at "
+                    f"{self.results.max_bytes} bytes), so ask the tool for less of it if you "
+                    "need more.]"
                 )
             else:
                 note = f"[The result ({tokens} tokens) was too long and was cut to this preview.]"
@@ -269,8 +290,13 @@ class ContextWindow:
             return None
         if "was saved to " + RESULTS_DIR in message.content[-400:]:
             line = message.content.rsplit("\n", 1)[-1]  # already evicted: keep only its note
+            path = line.split("was saved to ", 1)[-1].split(";", 1)[0]
+            if not self.results.holds(path):  # deleted since, for newer ones: say so
+                line = f"[Its saved copy {path} was deleted to make room for newer results.]"
             return f"[{message.name} result: an older output]\n{line}"
         path = self.results.save(message.tool_call_id, message.name, message.content)
+        if path is None:
+            return None  # too large to keep: it becomes a stub that says so
         return (
             f"[The full {message.name} result was moved out of the conversation to save context; "
             f"it is in {path} (read_file to see it again).]"
