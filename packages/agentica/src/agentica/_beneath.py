@@ -3,12 +3,12 @@
 ``locate`` walks a path from a directory descriptor one name at a time: every folder is opened
 relative to the previous one with ``openat(..., O_DIRECTORY | O_NOFOLLOW)``, so nothing that
 another process renames or replaces while the walk runs can lead it out of the directory. A
-symbolic link met on the way is never opened: with ``follow=True`` its target is taken as a path
-inside the directory (from the link's folder when relative; an absolute target must name the
-directory or something in it) and the walk starts again from the top, and a target outside
-raises ``Escape``; with ``follow=False`` every link raises ``Escape``. The last name is left to
-the caller, which opens it relative to the returned folder with ``O_NOFOLLOW``: a link put there
-after the walk is refused, never followed. Whatever changes during a walk (a folder replaced by a
+symbolic link met on the way is never opened: its target is taken as a path inside the
+directory (from the link's folder when relative; an absolute target must name the directory or
+something in it) and the walk starts again from the top; a target outside raises ``Escape``.
+The last name is left to the caller, which opens it relative to the returned folder with
+``O_NOFOLLOW``: a link put there after the walk is refused, never followed. ``open_strict`` and
+``enter`` follow no link at all. Whatever changes during a walk (a folder replaced by a
 link, removed, renamed) makes it look again, a bounded number of times, then raise ``Changed``.
 
 Both users of a directory as a sandbox go through it: the file backend of the deep agent
@@ -44,8 +44,7 @@ class WalkError(Exception):
 
 
 class Escape(WalkError):
-    """A symbolic link at ``parts`` points to ``target``, outside the top (or links are not
-    followed at all)."""
+    """A symbolic link at ``parts`` points to ``target``, outside the top."""
 
     def __init__(self, parts: Sequence[str], target: str) -> None:
         super().__init__(parts)
@@ -118,7 +117,6 @@ def locate(
     top: int,
     parts: Sequence[str],
     *,
-    follow: bool = True,
     follow_last: bool = True,
     tops: Sequence[str] = (),
     make_parents: bool = False,
@@ -157,8 +155,6 @@ def locate(
             except NotADirectoryError:  # only through a race: fd is a folder
                 raise NotADir(done) from None
             if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
-                if not follow:
-                    raise Escape((*done, name), _readlink(name, fd))
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise TooManyLinks((*done, name))
@@ -202,13 +198,6 @@ def _mkdir(name: str, fd: int, parts: Sequence[str]) -> None:
         pass
     except FileNotFoundError:  # the folder ``fd`` was removed under the walk
         raise Changed(parts) from None
-
-
-def _readlink(name: str, fd: int) -> str:
-    try:
-        return os.readlink(name, dir_fd=fd)
-    except OSError:
-        return "?"
 
 
 def open_strict(top: int, parts: Sequence[str], flags: int = READ_FLAGS) -> int:

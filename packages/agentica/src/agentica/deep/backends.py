@@ -10,11 +10,15 @@ file.
 - ``StateBackend``: files in a plain JSON-able dict (path -> ``{"content", "modified"}``) that the
   caller owns; bound to ``agent.memory.state["files"]`` they are saved with the session.
 - ``FilesystemBackend``: a real directory with ``/`` as its root. Every path is resolved from the
-  root one part at a time through directory descriptors (``openat`` with ``O_NOFOLLOW``): a
-  symbolic link is followed only if it points inside the root, never out of it (for the last
-  part, for folders on the way, and in walks, which do not enter links at all). Reads and writes
-  have size limits; binary files are not read; writes replace the file atomically. ``grep`` uses
-  ripgrep (``rg``) when it is installed, else a pure-Python search giving the same result.
+  root one part at a time through directory descriptors (``openat`` with ``O_NOFOLLOW``,
+  ``agentica._beneath``): a symbolic link is followed only if it points inside the root, never
+  out of it (for the last part, for folders on the way, and in walks, which do not enter links at
+  all), and nothing swapped for a link while a path is opened can lead out. Reads and writes
+  have size limits; binary files are not read; writes replace the file atomically. Walks
+  (``glob``, ``grep``) are iterative and keep few descriptors open, so any depth works. ``grep``
+  uses ripgrep (``rg``) when it is installed, else a pure-Python search giving the same result;
+  as rg opens files by path, every line it finds is checked against the file opened here
+  through descriptors, so a link swapped in while it runs cannot show outside text.
 - ``StoreBackend``: files kept in an ``agentica.storage.Storage`` as variables of a pseudo session
   ``"~files~" + namespace`` of one user, so they outlive sessions.
 - ``CompositeBackend``: routes path prefixes (``/memories/``, ``/workspace/``) to backends, the
