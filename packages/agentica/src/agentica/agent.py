@@ -172,7 +172,7 @@ class Agent:
         self.memory = AgentMemory()
         self._loaded = storage is None
         self._revision = 0  # of the stored session, as last loaded or saved
-        self._saved: tuple[str | None, dict[str, Any]] = (None, {})  # its summary and state
+        self._saved: tuple[str | None, str] = (None, "{}")  # its summary and state (JSON)
         self._functions: Mapping[str, Function] | None = None
         self._output_adapter: tuple[TypeAdapter[Any], OutputSchema] | None = None
         self._running = False
@@ -260,7 +260,7 @@ class Agent:
             self.memory.summary = data.summary
             self.memory.state.update(data.state)
             self._revision = data.revision
-            self._saved = (data.summary, _json_copy(data.state))  # memory shares its values
+            self._saved = (data.summary, json.dumps(data.state))
         self._loaded = True
 
     async def save(self, record: RunRecord) -> None:
@@ -281,7 +281,7 @@ class Agent:
                 conflict = error
                 await self._merge_stored(record, conflict)
             else:
-                self._saved = (self.memory.summary, _json_copy(self.memory.state))
+                self._saved = (self.memory.summary, json.dumps(self.memory.state))
                 return
         raise self._unsaved(
             record, conflict, f"other writers saved it {_SAVE_ATTEMPTS} times in a row while "
@@ -301,9 +301,10 @@ class Agent:
                 f"paused run {record.run_id!r}: a resumed run is only saved on top of the "
                 "session it paused in"
             )  # fmt: skip
-        base_summary, base_state = self._saved
+        base_summary, base_state = self._saved[0], json.loads(self._saved[1])
         summary, summary_clash = merge_state(base_summary, self.memory.summary, data.summary)
-        state, clashes = merge_state(base_state, _json_copy(self.memory.state), data.state)
+        mine = json.loads(json.dumps(self.memory.state))  # as stored: tuples are lists
+        state, clashes = merge_state(base_state, mine, data.state)
         clashes = [*(["the summary"] if summary_clash else []), *(f"state{c}" for c in clashes)]
         if clashes:
             raise self._unsaved(
@@ -315,7 +316,7 @@ class Agent:
         self.memory.state.clear()
         self.memory.state.update(state)
         self._revision = data.revision
-        self._saved = (data.summary, _json_copy(data.state))  # the merged state shares values
+        self._saved = (data.summary, json.dumps(data.state))
 
     def _unsaved(
         self, record: RunRecord, conflict: SessionConflictError, why: str
@@ -324,7 +325,7 @@ class Agent:
         self.memory.clear()
         self._loaded = False
         self._revision = 0
-        self._saved = (None, {})
+        self._saved = (None, "{}")
         user_id, session_id = self._ids()
         return SessionConflictError(
             f"session {session_id!r} of user {user_id!r} was not saved: {why} since this agent "
@@ -486,9 +487,3 @@ class Agent:
             f"Agent(name={self.name!r}, model={self.model!r}, tools={list(self.functions)}, "
             f"runs={len(self.memory.runs)})"
         )
-
-
-def _json_copy(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A deep copy of JSON state (what storage keeps, so later changes cannot alter it)."""
-    copied: dict[str, Any] = json.loads(json.dumps(state))
-    return copied

@@ -1,6 +1,9 @@
 """Storage: durable sessions and variable spaces, keyed by (user, session).
 
-- ``Storage``: the async protocol every backend implements (base.py)
+- ``Storage``: the async protocol every backend implements (base.py); every save bumps a
+  session's ``revision`` and ``append_run(expected_revision=...)`` refuses a save based on an
+  outdated copy with ``agentica.errors.SessionConflictError`` (``merge_state``: the three-way
+  merge agents use to combine their changes with another writer's)
 - ``RunRecord``, ``ToolCallRecord``, ``SessionInfo``, ``SessionData``: what is stored (records.py)
 - ``encode_run`` / ``decode_run``: the versioned JSON format (codec.py)
 - ``InMemoryStorage``: a dict, for tests and throw-away sessions (memory.py)
