@@ -1,15 +1,28 @@
-"""HTTP transport shared by the provider adapters: JSON POST, server-sent events, error mapping.
+"""HTTP transport shared by the provider adapters: JSON POST, server-sent events, error mapping,
+and the checks a reply's fields pass at the adapter boundary.
 
 Every failure leaves here as a typed ``ModelError`` that names the provider, the model, the HTTP
 status and what to do about it; the ``retryable`` flag decides whether ``RetryPolicy`` tries again.
+
+Two time limits bound a model request: ``timeout`` (the wait for the answer to start and, for a
+stream, between two chunks) and a ``Deadline`` for the whole request, retries included, so a
+server that trickles keep-alive comments cannot hold a run forever.
+
+What a provider sends is untrusted: JSON is decoded with a guard against nesting deep enough to
+exhaust the stack, one server-sent event may be at most ``MAX_EVENT_BYTES``, and the helpers
+``text_field``, ``object_field``, ``list_field``, ``int_field`` and ``token_count`` check one
+field each, raising ``ReplyFieldError`` (which the adapters turn into ``ModelResponseError``)
+for a value of the wrong type.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import math
 import time
 from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agentica._http import HttpClientPool
@@ -22,8 +35,30 @@ from agentica.errors import (
     ModelResponseError,
     ModelTimeoutError,
 )
+from agentica.messages import AssistantMessage
 
-__all__ = ["dumps", "http_error", "post_json", "stream_sse"]
+__all__ = [
+    "DEFAULT_REQUEST_TIMEOUT",
+    "MAX_EVENT_BYTES",
+    "Deadline",
+    "ReplyFieldError",
+    "describe",
+    "dumps",
+    "http_error",
+    "int_field",
+    "list_field",
+    "loads",
+    "object_field",
+    "post_json",
+    "require_answer",
+    "stream_sse",
+    "text_field",
+    "token_count",
+]
+
+DEFAULT_REQUEST_TIMEOUT = 600.0  # seconds for one model call, unless the gap timeout is longer
+MAX_EVENT_BYTES = 16 * 1024 * 1024  # one server-sent event (a line or its data lines together)
+_MAX_TOKENS = 2**53  # a token count above this is not a count (and would not fit storage)
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _OVERFLOW_MARKERS = (
@@ -47,10 +82,135 @@ def dumps(body: Mapping[str, Any]) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+class ReplyFieldError(ValueError):
+    """A field of a provider's reply has a value the adapter cannot use (the message says which)."""
+
+
+def describe(value: Any) -> str:
+    """A short description of an unexpected JSON value, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"[:60]
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item(s)"
+    if isinstance(value, dict):
+        return f"an object with keys {sorted(map(str, value))[:5]}"
+    return type(value).__name__
+
+
+def text_field(obj: dict[str, Any], key: str, where: str) -> str | None:
+    """``obj[key]`` when it is a string or absent/null; anything else raises."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise ReplyFieldError(f"{where}.{key} is {describe(value)}, not a string")
+
+
+def object_field(obj: dict[str, Any], key: str, where: str) -> dict[str, Any] | None:
+    """``obj[key]`` when it is an object or absent/null; anything else raises."""
+    value = obj.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise ReplyFieldError(f"{where}.{key} is {describe(value)}, not an object")
+
+
+def list_field(obj: dict[str, Any], key: str, where: str) -> list[Any] | None:
+    """``obj[key]`` when it is a list or absent/null; anything else raises."""
+    value = obj.get(key)
+    if value is None or isinstance(value, list):
+        return value
+    raise ReplyFieldError(f"{where}.{key} is {describe(value)}, not a list")
+
+
+def int_field(obj: dict[str, Any], key: str, where: str) -> int | None:
+    """``obj[key]`` when it is a non-negative integer or absent/null; anything else raises."""
+    value = obj.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_TOKENS:
+        return value
+    raise ReplyFieldError(f"{where}.{key} is {describe(value)}, not a non-negative integer")
+
+
+def token_count(value: Any) -> int:
+    """A usage count as sent: a non-negative integer, else 0 (an odd count is treated as missing,
+    since usage is bookkeeping, not the answer)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_TOKENS:
+        return value
+    if isinstance(value, float) and value.is_integer() and 0 <= value < _MAX_TOKENS:
+        return int(value)
+    return 0
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` for untrusted text: nesting too deep to decode raises ``ValueError`` too."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply to decode") from None
+
+
+@dataclass(slots=True, frozen=True)
+class Deadline:
+    """The overall time limit of one model request (all its attempts): ``limit`` seconds from
+    ``start`` (``time.monotonic()``)."""
+
+    limit: float
+    start: float
+
+    @classmethod
+    def after(cls, limit: float) -> Deadline:
+        return cls(limit=limit, start=time.monotonic())
+
+    def remaining(self) -> float:
+        return self.start + self.limit - time.monotonic()
+
+    def error(self, *, provider: str, model: str) -> ModelTimeoutError:
+        return ModelTimeoutError(
+            f"{provider} did not finish the reply for model {model!r} within the request "
+            f"deadline of {self.limit:g} s (all attempts together); raise it with "
+            "ModelSettings(request_timeout=...) or the adapter's request_timeout=... for long "
+            "replies from slow models",
+            provider=provider,
+            model=model,
+            retryable=False,
+        )
+
+
+def require_answer(message: AssistantMessage, *, provider: str, model: str) -> None:
+    """Raise ``ModelResponseError`` for a reply with neither text nor tool calls.
+
+    Such a reply is not an answer: passing it on would end a run "completed" with nothing. A
+    reply cut at ``max_tokens`` or withheld by a content filter says so (retrying the same request
+    will not help); any other empty reply may be retried."""
+    if message.tool_calls or (message.content and message.content.strip()):
+        return
+    finish = message.finish_reason
+    if finish == "length":
+        why = "it stopped at the token limit before any text (raise max_tokens"
+        why += ", or lower the thinking budget)" if message.reasoning else ")"
+    elif finish == "content_filter":
+        why = "the provider withheld it (content filter or refusal)"
+    else:
+        why = f"finish_reason {finish!r}; often a transient fault of the server"
+    raise ModelResponseError(
+        f"{provider} returned an empty reply for model {model!r} (no text, no tool calls"
+        f"{', only reasoning' if message.reasoning else ''}): {why}",
+        provider=provider,
+        model=model,
+        retryable=finish not in ("length", "content_filter"),
+    )
+
+
 def _error_text(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace").strip()
     try:
-        data = json.loads(text)
+        data = loads(text)
     except ValueError:
         return text[:500]
     if isinstance(data, dict):
@@ -68,16 +228,21 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return float(ms) / 1000.0
+            seconds = float(ms) / 1000.0
         except ValueError:
             pass
+        else:
+            if math.isfinite(seconds):
+                return seconds
     value = headers.get("Retry-After") or headers.get("retry-after")
     if not value:
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return seconds if math.isfinite(seconds) else None
     try:
         parsed = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):  # a malformed date (Python >= 3.10 raises, never None)
@@ -138,20 +303,32 @@ def http_error(
     )
 
 
-def _transport_error(exc: BaseException, *, provider: str, model: str, url: str) -> ModelError:
+def _transport_error(
+    exc: BaseException,
+    *,
+    provider: str,
+    model: str,
+    url: str,
+    timeout: float,
+    deadline: Deadline | None,
+) -> ModelError:
     import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
 
     if isinstance(exc, TimeoutError):
+        if deadline is not None and deadline.remaining() <= min(0.05, timeout / 2):
+            return deadline.error(provider=provider, model=model)
         return ModelTimeoutError(
-            f"{provider} did not answer in time for model {model!r} ({url}); "
-            "raise the timeout (ModelSettings(timeout=...)) for slow models.",
+            f"{provider} did not answer in time for model {model!r} ({url}; timeout "
+            f"{timeout:g} s); raise the timeout (ModelSettings(timeout=...)) for slow models",
             provider=provider,
             model=model,
             retryable=True,
         )
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if isinstance(exc, aiohttp.ClientPayloadError | HttpProcessingError):
         return ModelResponseError(
-            f"{provider} closed the response for model {model!r} before it was complete: {exc}",
+            f"{provider} closed the response for model {model!r} before it was complete, or "
+            f"sent one that is not valid HTTP: {exc}",
             provider=provider,
             model=model,
             retryable=True,
@@ -165,6 +342,18 @@ def _transport_error(exc: BaseException, *, provider: str, model: str, url: str)
     )
 
 
+def _time_left(
+    timeout: float, deadline: Deadline | None, *, provider: str, model: str
+) -> float | None:
+    """Seconds this attempt may take in all (None: no overall limit); raises past the deadline."""
+    if deadline is None:
+        return None
+    left = deadline.remaining()
+    if left <= 0:
+        raise deadline.error(provider=provider, model=model)
+    return left
+
+
 async def post_json(
     pool: HttpClientPool,
     url: str,
@@ -175,14 +364,21 @@ async def post_json(
     provider: str,
     model: str,
     api_key_env: str,
+    deadline: Deadline | None = None,
 ) -> Any:
-    """POST a JSON body and return the decoded JSON answer."""
+    """POST a JSON body and return the decoded JSON answer.
+
+    ``timeout`` bounds this attempt; ``deadline``, when given, bounds all attempts together.
+    """
     import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
 
     session = pool.session()
+    left = _time_left(timeout, deadline, provider=provider, model=model)
+    total = timeout if left is None else min(timeout, left)
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=total)
         ) as resp:
             raw = await resp.read()
             if resp.status >= 400:
@@ -194,17 +390,30 @@ async def post_json(
                     model=model,
                     api_key_env=api_key_env,
                 )
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise _transport_error(exc, provider=provider, model=model, url=url) from exc
+    except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
+        raise _transport_error(
+            exc, provider=provider, model=model, url=url, timeout=total, deadline=deadline
+        ) from exc
     try:
-        return json.loads(raw)
+        return loads(raw)
     except ValueError as exc:
         raise ModelResponseError(
-            f"{provider} answered model {model!r} with a body that is not JSON: {raw[:200]!r}",
+            f"{provider} answered model {model!r} with a body that is not JSON ({exc}): "
+            f"{raw[:200]!r}",
             provider=provider,
             model=model,
             retryable=True,
         ) from exc
+
+
+def _event_too_big(provider: str, model: str) -> ModelResponseError:
+    return ModelResponseError(
+        f"{provider} streamed an event over {MAX_EVENT_BYTES // (1024 * 1024)} MB for model "
+        f"{model!r}: not a reply this client reads",
+        provider=provider,
+        model=model,
+        retryable=False,
+    )
 
 
 async def stream_sse(
@@ -217,20 +426,27 @@ async def stream_sse(
     provider: str,
     model: str,
     api_key_env: str,
+    deadline: Deadline | None = None,
 ) -> AsyncGenerator[tuple[str, str], None]:
     """POST a JSON body and yield the answer's server-sent events as ``(event, data)``.
 
-    ``timeout`` bounds the wait for each chunk, so a stalled stream fails instead of hanging.
+    ``timeout`` bounds the wait for each chunk, so a stalled stream fails instead of hanging;
+    ``deadline``, when given, bounds the whole request (a stream that keeps sending keep-alive
+    comments, or one byte at a time, ends there). Lines are split here rather than by aiohttp,
+    whose line limit (128 KB) is smaller than a real tool call's arguments can be; an event is
+    allowed up to ``MAX_EVENT_BYTES``.
     """
     import aiohttp
+    from aiohttp.http_exceptions import HttpProcessingError
 
     session = pool.session()
+    left = _time_left(timeout, deadline, provider=provider, model=model)
     try:
         async with session.post(
             url,
             data=body,
             headers=headers,
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout),
+            timeout=aiohttp.ClientTimeout(total=left, sock_read=timeout),
         ) as resp:
             if resp.status >= 400:
                 raw = await resp.read()
@@ -244,23 +460,46 @@ async def stream_sse(
                 )
             event = ""
             data: list[str] = []
-            async for line_bytes in resp.content:
-                line = line_bytes.rstrip(b"\r\n")
-                if not line:
-                    if data:
-                        yield event, "\n".join(data)
-                        event, data = "", []
-                    continue
-                if line.startswith(b":"):
-                    continue
-                name, _, value = line.partition(b":")
-                if value.startswith(b" "):
-                    value = value[1:]
-                if name == b"data":
-                    data.append(value.decode("utf-8", "replace"))
-                elif name == b"event":
-                    event = value.decode("utf-8", "replace")
+            size = 0
+            buffer = bytearray()
+            scan = 0  # buffer[:scan] holds no newline
+            ended = False
+            chunks = resp.content.iter_any()
+            while not ended:
+                try:
+                    piece = await chunks.__anext__()
+                except StopAsyncIteration:
+                    ended = True
+                    piece = b"\n" if buffer else b""  # a last line without its newline
+                buffer += piece
+                start = 0
+                while (end := buffer.find(b"\n", scan)) >= 0:
+                    line = bytes(buffer[start:end]).rstrip(b"\r")
+                    start = scan = end + 1
+                    if not line:
+                        if data:
+                            yield event, "\n".join(data)
+                            event, data, size = "", [], 0
+                        continue
+                    if line.startswith(b":"):
+                        continue
+                    name, _, value = line.partition(b":")
+                    if value.startswith(b" "):
+                        value = value[1:]
+                    if name == b"data":
+                        size += len(value)
+                        if size > MAX_EVENT_BYTES:
+                            raise _event_too_big(provider, model)
+                        data.append(value.decode("utf-8", "replace"))
+                    elif name == b"event":
+                        event = value.decode("utf-8", "replace")
+                del buffer[:start]
+                scan = len(buffer)
+                if scan > MAX_EVENT_BYTES:
+                    raise _event_too_big(provider, model)
             if data:
                 yield event, "\n".join(data)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise _transport_error(exc, provider=provider, model=model, url=url) from exc
+    except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
+        raise _transport_error(
+            exc, provider=provider, model=model, url=url, timeout=timeout, deadline=deadline
+        ) from exc

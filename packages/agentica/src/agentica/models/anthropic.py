@@ -58,7 +58,21 @@ from agentica.messages import (
     Usage,
     UserMessage,
 )
-from agentica.models._transport import dumps, post_json, stream_sse
+from agentica.models._transport import (
+    DEFAULT_REQUEST_TIMEOUT,
+    Deadline,
+    ReplyFieldError,
+    describe,
+    dumps,
+    int_field,
+    loads,
+    object_field,
+    post_json,
+    require_answer,
+    stream_sse,
+    text_field,
+    token_count,
+)
 from agentica.models.base import (
     ModelRequest,
     ModelResponse,
@@ -99,26 +113,63 @@ PROVIDER_DATA_KEY = "anthropic_blocks"
 
 
 def _usage(raw: Any) -> Usage:
+    """Usage from the reply's ``usage``; an odd value counts as missing (bookkeeping only)."""
     if not isinstance(raw, dict):
         return Usage()
-    fresh = int(raw.get("input_tokens") or 0)
-    written = int(raw.get("cache_creation_input_tokens") or 0)
-    read = int(raw.get("cache_read_input_tokens") or 0)
+    fresh = token_count(raw.get("input_tokens"))
+    written = token_count(raw.get("cache_creation_input_tokens"))
+    read = token_count(raw.get("cache_read_input_tokens"))
     details = raw.get("output_tokens_details")
     thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
     return Usage(
         input_tokens=fresh + written + read,
-        output_tokens=int(raw.get("output_tokens") or 0),
+        output_tokens=token_count(raw.get("output_tokens")),
         cache_read_tokens=read,
         cache_write_tokens=written,
-        reasoning_tokens=int(thinking or 0),
+        reasoning_tokens=token_count(thinking),
     )
 
 
-def _stop_reason(raw: Any) -> str | None:
-    if not isinstance(raw, str) or not raw:
-        return None
-    return _STOP.get(raw, raw)
+def _stop_reason(obj: dict[str, Any], where: str) -> str | None:
+    raw = text_field(obj, "stop_reason", where)
+    return _STOP.get(raw, raw) if raw else None
+
+
+def _block_type(block: Any, where: str) -> str:
+    if not isinstance(block, dict):
+        raise ReplyFieldError(f"{where} is {describe(block)}, not a content block object")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise ReplyFieldError(f"{where}.type is {describe(kind)}, not a string")
+    return kind
+
+
+def _tool_name(block: dict[str, Any], where: str) -> str:
+    name = text_field(block, "name", where)
+    if not name:
+        raise ReplyFieldError(f"{where}.name is missing or empty")
+    return name
+
+
+def _kept_block(block: dict[str, Any], where: str) -> dict[str, Any]:
+    """A thinking block as kept for replay: only its known fields, each checked."""
+    if block["type"] == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": text_field(block, "data", where) or ""}
+    kept: dict[str, Any] = {"type": "thinking", "thinking": text_field(block, "thinking", where)}
+    kept["thinking"] = kept["thinking"] or ""
+    signature = text_field(block, "signature", where)
+    if signature is not None:
+        kept["signature"] = signature
+    return kept
+
+
+def _index(event: dict[str, Any], default: int | None) -> int:
+    index = int_field(event, "index", str(event.get("type") or "event"))
+    if index is None:
+        if default is None:
+            raise ReplyFieldError(f"{event.get('type') or 'an event'} has no index")
+        return default
+    return index
 
 
 def _tool_input(arguments: str) -> dict[str, Any]:
@@ -176,6 +227,8 @@ class Claude:
         settings: default ``ModelSettings`` for every request (an agent's settings override them).
         retry: the ``RetryPolicy`` for failed requests.
         timeout: seconds for one request (for a stream: the longest wait between two events).
+        request_timeout: the overall deadline of one model call in seconds, retries included
+            (``None``: 600 s, or ``timeout`` when that is longer); ``ModelSettings`` may override.
         headers: extra HTTP headers sent with every request (e.g. ``anthropic-beta``).
         price: the price per million tokens, when the built-in table does not know the model.
         context_window: the model's context window in tokens.
@@ -203,6 +256,7 @@ class Claude:
         settings: ModelSettings | None = None,
         retry: RetryPolicy | None = None,
         timeout: float = 300.0,
+        request_timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
         price: ModelPrice | None = None,
         context_window: int = 200_000,
@@ -240,6 +294,7 @@ class Claude:
         self.settings = settings or ModelSettings()
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
+        self.request_timeout = request_timeout
         self.price = price if price is not None else price_for(id)
         self.context_window = context_window
         self.max_tokens = max_tokens
@@ -441,57 +496,105 @@ class Claude:
 
     # ----------------------------------------------------------------- responses
 
-    def _bad_reply(self, what: str, data: Any) -> ModelResponseError:
-        try:
-            shown = json.dumps(data)[:300]
-        except (TypeError, ValueError):
-            shown = repr(data)[:300]
+    def _deadline(self, settings: ModelSettings) -> Deadline:
+        limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
+        if limit is None:
+            limit = max(DEFAULT_REQUEST_TIMEOUT, self._timeout(settings))
+        return Deadline.after(limit)
+
+    def _bad_reply(self, problem: str) -> ModelResponseError:
         return ModelResponseError(
-            f"anthropic answered model {self._id!r} {what}: {shown}",
+            f"anthropic sent a malformed reply for model {self._id!r}: {problem}",
             provider="anthropic",
             model=self._id,
             retryable=True,
         )
 
     def parse_response(self, data: Any) -> ModelResponse:
-        """Turn a decoded Messages API answer into a ``ModelResponse``."""
+        """Turn a decoded Messages API answer into a ``ModelResponse``.
+
+        Every field is checked: a value of the wrong type in what makes the answer (content
+        blocks, tool calls, stop reason, thinking), or a reply with no text and no tool calls,
+        raises ``ModelResponseError`` saying what was wrong; odd bookkeeping values (usage
+        counts, id, model name) count as missing. Content block types added to the API later
+        are skipped.
+        """
+        try:
+            response = self._parse(data)
+        except ReplyFieldError as exc:
+            raise self._bad_reply(str(exc)) from None
+        except RecursionError:
+            raise self._bad_reply("a value is nested too deeply to encode") from None
+        require_answer(response.message, provider="anthropic", model=self._id)
+        return response
+
+    def _parse(self, data: Any) -> ModelResponse:
+        if isinstance(data, dict) and data.get("type") == "error":
+            raise self._error_event(data.get("error"), "answered with an error")
         content = data.get("content") if isinstance(data, dict) else None
         if not isinstance(content, list):
-            raise self._bad_reply("without a content list", data)
+            problem = (
+                f"content is {describe(content)}"
+                if isinstance(data, dict)
+                else f"the body is {describe(data)}"
+            )
+            try:
+                shown = json.dumps(data)[:300]
+            except (TypeError, ValueError, RecursionError):
+                shown = repr(data)[:300]
+            raise ReplyFieldError(f"the reply came without a content list ({problem}): {shown}")
         text: list[str] = []
         reasoning: list[str] = []
         calls: list[ToolCall] = []
         kept: list[dict[str, Any]] = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
+        for n, block in enumerate(content):
+            where = f"content[{n}]"
+            kind = _block_type(block, where)
             if kind == "text":
-                text.append(str(block.get("text") or ""))
+                text.append(text_field(block, "text", where) or "")
             elif kind == "tool_use":
-                raw = block.get("input")
+                raw = object_field(block, "input", where)
                 calls.append(
                     ToolCall(
-                        id=block.get("id") or new_tool_call_id(),
-                        name=block.get("name") or "",
+                        id=text_field(block, "id", where) or new_tool_call_id(),
+                        name=_tool_name(block, where),
                         arguments=json.dumps(raw if raw is not None else {}, ensure_ascii=False),
                     )
                 )
             elif kind in _THINKING_TYPES:
+                block = _kept_block(block, where)
                 kept.append(block)
-                if kind == "thinking" and block.get("thinking"):
-                    reasoning.append(str(block["thinking"]))
-        stop = _stop_reason(data.get("stop_reason")) or ("tool_calls" if calls else "stop")
+                if block.get("thinking"):
+                    reasoning.append(block["thinking"])
+        stop = _stop_reason(data, "reply") or ("tool_calls" if calls else "stop")
+        model = data.get("model")
+        response_id = data.get("id")
         message = AssistantMessage(
             content="".join(text) or None,
             tool_calls=calls,
             reasoning="".join(reasoning) or None,
             usage=_usage(data.get("usage")),
-            model=data.get("model") or self._id,
+            model=model if isinstance(model, str) and model else self._id,
             finish_reason=stop,
             provider_data={PROVIDER_DATA_KEY: kept} if kept else None,
         )
-        return ModelResponse(message=message, provider="anthropic", response_id=data.get("id"))
+        return ModelResponse(
+            message=message,
+            provider="anthropic",
+            response_id=response_id if isinstance(response_id, str) else None,
+        )
+
+    def _error_event(self, err: Any, what: str) -> ModelResponseError:
+        detail = err.get("message") if isinstance(err, dict) else err
+        etype = err.get("type") if isinstance(err, dict) else None
+        etype = etype if isinstance(etype, str) else None
+        return ModelResponseError(
+            f"anthropic {what} for model {self._id!r}: "
+            f"{etype + ': ' if etype else ''}{str(detail)[:500]}",
+            provider="anthropic",
+            model=self._id,
+            retryable=etype not in _FINAL_ERROR_TYPES,
+        )
 
     @staticmethod
     def _refine(error: ModelError) -> None:
@@ -507,6 +610,7 @@ class Claude:
         body = dumps(self.build_body(request, stream=False))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        deadline = self._deadline(request.settings)
 
         async def attempt() -> ModelResponse:
             try:
@@ -519,6 +623,7 @@ class Claude:
                     provider="anthropic",
                     model=self._id,
                     api_key_env=self.api_key_env,
+                    deadline=deadline,
                 )
             except ModelError as error:
                 self._refine(error)
@@ -531,10 +636,11 @@ class Claude:
         body = dumps(self.build_body(request, stream=True))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        deadline = self._deadline(request.settings)
 
         async def refined() -> AsyncGenerator[ModelStreamEvent, None]:
             try:
-                async with aclosing(self._stream_once(body, headers, timeout)) as events:
+                async with aclosing(self._stream_once(body, headers, timeout, deadline)) as events:
                     async for event in events:
                         yield event
             except ModelError as error:
@@ -547,17 +653,8 @@ class Claude:
                 yield event
 
     async def _stream_once(
-        self, body: bytes, headers: Mapping[str, str], timeout: float
+        self, body: bytes, headers: Mapping[str, str], timeout: float, deadline: Deadline
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        assembler = StreamAssembler()
-        usage: dict[str, Any] = {}
-        stop: str | None = None
-        response_id: str | None = None
-        model_name = self._id
-        done = False
-        blocks: dict[int, dict[str, Any]] = {}  # content block index -> the block so far
-        tool_index: dict[int, int] = {}  # content block index -> position among tool_use blocks
-        tool_json: dict[int, bool] = {}  # content block index -> input_json_delta seen
         sse = stream_sse(
             self._pool,
             self._url,
@@ -567,121 +664,179 @@ class Claude:
             provider="anthropic",
             model=self._id,
             api_key_env=self.api_key_env,
+            deadline=deadline,
         )
+        reply = _StreamReply(self)
         async with aclosing(sse) as events:
             async for name, data in events:
                 try:
-                    event = json.loads(data)
-                except ValueError as exc:
-                    raise ModelResponseError(
-                        f"anthropic streamed an event that is not JSON for model {self._id!r}: "
-                        f"{data[:200]!r}",
-                        provider="anthropic",
-                        model=self._id,
-                        retryable=True,
-                    ) from exc
-                if not isinstance(event, dict):
-                    continue
-                kind = event.get("type") or name
-                if kind == "message_start":
-                    message = event.get("message") or {}
-                    response_id = message.get("id") or response_id
-                    model_name = message.get("model") or model_name
-                    if isinstance(message.get("usage"), dict):
-                        usage.update(message["usage"])
-                elif kind == "content_block_start":
-                    index = int(event.get("index", len(blocks)))
-                    block = dict(event.get("content_block") or {})
-                    blocks[index] = block
-                    btype = block.get("type")
-                    if btype == "tool_use":
-                        tool_index[index] = position = len(tool_index)
-                        tool_json[index] = False
-                        call_delta = ToolCallDelta(
-                            index=position,
-                            id=block.get("id") or new_tool_call_id(),
-                            name=block.get("name") or "",
-                        )
-                        assembler.add(call_delta)
-                        yield call_delta
-                    elif btype == "text" and block.get("text"):
-                        text_delta = TextDelta(str(block["text"]))
-                        assembler.add(text_delta)
-                        yield text_delta
-                    elif btype == "thinking" and block.get("thinking"):
-                        reasoning_delta = ReasoningDelta(str(block["thinking"]))
-                        assembler.add(reasoning_delta)
-                        yield reasoning_delta
-                elif kind == "content_block_delta":
-                    index = int(event.get("index", -1))
-                    delta = event.get("delta") or {}
-                    dtype = delta.get("type")
-                    block = blocks.setdefault(index, {})
-                    if dtype == "text_delta":
-                        if delta.get("text"):
-                            text_delta = TextDelta(str(delta["text"]))
-                            assembler.add(text_delta)
-                            yield text_delta
-                    elif dtype == "input_json_delta":
-                        piece = str(delta.get("partial_json") or "")
-                        if index in tool_index and piece:
-                            tool_json[index] = True
-                            call_delta = ToolCallDelta(index=tool_index[index], arguments=piece)
-                            assembler.add(call_delta)
-                            yield call_delta
-                    elif dtype == "thinking_delta":
-                        piece = str(delta.get("thinking") or "")
-                        block["thinking"] = str(block.get("thinking") or "") + piece
-                        if piece:
-                            reasoning_delta = ReasoningDelta(piece)
-                            assembler.add(reasoning_delta)
-                            yield reasoning_delta
-                    elif dtype == "signature_delta":
-                        block["signature"] = delta.get("signature") or ""
-                elif kind == "content_block_stop":
-                    index = int(event.get("index", -1))
-                    block = blocks.get(index) or {}
-                    # A tool_use whose input came whole in content_block_start, not as deltas.
-                    if index in tool_index and not tool_json[index] and block.get("input"):
-                        call_delta = ToolCallDelta(
-                            index=tool_index[index],
-                            arguments=json.dumps(block["input"], ensure_ascii=False),
-                        )
-                        assembler.add(call_delta)
-                        yield call_delta
-                elif kind == "message_delta":
-                    stop = _stop_reason((event.get("delta") or {}).get("stop_reason")) or stop
-                    if isinstance(event.get("usage"), dict):
-                        usage.update({k: v for k, v in event["usage"].items() if v is not None})
-                elif kind == "message_stop":
-                    done = True  # read on to the end of the body so the connection is reused
-                elif kind == "error":
-                    err = event.get("error")
-                    detail = err.get("message") if isinstance(err, dict) else str(err)
-                    etype = err.get("type") if isinstance(err, dict) else None
-                    raise ModelResponseError(
-                        f"anthropic reported an error mid-stream for model {self._id!r}: "
-                        f"{etype + ': ' if etype else ''}{detail}",
-                        provider="anthropic",
-                        model=self._id,
-                        retryable=etype not in _FINAL_ERROR_TYPES,
-                    )
-                # "ping" and event types added later are ignored
-        if not done:
+                    deltas = reply.feed(name, data)
+                except ReplyFieldError as exc:
+                    raise self._bad_reply(str(exc)) from None
+                except RecursionError:
+                    raise self._bad_reply("a value is nested too deeply to encode") from None
+                for delta in deltas:
+                    yield delta
+        try:
+            message = reply.finish()
+        except ReplyFieldError as exc:
+            raise self._bad_reply(str(exc)) from None
+        require_answer(message, provider="anthropic", model=self._id)
+        yield ResponseDone(
+            ModelResponse(message=message, provider="anthropic", response_id=reply.response_id)
+        )
+
+
+class _StreamReply:
+    """The state of one streamed Messages API reply: checks each event, keeps the deltas."""
+
+    __slots__ = (
+        "_adapter",
+        "_assembler",
+        "_blocks",
+        "_tool_index",
+        "_tool_json",
+        "_usage",
+        "done",
+        "model_name",
+        "response_id",
+        "stop",
+    )
+
+    def __init__(self, adapter: Claude) -> None:
+        self._adapter = adapter
+        self._assembler = StreamAssembler()
+        self._usage: dict[str, Any] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}  # content block index -> the block so far
+        self._tool_index: dict[int, int] = {}  # content block index -> position among tool_use
+        self._tool_json: dict[int, bool] = {}  # content block index -> input_json_delta seen
+        self.stop: str | None = None
+        self.response_id: str | None = None
+        self.model_name = adapter.id
+        self.done = False
+
+    def feed(self, name: str, data: str) -> list[TextDelta | ReasoningDelta | ToolCallDelta]:
+        """The deltas of one server-sent event (raises ``ReplyFieldError`` for a bad event)."""
+        adapter = self._adapter
+        try:
+            event = loads(data)
+        except ValueError as exc:
             raise ModelResponseError(
-                f"the stream from anthropic for model {self._id!r} ended before the reply was "
+                f"anthropic streamed an event that is not JSON for model {adapter.id!r} "
+                f"({exc}): {data[:200]!r}",
+                provider="anthropic",
+                model=adapter.id,
+                retryable=True,
+            ) from exc
+        if not isinstance(event, dict):
+            raise ReplyFieldError(f"an event is {describe(event)}, not an object")
+        kind = event.get("type")
+        kind = kind if isinstance(kind, str) else name
+        out: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
+        if kind == "message_start":
+            message = object_field(event, "message", kind) or {}
+            if self.response_id is None and isinstance(message.get("id"), str):
+                self.response_id = message["id"]
+            if isinstance(message.get("model"), str) and message["model"]:
+                self.model_name = message["model"]
+            if isinstance(message.get("usage"), dict):
+                self._usage.update(message["usage"])
+        elif kind == "content_block_start":
+            index = _index(event, len(self._blocks))
+            where = f"content_block_start[{index}].content_block"
+            block = object_field(event, "content_block", f"content_block_start[{index}]")
+            if block is None:
+                raise ReplyFieldError(f"{where} is missing")
+            btype = _block_type(block, where)
+            self._blocks[index] = block = dict(block)
+            if btype == "tool_use":
+                self._tool_index[index] = position = len(self._tool_index)
+                self._tool_json[index] = False
+                object_field(block, "input", where)
+                out.append(
+                    ToolCallDelta(
+                        index=position,
+                        id=text_field(block, "id", where) or new_tool_call_id(),
+                        name=_tool_name(block, where),
+                    )
+                )
+            elif btype == "text":
+                text = text_field(block, "text", where)
+                if text:
+                    out.append(TextDelta(text))
+            elif btype in _THINKING_TYPES:
+                self._blocks[index] = block = _kept_block(block, where)
+                if block.get("thinking"):
+                    out.append(ReasoningDelta(block["thinking"]))
+        elif kind == "content_block_delta":
+            index = _index(event, None)
+            where = f"content_block_delta[{index}].delta"
+            delta = object_field(event, "delta", f"content_block_delta[{index}]") or {}
+            dtype = delta.get("type")
+            block = self._blocks.setdefault(index, {})
+            if dtype == "text_delta":
+                text = text_field(delta, "text", where)
+                if text:
+                    out.append(TextDelta(text))
+            elif dtype == "input_json_delta":
+                piece = text_field(delta, "partial_json", where)
+                if index in self._tool_index and piece:
+                    self._tool_json[index] = True
+                    out.append(ToolCallDelta(index=self._tool_index[index], arguments=piece))
+            elif dtype == "thinking_delta":
+                piece = text_field(delta, "thinking", where) or ""
+                block["thinking"] = str(block.get("thinking") or "") + piece
+                if piece:
+                    out.append(ReasoningDelta(piece))
+            elif dtype == "signature_delta":
+                block["signature"] = text_field(delta, "signature", where) or ""
+        elif kind == "content_block_stop":
+            index = _index(event, -1)
+            block = self._blocks.get(index) or {}
+            # A tool_use whose input came whole in content_block_start, not as deltas.
+            if index in self._tool_index and not self._tool_json[index] and block.get("input"):
+                out.append(
+                    ToolCallDelta(
+                        index=self._tool_index[index],
+                        arguments=json.dumps(block["input"], ensure_ascii=False),
+                    )
+                )
+        elif kind == "message_delta":
+            delta = object_field(event, "delta", kind) or {}
+            self.stop = _stop_reason(delta, "message_delta.delta") or self.stop
+            if isinstance(event.get("usage"), dict):
+                self._usage.update({k: v for k, v in event["usage"].items() if v is not None})
+        elif kind == "message_stop":
+            self.done = True  # read on to the end of the body so the connection is reused
+        elif kind == "error":
+            raise adapter._error_event(event.get("error"), "reported an error mid-stream")
+        # "ping" and event types added later are ignored
+        for item in out:
+            self._assembler.add(item)
+        return out
+
+    def finish(self) -> AssistantMessage:
+        """The assembled message (raises when the stream ended early)."""
+        adapter = self._adapter
+        if not self.done:
+            raise ModelResponseError(
+                f"the stream from anthropic for model {adapter.id!r} ended before the reply was "
                 "complete (no message_stop event)",
                 provider="anthropic",
-                model=self._id,
+                model=adapter.id,
                 retryable=True,
             )
-        kept = [blocks[i] for i in sorted(blocks) if blocks[i].get("type") in _THINKING_TYPES]
-        message = assembler.finish(
-            usage=_usage(usage),
-            model=model_name,
-            finish_reason=stop,
-            provider_data={PROVIDER_DATA_KEY: kept} if kept else None,
-        )
-        yield ResponseDone(
-            ModelResponse(message=message, provider="anthropic", response_id=response_id)
-        )
+        kept = [
+            _kept_block(self._blocks[i], f"content block {i}")
+            for i in sorted(self._blocks)
+            if self._blocks[i].get("type") in _THINKING_TYPES
+        ]
+        try:
+            return self._assembler.finish(
+                usage=_usage(self._usage),
+                model=self.model_name,
+                finish_reason=self.stop,
+                provider_data={PROVIDER_DATA_KEY: kept} if kept else None,
+            )
+        except ModelResponseError as exc:
+            raise ReplyFieldError(str(exc)) from None

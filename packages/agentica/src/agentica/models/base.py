@@ -61,6 +61,9 @@ class ModelSettings:
 
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one tool.
     ``timeout`` is the seconds allowed for one request (for a stream: between two chunks).
+    ``request_timeout`` is the overall deadline of one model call, in seconds, retries included
+    (HTTP adapters; by default 600 s, or ``timeout`` when that is longer): a stream that keeps
+    the connection alive without finishing the reply ends there with ``ModelTimeoutError``.
     """
 
     temperature: float | None = None
@@ -71,6 +74,7 @@ class ModelSettings:
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     timeout: float | None = None
+    request_timeout: float | None = None
     extra_body: dict[str, Any] | None = None
     extra_headers: dict[str, str] | None = None
 

@@ -28,7 +28,22 @@ from agentica.messages import (
     ToolCallDelta,
     Usage,
 )
-from agentica.models._transport import dumps, post_json, stream_sse
+from agentica.models._transport import (
+    DEFAULT_REQUEST_TIMEOUT,
+    Deadline,
+    ReplyFieldError,
+    describe,
+    dumps,
+    int_field,
+    list_field,
+    loads,
+    object_field,
+    post_json,
+    require_answer,
+    stream_sse,
+    text_field,
+    token_count,
+)
 from agentica.models.base import (
     ModelRequest,
     ModelResponse,
@@ -50,23 +65,94 @@ _FINISH = {"function_call": "tool_calls", "eos": "stop", "end_turn": "stop"}
 
 
 def _usage(raw: Any) -> Usage:
+    """Usage from the reply's ``usage``; an odd value counts as missing (bookkeeping only)."""
     if not isinstance(raw, dict):
         return Usage()
-    prompt_details = raw.get("prompt_tokens_details") or {}
-    completion_details = raw.get("completion_tokens_details") or {}
-    cached = prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0
+    prompt_details = raw.get("prompt_tokens_details")
+    completion_details = raw.get("completion_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    completion_details = completion_details if isinstance(completion_details, dict) else {}
+    cached = token_count(prompt_details.get("cached_tokens")) or token_count(
+        raw.get("prompt_cache_hit_tokens")
+    )
     return Usage(
-        input_tokens=int(raw.get("prompt_tokens") or 0),
-        output_tokens=int(raw.get("completion_tokens") or 0),
-        cache_read_tokens=int(cached),
-        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+        input_tokens=token_count(raw.get("prompt_tokens")),
+        output_tokens=token_count(raw.get("completion_tokens")),
+        cache_read_tokens=cached,
+        reasoning_tokens=token_count(completion_details.get("reasoning_tokens")),
     )
 
 
-def _arguments(raw: Any) -> str:
+def _arguments(function: dict[str, Any], where: str) -> str:
+    """A call's arguments as JSON text: a string as sent, an object encoded, null as empty."""
+    raw = function.get("arguments")
     if raw is None:
         return ""
-    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, dict):
+        return json.dumps(raw, ensure_ascii=False)
+    raise ReplyFieldError(f"{where}.arguments is {describe(raw)}, not a JSON string or object")
+
+
+def _content(obj: dict[str, Any], key: str, where: str) -> str | None:
+    """Text content: a string, or a list of text parts (some compatible servers) joined."""
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts: list[str] = []
+        for n, part in enumerate(value):
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("type"), str):
+                if part["type"] == "text":
+                    texts.append(text_field(part, "text", f"{where}.{key}[{n}]") or "")
+            else:
+                raise ReplyFieldError(f"{where}.{key}[{n}] is {describe(part)}, not a text part")
+        return "".join(texts)
+    raise ReplyFieldError(f"{where}.{key} is {describe(value)}, not a string")
+
+
+def _reasoning(obj: dict[str, Any], where: str) -> str | None:
+    return text_field(obj, "reasoning_content", where) or text_field(obj, "reasoning", where)
+
+
+def _finish(obj: dict[str, Any], where: str) -> str | None:
+    finish = text_field(obj, "finish_reason", where)
+    return _FINISH.get(finish, finish) if finish else None
+
+
+def _message_of(data: Any) -> dict[str, Any]:
+    """``choices[0].message`` of a non-streamed answer."""
+    problem = None
+    if not isinstance(data, dict):
+        problem = f"the body is {describe(data)}"
+    elif not isinstance(choices := data.get("choices"), list) or not choices:
+        problem = f"choices is {describe(data.get('choices'))}"
+    elif not isinstance(choice := choices[0], dict):
+        problem = f"choices[0] is {describe(choice)}"
+    elif not isinstance(msg := choice.get("message"), dict):
+        problem = f"choices[0].message is {describe(choice.get('message'))}"
+    else:
+        return msg
+    raise ReplyFieldError(
+        f"there is no choices[0].message object ({problem}): {json.dumps(data)[:300]}"
+    )
+
+
+def _tool_call(raw: Any, where: str) -> ToolCall:
+    if not isinstance(raw, dict):
+        raise ReplyFieldError(f"{where} is {describe(raw)}, not a tool call object")
+    function = object_field(raw, "function", where) or {}
+    name = text_field(function, "name", f"{where}.function")
+    if not name:
+        raise ReplyFieldError(f"{where}.function.name is missing or empty")
+    return ToolCall(
+        id=text_field(raw, "id", where) or new_tool_call_id(),
+        name=name,
+        arguments=_arguments(function, f"{where}.function") or "{}",
+    )
 
 
 class OpenAIChat:
@@ -79,6 +165,8 @@ class OpenAIChat:
         settings: default ``ModelSettings`` for every request (an agent's settings override them).
         retry: the ``RetryPolicy`` for failed requests.
         timeout: seconds for one request (for a stream: the longest wait between two chunks).
+        request_timeout: the overall deadline of one model call in seconds, retries included
+            (``None``: 600 s, or ``timeout`` when that is longer); ``ModelSettings`` may override.
         headers: extra HTTP headers sent with every request.
         price: the price per million tokens, when the built-in table does not know the model.
         context_window: the model's context window in tokens, when known.
@@ -104,6 +192,7 @@ class OpenAIChat:
         settings: ModelSettings | None = None,
         retry: RetryPolicy | None = None,
         timeout: float = 300.0,
+        request_timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
         price: ModelPrice | None = None,
         context_window: int | None = None,
@@ -130,6 +219,7 @@ class OpenAIChat:
         self.settings = settings or ModelSettings()
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
+        self.request_timeout = request_timeout
         self.price = price if price is not None else price_for(id)
         self.context_window = context_window
         self.send_reasoning = send_reasoning
@@ -245,58 +335,77 @@ class OpenAIChat:
     def _timeout(self, settings: ModelSettings) -> float:
         return settings.timeout or self.settings.timeout or self.timeout
 
+    def _deadline(self, settings: ModelSettings) -> Deadline:
+        limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
+        if limit is None:
+            limit = max(DEFAULT_REQUEST_TIMEOUT, self._timeout(settings))
+        return Deadline.after(limit)
+
+    def _bad_reply(self, problem: str, *, retryable: bool = True) -> ModelResponseError:
+        return ModelResponseError(
+            f"{self._provider} sent a malformed reply for model {self._id!r}: {problem}",
+            provider=self._provider,
+            model=self._id,
+            retryable=retryable,
+        )
+
     # ----------------------------------------------------------------- responses
 
     def parse_response(self, data: Any, text_tools: Sequence[str] = ()) -> ModelResponse:
         """Turn a decoded Chat Completions answer into a ``ModelResponse``.
 
-        ``text_tools``: tool names whose calls are parsed from the reply text (text tool mode).
+        Every field is checked: a value of the wrong type in what makes the answer (content,
+        tool calls, finish reason, reasoning), or a reply with no text and no tool calls, raises
+        ``ModelResponseError`` saying what was wrong; odd bookkeeping values (usage counts, id,
+        model name) count as missing. ``text_tools``: tool names whose calls are parsed from the
+        reply text (text tool mode).
         """
         try:
-            choice = data["choices"][0]
-            msg = choice["message"]
-            if not isinstance(msg, dict):
-                raise TypeError("choices[0].message is not an object")
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ModelResponseError(
-                f"{self._provider} answered model {self._id!r} without choices[0].message: "
-                f"{json.dumps(data)[:300]}",
-                provider=self._provider,
-                model=self._id,
-                retryable=True,
-            ) from exc
-        calls = []
-        for raw in msg.get("tool_calls") or []:
-            function = raw.get("function") or {}
-            calls.append(
-                ToolCall(
-                    id=raw.get("id") or new_tool_call_id(),
-                    name=function.get("name") or "",
-                    arguments=_arguments(function.get("arguments")) or "{}",
-                )
-            )
-        content = msg.get("content") or None
+            response = self._parse(data, text_tools)
+        except ReplyFieldError as exc:
+            raise self._bad_reply(str(exc)) from None
+        except RecursionError:
+            raise self._bad_reply("a value is nested too deeply to encode") from None
+        require_answer(response.message, provider=self._provider, model=self._id)
+        return response
+
+    def _parse(self, data: Any, text_tools: Sequence[str]) -> ModelResponse:
+        msg = _message_of(data)
+        where = "choices[0].message"
+        calls = [
+            _tool_call(raw, f"{where}.tool_calls[{n}]")
+            for n, raw in enumerate(list_field(msg, "tool_calls", where) or ())
+        ]
+        content = _content(msg, "content", where) or None
+        reasoning = _reasoning(msg, where) or None
+        finish = _finish(data["choices"][0], "choices[0]")
         if text_tools and content and not calls:
             parsed = parse_tool_calls(content, text_tools)
             calls, content = as_tool_calls(parsed), parsed.text or None
-        finish = choice.get("finish_reason")
-        finish = _FINISH.get(finish, finish) or ("tool_calls" if calls else "stop")
+        finish = finish or ("tool_calls" if calls else "stop")
         if calls and finish == "stop":
             finish = "tool_calls"
+        model = data.get("model")
+        response_id = data.get("id")
         message = AssistantMessage(
             content=content,
             tool_calls=calls,
-            reasoning=msg.get("reasoning_content") or msg.get("reasoning") or None,
+            reasoning=reasoning,
             usage=_usage(data.get("usage")),
-            model=data.get("model") or self._id,
+            model=model if isinstance(model, str) and model else self._id,
             finish_reason=finish,
         )
-        return ModelResponse(message=message, provider=self._provider, response_id=data.get("id"))
+        return ModelResponse(
+            message=message,
+            provider=self._provider,
+            response_id=response_id if isinstance(response_id, str) else None,
+        )
 
     async def response(self, request: ModelRequest) -> ModelResponse:
         body = dumps(self.build_body(request, stream=False))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        deadline = self._deadline(request.settings)
         text_tools = self._text_tools(request)
 
         async def attempt() -> ModelResponse:
@@ -309,6 +418,7 @@ class OpenAIChat:
                 provider=self._provider,
                 model=self._id,
                 api_key_env=self.api_key_env,
+                deadline=deadline,
             )
             return self.parse_response(data, text_tools)
 
@@ -318,27 +428,23 @@ class OpenAIChat:
         body = dumps(self.build_body(request, stream=True))
         headers = self._request_headers(request.settings)
         timeout = self._timeout(request.settings)
+        deadline = self._deadline(request.settings)
         text_tools = self._text_tools(request)
         events = stream_with_retries(
-            lambda: self._stream_once(body, headers, timeout, text_tools), self.retry
+            lambda: self._stream_once(body, headers, timeout, deadline, text_tools), self.retry
         )
         async with aclosing(events):
             async for event in events:
                 yield event
 
     async def _stream_once(
-        self, body: bytes, headers: Mapping[str, str], timeout: float, text_tools: Sequence[str]
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        timeout: float,
+        deadline: Deadline,
+        text_tools: Sequence[str],
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        assembler = StreamAssembler()
-        splitter = ToolCallStreamSplitter(text_tools) if text_tools else None
-        usage: Usage | None = None
-        finish: str | None = None
-        response_id: str | None = None
-        model_name = self._id
-        done = False
-        next_index = 0
-        last_index = 0
-        indexes: dict[str, int] = {}  # call id -> index, for servers that leave out the index
         sse = stream_sse(
             self._pool,
             self._url,
@@ -348,103 +454,175 @@ class OpenAIChat:
             provider=self._provider,
             model=self._id,
             api_key_env=self.api_key_env,
+            deadline=deadline,
         )
+        reply = _StreamReply(self, text_tools)
         async with aclosing(sse) as chunks:
             async for _event, data in chunks:
-                if data.strip() == "[DONE]":
-                    done = True  # read on to the end of the body so the connection is reused
-                    continue
                 try:
-                    chunk = json.loads(data)
-                except ValueError as exc:
-                    raise ModelResponseError(
-                        f"{self._provider} streamed a chunk that is not JSON for model "
-                        f"{self._id!r}: {data[:200]!r}",
-                        provider=self._provider,
-                        model=self._id,
-                        retryable=True,
-                    ) from exc
-                if not isinstance(chunk, dict):
-                    continue
-                if chunk.get("error"):
-                    err = chunk["error"]
-                    detail = err.get("message") if isinstance(err, dict) else str(err)
-                    raise ModelResponseError(
-                        f"{self._provider} reported an error mid-stream for model "
-                        f"{self._id!r}: {detail}",
-                        provider=self._provider,
-                        model=self._id,
-                        retryable=True,
-                    )
-                response_id = response_id or chunk.get("id")
-                model_name = chunk.get("model") or model_name
-                if chunk.get("usage"):
-                    usage = _usage(chunk["usage"])
-                choices = chunk.get("choices") or []
-                if not choices:
-                    continue
-                choice = choices[0]
-                delta = choice.get("delta") or {}
-                text = delta.get("content")
-                if text and splitter is not None:
-                    text = splitter.feed(text)
-                if text:
-                    text_delta = TextDelta(text)
-                    assembler.add(text_delta)
-                    yield text_delta
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
-                    reasoning_delta = ReasoningDelta(reasoning)
-                    assembler.add(reasoning_delta)
-                    yield reasoning_delta
-                for raw in delta.get("tool_calls") or ():
-                    function = raw.get("function") or {}
-                    index = raw.get("index")
-                    call_id = raw.get("id")
-                    if index is None:  # servers that leave out the index: a new id = a new call
-                        # (an id seen before is a later piece of its call, repeating the id)
-                        index = indexes.get(call_id, next_index if call_id else last_index)
-                    if call_id:
-                        indexes.setdefault(call_id, index)
-                    last_index = index
-                    next_index = max(next_index, index + 1)
-                    call_delta = ToolCallDelta(
-                        index=index,
-                        id=call_id,
-                        name=function.get("name"),
-                        arguments=_arguments(function.get("arguments")),
-                    )
-                    assembler.add(call_delta)
-                    yield call_delta
-                if choice.get("finish_reason"):
-                    finish = _FINISH.get(choice["finish_reason"], choice["finish_reason"])
-        if not done and finish is None:
+                    deltas = reply.feed(data)
+                except ReplyFieldError as exc:
+                    raise self._bad_reply(str(exc)) from None
+                except RecursionError:
+                    raise self._bad_reply("a value is nested too deeply to encode") from None
+                for delta in deltas:
+                    yield delta
+        try:
+            held_back, message = reply.finish()
+        except ReplyFieldError as exc:
+            raise self._bad_reply(str(exc)) from None
+        for delta in held_back:
+            yield delta
+        require_answer(message, provider=self._provider, model=self._id)
+        yield ResponseDone(
+            ModelResponse(message=message, provider=self._provider, response_id=reply.response_id)
+        )
+
+
+class _StreamReply:
+    """The state of one streamed Chat Completions reply: checks each chunk, keeps the deltas."""
+
+    __slots__ = (
+        "_adapter",
+        "_assembler",
+        "_indexes",
+        "_last_index",
+        "_next_index",
+        "_splitter",
+        "done",
+        "finish_reason",
+        "model_name",
+        "response_id",
+        "usage",
+    )
+
+    def __init__(self, adapter: OpenAIChat, text_tools: Sequence[str]) -> None:
+        self._adapter = adapter
+        self._assembler = StreamAssembler()
+        self._splitter = ToolCallStreamSplitter(text_tools) if text_tools else None
+        self._indexes: dict[str, int] = {}  # call id -> index, for servers that leave it out
+        self._next_index = 0
+        self._last_index = 0
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.response_id: str | None = None
+        self.model_name = adapter.id
+        self.done = False
+
+    def feed(self, data: str) -> list[TextDelta | ReasoningDelta | ToolCallDelta]:
+        """The deltas of one server-sent event (raises ``ReplyFieldError`` for a bad chunk)."""
+        if data.strip() == "[DONE]":
+            self.done = True  # read on to the end of the body so the connection is reused
+            return []
+        adapter = self._adapter
+        try:
+            chunk = loads(data)
+        except ValueError as exc:
             raise ModelResponseError(
-                f"the stream from {self._provider} for model {self._id!r} ended before the reply "
-                "was complete (no finish_reason, no [DONE])",
-                provider=self._provider,
-                model=self._id,
+                f"{adapter.provider} streamed a chunk that is not JSON for model "
+                f"{adapter.id!r} ({exc}): {data[:200]!r}",
+                provider=adapter.provider,
+                model=adapter.id,
+                retryable=True,
+            ) from exc
+        if not isinstance(chunk, dict):
+            raise ReplyFieldError(f"a chunk is {describe(chunk)}, not an object")
+        if chunk.get("error"):
+            err = chunk["error"]
+            detail = err.get("message") if isinstance(err, dict) else err
+            raise ModelResponseError(
+                f"{adapter.provider} reported an error mid-stream for model "
+                f"{adapter.id!r}: {str(detail)[:500]}",
+                provider=adapter.provider,
+                model=adapter.id,
                 retryable=True,
             )
-        if splitter is not None:
-            parsed = splitter.finish()
-            if parsed.text:
-                text_delta = TextDelta(parsed.text)
-                assembler.add(text_delta)
-                yield text_delta
-            for index, call in enumerate(as_tool_calls(parsed), start=next_index):
-                call_delta = ToolCallDelta(
-                    index=index, id=call.id, name=call.name, arguments=call.arguments
-                )
-                assembler.add(call_delta)
-                yield call_delta
-                finish = "tool_calls"
-        message = assembler.finish(usage=usage, model=model_name, finish_reason=finish)
-        if splitter is not None and message.content:
-            message.content = message.content.strip() or None
-        yield ResponseDone(
-            ModelResponse(message=message, provider=self._provider, response_id=response_id)
+        if self.response_id is None and isinstance(chunk.get("id"), str):
+            self.response_id = chunk["id"]
+        if isinstance(chunk.get("model"), str) and chunk["model"]:
+            self.model_name = chunk["model"]
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        choices = list_field(chunk, "choices", "chunk")
+        if not choices:
+            return []
+        choice = choices[0]
+        if not isinstance(choice, dict):
+            raise ReplyFieldError(f"chunk.choices[0] is {describe(choice)}, not an object")
+        delta = object_field(choice, "delta", "chunk.choices[0]") or {}
+        where = "chunk.choices[0].delta"
+        out: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
+        text = _content(delta, "content", where)
+        reasoning = _reasoning(delta, where)
+        raw_calls = list_field(delta, "tool_calls", where) or ()
+        finish = _finish(choice, "chunk.choices[0]")
+        if text and self._splitter is not None:
+            text = self._splitter.feed(text)
+        if text:
+            out.append(TextDelta(text))
+        if reasoning:
+            out.append(ReasoningDelta(reasoning))
+        for n, raw in enumerate(raw_calls):
+            out.append(self._call_delta(raw, f"{where}.tool_calls[{n}]"))
+        if finish:
+            self.finish_reason = finish
+        for item in out:
+            self._assembler.add(item)
+        return out
+
+    def _call_delta(self, raw: Any, where: str) -> ToolCallDelta:
+        if not isinstance(raw, dict):
+            raise ReplyFieldError(f"{where} is {describe(raw)}, not a tool call object")
+        function = object_field(raw, "function", where) or {}
+        index = int_field(raw, "index", where)
+        call_id = text_field(raw, "id", where)
+        if index is None:  # servers that leave out the index: a new id = a new call
+            # (an id seen before is a later piece of its call, repeating the id)
+            index = self._indexes.get(call_id, self._next_index) if call_id else self._last_index
+        if call_id:
+            self._indexes.setdefault(call_id, index)
+        self._last_index = index
+        self._next_index = max(self._next_index, index + 1)
+        return ToolCallDelta(
+            index=index,
+            id=call_id,
+            name=text_field(function, "name", f"{where}.function"),
+            arguments=_arguments(function, f"{where}.function"),
         )
+
+    def finish(self) -> tuple[list[TextDelta | ToolCallDelta], AssistantMessage]:
+        """The deltas held back to the end (text tool mode) and the assembled message."""
+        adapter = self._adapter
+        if not self.done and self.finish_reason is None:
+            raise ModelResponseError(
+                f"the stream from {adapter.provider} for model {adapter.id!r} ended before the "
+                "reply was complete (no finish_reason, no [DONE])",
+                provider=adapter.provider,
+                model=adapter.id,
+                retryable=True,
+            )
+        out: list[TextDelta | ToolCallDelta] = []
+        finish = self.finish_reason
+        if self._splitter is not None:
+            parsed = self._splitter.finish()
+            if parsed.text:
+                out.append(TextDelta(parsed.text))
+            for index, call in enumerate(as_tool_calls(parsed), start=self._next_index):
+                out.append(
+                    ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
+                )
+                finish = "tool_calls"
+        for item in out:
+            self._assembler.add(item)
+        try:
+            message = self._assembler.finish(
+                usage=self.usage, model=self.model_name, finish_reason=finish
+            )
+        except ModelResponseError as exc:
+            raise ReplyFieldError(str(exc)) from None
+        if self._splitter is not None and message.content:
+            message.content = message.content.strip() or None
+        return out, message
 
 
 class OpenAILike(OpenAIChat):

@@ -19,7 +19,8 @@ async with FakeAnthropicServer(lambda body: "hello") as server:
 
 The replies are those of ``FakeOpenAIServer``: a string, an ``AssistantMessage`` (its
 ``reasoning`` becomes a signed ``thinking`` block, unless ``provider_data["anthropic_blocks"]``
-gives the blocks), or a fault (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``).
+gives the blocks), or a fault (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``,
+``RawStream``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,15 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentica.messages import AssistantMessage
-from agentica.testing.openai_server import BadBody, Hang, HTTPFault, ServerReply, TruncatedStream
+from agentica.testing.openai_server import (
+    BadBody,
+    Hang,
+    HTTPFault,
+    RawStream,
+    ServerReply,
+    TruncatedStream,
+    send_raw,
+)
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -176,9 +185,9 @@ class FakeAnthropicServer:
     Args:
         responder: returns the reply for a request body: a string (text), an
             ``AssistantMessage`` (text, tool calls, reasoning; tool-call ids are filled in if
-            empty), or a fault (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``); may
-            be async. ``TruncatedStream(reply, chunks=n)`` sends ``n`` SSE events, then drops
-            the connection.
+            empty), or a fault (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``,
+            ``RawStream``); may be async. ``TruncatedStream(reply, chunks=n)`` sends ``n`` SSE
+            events, then drops the connection.
         latency: seconds to wait before answering each request.
         validate: answer 400 like the real API for malformed conversations (see
             ``request_error``) and requests without an ``anthropic-version`` header.
@@ -298,6 +307,8 @@ class FakeAnthropicServer:
             )
         if isinstance(reply, BadBody):
             return web.Response(status=200, body=reply.body, content_type="application/json")
+        if isinstance(reply, RawStream):
+            return await send_raw(request, reply)
         truncate_after: int | None = None
         if isinstance(reply, TruncatedStream):
             truncate_after = reply.chunks

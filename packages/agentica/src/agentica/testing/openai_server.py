@@ -3,7 +3,8 @@
 It speaks the real Chat Completions wire format (JSON and server-sent-event streams with
 tool-call deltas and usage), checks that every tool result answers a pending ``tool_call_id``
 (answering HTTP 400 like the real API otherwise), waits a configurable latency per request, and
-can misbehave on demand: HTTP errors, bodies that are not JSON, streams cut short, hangs.
+can misbehave on demand: HTTP errors, bodies that are not JSON, streams cut short, hangs, and
+hand-made bodies sent piece by piece (``RawStream``: any bytes, slowly if asked).
 
 ```python
 async with FakeOpenAIServer(lambda body: "hello") as server:
@@ -24,7 +25,7 @@ import inspect
 import itertools
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -39,6 +40,7 @@ __all__ = [
     "FakeOpenAIServer",
     "HTTPFault",
     "Hang",
+    "RawStream",
     "ServerReply",
     "TruncatedStream",
     "tool_pair_error",
@@ -76,7 +78,37 @@ class Hang:
     seconds: float = 3600.0
 
 
-ServerReply: TypeAlias = AssistantMessage | str | HTTPFault | BadBody | TruncatedStream | Hang
+@dataclass(slots=True)
+class RawStream:
+    """Answer 200 and send ``pieces`` as the body, ``interval`` seconds apart, then end it.
+
+    The pieces are sent as they are (hand-made server-sent events, keep-alive comments, bytes
+    that are not events at all), for probing how a client copes with what a careless server
+    sends; ``pieces`` may be a generator, so a slow trickle need not be built in advance.
+    """
+
+    pieces: Iterable[bytes]
+    interval: float = 0.0
+    content_type: str = "text/event-stream"
+
+
+async def send_raw(request: web.Request, raw: RawStream) -> web.StreamResponse:
+    """Send a ``RawStream`` answer (shared by the scripted servers)."""
+    from aiohttp import web
+
+    response = web.StreamResponse(headers={"Content-Type": raw.content_type})
+    await response.prepare(request)
+    for number, piece in enumerate(raw.pieces):
+        if number and raw.interval:
+            await asyncio.sleep(raw.interval)
+        await response.write(piece)
+    await response.write_eof()
+    return response
+
+
+ServerReply: TypeAlias = (
+    AssistantMessage | str | HTTPFault | BadBody | TruncatedStream | Hang | RawStream
+)
 Responder: TypeAlias = Callable[[dict[str, Any]], ServerReply | Awaitable[ServerReply]]
 
 
@@ -126,7 +158,8 @@ class FakeOpenAIServer:
     Args:
         responder: returns the reply for a request body: a string (text), an
             ``AssistantMessage`` (text and/or tool calls; ids are filled in if empty), or a fault
-            (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``); may be async.
+            (``HTTPFault``, ``BadBody``, ``TruncatedStream``, ``Hang``, ``RawStream``); may be
+            async.
         latency: seconds to wait before answering each request.
         validate_tool_pairs: answer 400 when the messages break tool-call pairing.
     """
@@ -217,6 +250,8 @@ class FakeOpenAIServer:
             )
         if isinstance(reply, BadBody):
             return web.Response(status=200, body=reply.body, content_type="application/json")
+        if isinstance(reply, RawStream):
+            return await send_raw(request, reply)
         truncate_after: int | None = None
         if isinstance(reply, TruncatedStream):
             truncate_after = reply.chunks
