@@ -220,6 +220,31 @@ async def test_a_result_over_the_saved_bytes_cap_is_not_claimed_saved_nor_pushes
     assert response.content is not None and "report 1:" in response.content  # read back
 
 
+async def test_compaction_does_not_repeat_a_note_whose_saved_copy_was_deleted() -> None:
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file.
+
+        Args:
+            path: the file.
+        """
+        return path
+
+    model = steps_model(12, window=12_000, size=20_000)
+    policy = ContextPolicy(evict_tokens=1_000, max_evicted=2, summarizer=summarizer)
+    agent = Agent(model=model, tools=[dump, read_file], context=policy)
+    await agent.run("dump")
+    saved = agent.memory.state[RESULTS_STATE_KEY]
+    older = [
+        m.content.rsplit("\n", 1)[-1]
+        for m in model.requests[-1].messages
+        if isinstance(m, ToolMessage) and "an older output" in m.content
+    ]
+    assert any("was deleted to make room" in line for line in older)
+    for line in older:  # a compacted note names a saved path only while it exists
+        assert all(path in saved for path in re.findall(r"saved to /\.results(/[\w.-]+)", line))
+
+
 # ----------------------------------------------------------------------------- compaction
 
 

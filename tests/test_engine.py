@@ -325,3 +325,17 @@ def test_keyboard_interrupt_from_a_tool_still_stops_the_program(tmp_path: Path) 
     )
     assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
     assert "done" not in done.stdout
+
+
+async def test_a_blocking_tool_raising_stop_iteration_fails_at_once() -> None:
+    """asyncio cannot set StopIteration on a future: the call hung until the tool timeout."""
+
+    @tool(timeout=5)
+    def exhausted() -> str:
+        raise StopIteration
+
+    model = ScriptedModel([tool_calls("exhausted"), "done"])
+    response = await Agent(model=model, tools=[exhausted]).run("go")
+    assert response.content == "done"
+    (result,) = tool_messages(model)
+    assert result.is_error and "failed: StopIteration" in result.content

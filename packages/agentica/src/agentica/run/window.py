@@ -290,9 +290,9 @@ class ContextWindow:
             return None
         if "was saved to " + RESULTS_DIR in message.content[-400:]:
             line = message.content.rsplit("\n", 1)[-1]  # already evicted: keep only its note
-            path = line.split("was saved to ", 1)[-1].split(";", 1)[0]
-            if not self.results.holds(path):  # deleted since, for newer ones: say so
-                line = f"[Its saved copy {path} was deleted to make room for newer results.]"
+            saved = line.split("was saved to ", 1)[-1].split(";", 1)[0]
+            if not self.results.holds(saved):  # deleted since, for newer ones: say so
+                line = f"[Its saved copy {saved} was deleted to make room for newer results.]"
             return f"[{message.name} result: an older output]\n{line}"
         path = self.results.save(message.tool_call_id, message.name, message.content)
         if path is None:
