@@ -11,12 +11,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from agentica.messages import RunUsage
-
-if TYPE_CHECKING:
-    from agentica.run.limits import RunBudget
 
 __all__ = ["RunContext"]
 
@@ -34,8 +31,9 @@ class RunContext(Generic[DepsT]):
         storage: the agent's ``agentica.storage.Storage``, or ``None``.
         input: the text of the user's message that started the run.
         state: a dict private to this run, for capabilities (keyed by their names).
-        budget: the ``RunBudget`` of the run tree (the top-level run and its subagent runs)
-            this run belongs to: what the tree used so far, and its limits.
+        budget: the ``agentica.run.limits.RunBudget`` of the run tree (the top-level run and
+            its subagent runs) this run belongs to: what the tree used so far, and its limits
+            (typed ``Any`` here because the tools layer sits below ``run``).
     """
 
     __slots__ = (
@@ -64,7 +62,7 @@ class RunContext(Generic[DepsT]):
         session_id: str | None = None,
         storage: Any = None,
         input: str = "",
-        budget: RunBudget | None = None,
+        budget: Any = None,
     ) -> None:
         self.run_id = run_id
         self.deps = deps
