@@ -289,6 +289,9 @@ BODIES: dict[str, str] = {
     "raw newline in a string, stray }": '{"name": "add", "arguments": {"a": "1\n", "b": 2}}}',
     "cut off": '{"name": "add", "arguments": {"a": 1, "b": ',
     "unquoted keys": '{name: "add", arguments: {"a": 1, "b": 2}}',
+    "unquoted keys everywhere": "{name: 'add', arguments: {a: 1, b: 2}}",
+    "unquoted keys, bare value": '{name: "add", arguments: {a: 1, b: two}}',
+    "function form, unquoted keys": "add({a: 1, b: 2})",
 }
 WRAPS: dict[str, str] = {
     "bare": "{}",

@@ -104,3 +104,45 @@ async def test_a_fenced_call_with_a_stray_brace_runs_the_tool(fake_openai: Start
         await model.aclose()
     assert [c.result for c in response.tool_calls] == [42]
     assert response.content == "The sum is 42."
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize(
+    ("call", "result"),
+    [
+        ("{name: 'add', arguments: {a: 2, b: 40}}", 42),
+        ("{name: 'add', arguments: {a: 2, b: x}}", None),
+    ],
+    ids=["repairable", "still-broken"],
+)
+async def test_a_call_with_unquoted_keys_is_never_the_answer(
+    fake_openai: Start, call: str, streaming: bool, result: int | None
+) -> None:
+    """Keys written without quotes, as in JavaScript: the call runs once its keys are quoted, or,
+    when it is still not JSON, goes back to the model; it never ends the run as the answer."""
+
+    def replies(body: dict[str, Any]) -> str:
+        if "<tool_response>" in body["messages"][-1]["content"]:
+            return "Done."
+        return f"Let me add them.\n```json\n{call}\n```"
+
+    server = await fake_openai(replies)
+    model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
+    try:
+        agent = Agent(model=model, tools=[add])
+        if streaming:
+            shown = ""
+            async with agent.run_stream("What is 2 + 40?") as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta):
+                        shown += event.text
+            response = stream.response
+            assert "arguments" not in shown
+        else:
+            response = await agent.run("What is 2 + 40?")
+    finally:
+        await model.aclose()
+    assert response.content == "Done."
+    [made] = response.tool_calls
+    assert made.name == "add" and made.result == result
+    assert made.status == ("error" if result is None else "success")

@@ -149,6 +149,20 @@ SHAPES = {
         '{"name": "read_file", "arguments": {"path": "a.py"}, "thought": "look first"}',
         [READ_A],
     ),
+    "unquoted keys": ('{name: "read_file", arguments: {path: "a.py"}}', [READ_A]),
+    "unquoted keys, fenced, JS style": (
+        "```json\n{\n  name: 'read_file',\n  arguments: {path: 'a.py',},\n}\n```",
+        [READ_A],
+    ),
+    "unquoted keys in the arguments only": (
+        '{"name": "read_file", "arguments": {path: "a.py"}}',
+        [READ_A],
+    ),
+    "unquoted keys, type/function wrapper in tags": (
+        '<tool_call>{type: "function", function: {name: "read_file", arguments: {path: "a.py"}}}'
+        "</tool_call>",
+        [READ_A],
+    ),
 }
 
 
@@ -243,6 +257,14 @@ NOT_CALLS = [
     "Use read_file to read and write_file to write; see [the docs](https://x.y/{id}).",
     'print(f"{name}: {value}") and {"x"} and [ {} ] and { }',
     "```json\n[1, 2, 3]\n```",
+    "```python\nx = {a: 1}\n```",
+    "```python\n{a: 1, b: 2}\n```",
+    '```js\nconst user = {name: "Bob", age: 3};\n```',
+    '```js\nconst call = {name: "read_file", arguments: {path: "a"}};\nsend(call);\n```',
+    '{name: "Alice", age: 3}',
+    '```js\n{name: "Alice", tags: [{name: "x"}]}\n```',
+    "Objects are written {name: value}, and {a: 1} is one.",
+    '{name: "read_file", description: "Read a file", parameters: {type: "object"}}',
 ]
 
 
@@ -301,6 +323,61 @@ def test_a_malformed_call_keeps_its_arguments_as_written(raw: str, arguments: st
     # the history shows the call as written, never the whole call again inside "arguments"
     # (a small model imitates that and nests its call deeper on every retry)
     assert f'"arguments": {arguments}' in shown and shown.count('"name"') == 1
+
+
+def test_unquoted_keys_are_quoted_but_strings_are_left_as_written() -> None:
+    code = "d = {a: 1, 'b': 2}\nprint(d, {x: 'y'})  # x: y"
+    text = f"{{name: 'run_python', arguments: {{code: {json.dumps(code)}}}}}"
+    reply = parse(text)
+    assert calls_of(reply) == [("run_python", {"code": code})] and reply.malformed == []
+    assert reply.text == ""
+
+
+@pytest.mark.parametrize(
+    "wrapping", ["{}", "Adding.\n{}", "```json\n{}\n```", "```\n{}", "<tool_call>{}</tool_call>"]
+)
+def test_a_call_with_unquoted_keys_that_is_still_broken_goes_back_to_the_model(
+    wrapping: str,
+) -> None:
+    """Keys without quotes and a value that is not JSON either (a bare path): the attempt is not
+    the final answer but a malformed call to ``read_file``, with how to write it."""
+    text = wrapping.replace("{}", "{name: 'read_file', arguments: {path: a.py}}")
+    bad = only_malformed(text)
+    assert bad.name == "read_file" and "double quotes" in bad.reason
+    assert [call.name for call in as_tool_calls(parse(text))] == ["read_file"]
+
+
+def test_a_call_with_unquoted_keys_missing_its_last_brace_is_repaired() -> None:
+    call = '{name: "read_file", arguments: {path: "a.py"}'
+    for text in (call, f"```json\n{call}\n```", f"<tool_call>\n{call}\n</tool_call>"):
+        reply = parse(text)
+        assert calls_of(reply) == [READ_A] and reply.malformed == [] and reply.text == ""
+
+
+def test_a_function_form_call_with_unquoted_keys_is_a_call() -> None:
+    text = 'Reading: read_file({path: "a.py"}) and console.log({a: 1}) stays.'
+    reply = parse(text)
+    assert calls_of(reply) == [READ_A] and reply.malformed == []
+    assert reply.text == "Reading: and console.log({a: 1}) stays."
+    for cuts in ([12, 22, 23, 26], list(range(len(text)))):
+        shown, streamed = stream(text, cuts)
+        assert calls_of(streamed) == [READ_A] and shown == "Reading: "
+
+
+def test_a_call_with_unquoted_keys_to_an_unknown_tool_is_malformed() -> None:
+    bad = only_malformed('```json\n{name: "shell", arguments: {cmd: "ls"}}\n```')
+    assert bad.name == "shell" and "no tool named 'shell'" in bad.reason
+
+
+def test_the_stream_holds_a_call_with_unquoted_keys() -> None:
+    text = 'Let me look.\n{ name: "read_file", arguments: {path: "a.py"}}\nThen more.'
+    for cuts in (list(range(len(text))), [14, 15, 16, 17, 19], [13]):
+        shown, reply = stream(text, cuts)
+        assert shown == "Let me look.\n"
+        assert calls_of(reply) == [READ_A] and reply.text == "\nThen more."
+    splitter = ToolCallStreamSplitter(TOOLS)
+    assert splitter.feed("x = {nam") == "x = "  # may be {name: ...}
+    assert splitter.feed("e2: 1} and {a: 2}") == "{name2: 1} and {a: 2}"
 
 
 def test_truncated_call_is_malformed() -> None:
@@ -473,6 +550,20 @@ def dump(value: Any, triple: str) -> str:
     return json.dumps(value)
 
 
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+
+
+def dump_bare_keys(value: Any) -> str:
+    """JSON, but keys that are identifiers without quotes, as in JavaScript: {name: "f"}."""
+    if isinstance(value, dict):
+        items = (
+            f"{key if IDENTIFIER.fullmatch(key) else json.dumps(key)}: {dump_bare_keys(item)}"
+            for key, item in value.items()
+        )
+        return "{" + ", ".join(items) + "}"
+    return json.dumps(value)
+
+
 def raw_newlines(text: str) -> str:
     return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(), text)
 
@@ -492,10 +583,12 @@ def call_snippet(draw: st.DrawFn, json_only: bool) -> tuple[str, tuple[str, dict
     as_function = not json_only and bool(args) and draw(st.booleans())
     if as_function:
         obj = args
-    encodings = ["json", "indented", "raw newlines", '"""', "'''", "comments"]
+    encodings = ["json", "indented", "raw newlines", '"""', "'''", "comments", "bare keys"]
     encoding = draw(st.sampled_from(encodings if json_only else [*encodings, "python"]))
     if encoding == "python":
         text = repr(obj)
+    elif encoding == "bare keys":
+        text = dump_bare_keys(obj)
     elif encoding in ('"""', "'''"):
         text = dump(obj, encoding)
     elif encoding == "raw newlines":

@@ -3,7 +3,8 @@
 Small local models (the embedded Qwen2.5-Coder ones among them) answer tool calls as text: JSON
 ``{"name": ..., "arguments": {...}}``, bare, fenced or in ``<tool_call>`` tags, one or several or a
 list, with Python triple-quoted strings (taken verbatim), raw newlines, trailing commas, comments,
-stray closing brackets (one "}" too many, fenced or not).
+keys without quotes as in JavaScript (``{name: "f", arguments: {a: 1}}``), stray closing brackets
+(one "}" too many, fenced or not).
 ``parse_tool_calls`` splits a reply into prose, calls and ``MalformedCall``s (whose ``reason`` is
 written for the model); ``ToolCallStreamSplitter`` does it for a stream, showing prose early.
 
@@ -56,24 +57,44 @@ class ParsedReply:
 _Item: TypeAlias = ToolCall | MalformedCall
 _Tools: TypeAlias = dict[str, str]  # a written name (exact, or folded to lower case) -> the tool
 
-_CALL_START = r"""\{(?=\s*["'])|\[(?=\s*\{)"""  # "{" before a quoted key, "[" before "{"
-_START = re.compile(_CALL_START)
+# a call's first key written without quotes: {name: ..., {function: ..., {type: "function", ...
+_BARE_OPENING = r"""(?:name|function)\s*+:|type\s*+:\s*+["']function["']"""
+# "{" before a quoted key or a call's bare first key, "[" before "{"
+_CALL_START = r"""\{(?=\s*(?:["']|""" + _BARE_OPENING + r"))|\[(?=\s*\{)"
+_KEY_WORD = r"(?:[^\W\d]|\$)[\w$]*+"  # a key written without quotes, as in JavaScript
+# a call's start, or (group "bare") "{" before any key without quotes: a call if name({...})
+_START = re.compile(_CALL_START + r"|(?P<bare>\{)(?=\s*+" + _KEY_WORD + r"\s*+:)")
 # a call written like a function, name({...}): the name before the object, the ")" after it
 _FUNCTION = r"(?<![\w.])([A-Za-z_][\w.]{0,99})\(\s*"
 _FUNCTION_PREFIX = re.compile(_FUNCTION + r"\Z")
 _FUNCTION_CLOSE = re.compile(r"[\s}\]]*\)")  # stray closing brackets before ")" are dropped
-_TRIGGER = re.compile(_FUNCTION + r"""(?=\{\s*["'])|""" + _CALL_START + r"|```|</?tool_call>")
-_PARTIAL_FUNCTION = re.compile(r"(?<![\w.])([A-Za-z_][\w.]{0,99})(?:\(\s*(?:\{\s*)?)?\Z")
+_TRIGGER = re.compile(
+    _FUNCTION + r"""(?=\{\s*["'])|""" + _CALL_START + r"|```|</?tool_call>|"
+    # name({key: ...}): a possible call only when name is a tool's
+    r"(?<![\w.])(?P<bare>[A-Za-z_][\w.]{0,99})\(\s*(?=\{\s*+" + _KEY_WORD + r"\s*+:)"
+)
+_PARTIAL_FUNCTION = re.compile(
+    r"(?<![\w.])([A-Za-z_][\w.]{0,99})(?:\(\s*(?:\{\s*(?:[\w$]++\s*)?)?)?\Z"
+)
 _TOKEN = re.compile(r"""\"\"\"|'''|["'{}\[\]]""")
 _DQ_REST = re.compile(r'[^"\\]*+(?:\\.[^"\\]*+)*+"', re.DOTALL)
 _SQ_REST = re.compile(r"[^'\\\n]*+(?:\\.[^'\\\n]*+)*+'")  # a '...' string ends on its line
 _LEX = re.compile(r"""\"\"\"|'''|["']|//[^\n]*+|\#[^\n]*+|,|\b(?:True|False|None)\b""")
+# a word before ":", a key without quotes after "{" or ","; matched first ({None: 1} is a key)
+_LEX_KEYS = re.compile(r"(?<![\w$])(" + _KEY_WORD + r")(?=\s*+:)|" + _LEX.pattern)
 _TRAILING = re.compile(r"(?:\s++|//[^\n]*+|\#[^\n]*+)*+[}\]]")
 _ANY_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _ESCAPE = re.compile(r'\\(u[0-9a-fA-F]{4}|.)|"', re.DOTALL)
-_NAME_KEY = re.compile(r"""["']name["']\s*+:\s*+["']([^"'\\\n]{1,200})["']""")
-_ARGS_KEY = re.compile(r"""["'](?:arguments|parameters)["']\s*+:""")
-_OPENING = re.compile(r"""\{\s*+["'](?:name|function|type["']\s*+:\s*+["']function)["']""")
+_NAME_KEY = re.compile(r"""(?:["']name["']|[{,]\s*+name)\s*+:\s*+["']([^"'\\\n]{1,200})["']""")
+_ARGS_KEY = re.compile(
+    r"""(?:["'](?:arguments|parameters)["']|[{,]\s*+(?:arguments|parameters))\s*+:"""
+)
+_OPENING = re.compile(
+    r"""\{\s*+(?:["'](?:name|function|type["']\s*+:\s*+["']function)["']|""" + _BARE_OPENING + ")"
+)
+# the end of a text that may go on as the bare first key of a call: "{", "{nam", '{type: "fu'
+_PARTIAL_OPENING = re.compile(r"""\{\s*+(?:(\w*+)\s*+|type\s*+:\s*+(?:["'](?:f\w*+["']?)?)?)\Z""")
+_BARE_KEYS = ("name", "function", "type")  # the keys a call may start with
 _FENCE_MARK = re.compile(r"```[\w.+-]*+")  # a code fence and its language
 _TAG = re.compile(r"</?tool_call>")
 _IGNORABLE = re.compile(r"(?:\s|,|</?tool_call>)*+")
@@ -92,7 +113,8 @@ _PARTIALS = {"`", "``", *(t[:n] for t in ("<tool_call>", "</tool_call>") for n i
 _SCAN_BUDGET = 250_000  # tokens (plus characters / 64) the snippet scanner may spend on a text
 _HOW = (
     'Reply with only the call, as one JSON object: {"name": "<tool name>", "arguments": {...}}, '
-    'with every string in double quotes and newlines and quotes inside strings escaped (\\n, \\").'
+    "with every key and string in double quotes and newlines and quotes inside strings escaped "
+    '(\\n, \\").'
 )
 
 
@@ -136,14 +158,19 @@ def _as_json_string(quote: str, body: str, fix_escapes: bool) -> str:
     return '"' + _ESCAPE.sub(convert, body) + '"'
 
 
-def _normalize(raw: str, fix_escapes: bool) -> str:
-    """Rewrite lenient JSON (Python strings and constants, comments, trailing commas) as JSON."""
+def _normalize(raw: str, fix_escapes: bool, quote_keys: bool = False) -> str:
+    """Rewrite lenient JSON (Python strings and constants, comments, trailing commas, and with
+    ``quote_keys`` keys without quotes) as JSON. Text inside strings is never changed."""
     out: list[str] = []
     pos = 0
-    while (match := _LEX.search(raw, pos)) is not None:
+    lexer = _LEX_KEYS if quote_keys else _LEX
+    while (match := lexer.search(raw, pos)) is not None:
         out.append(raw[pos : match.start()])
         token, pos = match.group(), match.end()
-        if token[0] in "\"'":
+        if match.lastindex:  # a word before ":" (only _LEX_KEYS has a group)
+            before = next((piece.rstrip()[-1] for piece in reversed(out) if piece.strip()), "")
+            out.append(f'"{token}"' if before in ("{", ",") else token)
+        elif token[0] in "\"'":
             end = _string_end(raw, token, pos)
             if end < 0 and token != "'":
                 raise ValueError("a string is not closed")
@@ -205,6 +232,7 @@ def _load(raw: str) -> tuple[bool, Any, str]:
         lambda: _json(_normalize(raw, fix_escapes=False)),
         lambda: _python_literal(raw),  # before fixing escapes: Python knows \x, \U, \a...
         lambda: _json(_normalize(raw, fix_escapes=True)),
+        lambda: _json(_normalize(raw, fix_escapes=True, quote_keys=True)),
     )
     errors: list[str] = []
     for attempt in attempts:
@@ -363,11 +391,20 @@ def _function_form(text: str, pos: int, start: int, end: int, tools: _Tools) -> 
     return _Span(prefix.start(), close.end(), [MalformedCall(name, raw, reason)])
 
 
+def _tool_before(text: str, pos: int, start: int, tools: _Tools) -> bool:
+    """Whether the object at ``start`` follows ``name(`` for a tool's name."""
+    prefix = _FUNCTION_PREFIX.search(text, max(pos, start - 110), start)
+    return prefix is not None and _resolve(tools, prefix.group(1)) is not None
+
+
 def _find_spans(text: str, tools: _Tools) -> list[_Span]:
     spans: list[_Span] = []
     pos, budget = 0, _SCAN_BUDGET
     while budget > 0 and (match := _START.search(text, pos)) is not None:
         start = match.start()
+        if match.group("bare") and not _tool_before(text, pos, start, tools):
+            pos = start + 1  # an object with keys without quotes, not the arguments of a tool
+            continue
         end, work = _match_end(text, start)
         budget -= work
         if end >= 0:
@@ -511,9 +548,9 @@ def parse_tool_calls(text: str, tool_names: Collection[str]) -> ParsedReply:
 
 def _next_trigger(text: str, tools: _Tools) -> tuple[str, int]:
     """The first code fence or possible call, else where a "{", "[", "`" or tag may be starting."""
-    match = _TRIGGER.search(text)
-    if match is not None:
-        return ("fence" if match.group() == "```" else "call"), match.start()
+    for match in _TRIGGER.finditer(text):
+        if match.group("bare") is None or _resolve(tools, match.group("bare")) is not None:
+            return ("fence" if match.group() == "```" else "call"), match.start()
     body = text.rstrip()
     if body.endswith(("{", "[")):
         at = len(body) - 1
@@ -524,6 +561,11 @@ def _next_trigger(text: str, tools: _Tools) -> tuple[str, int]:
     partial = _PARTIAL_FUNCTION.search(text)  # the start of name({...}) for a tool's name?
     if partial is not None and _may_name(tools, partial.group(1)):
         at = min(at, partial.start())
+    opening = _PARTIAL_OPENING.search(text)  # the start of {name: ...}?
+    if opening is not None and (
+        opening.group(1) is None or any(k.startswith(opening.group(1)) for k in _BARE_KEYS)
+    ):
+        at = min(at, opening.start())
     return "text", at
 
 
@@ -540,11 +582,12 @@ class ToolCallStreamSplitter:
     """Split a streamed reply into text that is safe to show now and possible tool calls.
 
     ``feed`` returns the new text that is certainly not part of a call. Text is held back from
-    the first place a call may start: a ``{`` before a quoted key, a ``[`` before ``{``, or a
-    ``<tool_call>`` tag; a code block is held until it closes, and shown then if nothing in it
-    could be a call. ``finish`` parses everything held back (and readies the splitter for the
-    next reply): its ``text`` is only what ``feed`` has not returned, and its calls are the ones
-    ``parse_tool_calls`` finds in the whole reply.
+    the first place a call may start: a ``{`` before a quoted key or ``name:`` (a call's first
+    key without quotes), a ``[`` before ``{``, ``name({`` before a key (a key without quotes only
+    if ``name`` is a tool's), or a ``<tool_call>`` tag; a code block is held until it closes,
+    and shown then if nothing in it could be a call. ``finish`` parses everything held back (and
+    readies the splitter for the next reply): its ``text`` is only what ``feed`` has not
+    returned, and its calls are the ones ``parse_tool_calls`` finds in the whole reply.
     """
 
     def __init__(self, tool_names: Collection[str]) -> None:
