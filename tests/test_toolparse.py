@@ -661,15 +661,14 @@ def mutated_call(draw: st.DrawFn) -> str:
     return text
 
 
+def _json_containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.sampled_from(["name", "arguments", "parameters", "function", "x"]) | st.text()
+    return st.lists(children) | st.dictionaries(keys, children)
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.floats() | st.text() | st.sampled_from(TOOLS),
-    lambda children: (
-        st.lists(children)
-        | st.dictionaries(
-            st.sampled_from(["name", "arguments", "parameters", "function", "x"]) | st.text(),
-            children,
-        )
-    ),
+    _json_containers,
     max_leaves=12,
 )
 any_text = st.one_of(
