@@ -20,7 +20,7 @@ from agentica.context import (
     is_summary,
 )
 from agentica.deep import DeepAgent
-from agentica.errors import ContextOverflowError, UsageError
+from agentica.errors import ContextOverflowError, LimitExceeded, UsageError
 from agentica.messages import (
     AssistantMessage,
     Message,
@@ -288,6 +288,27 @@ async def test_summaries_replace_the_oldest_turns_and_roll_up() -> None:
     assert summaries[0].content.startswith(SUMMARY_HEADER + "\nsummary #")
     assert any("[summary of earlier steps]" in text for text in inputs[1:])  # rolling
     assert all(paired(list(r.messages)) for r in model.requests)
+
+
+async def test_summaries_by_the_agents_model_count_in_usage_and_limits() -> None:
+    def agent_for(limits: RunLimits) -> tuple[Agent, FunctionModel]:
+        model = steps_model(30, window=6_000)
+        policy = ContextPolicy(reserve_output=500, keep_recent=1)  # the agent's model summarises
+        return Agent(model=model, tools=[dump], context=policy, limits=limits), model
+
+    agent, model = agent_for(RunLimits(max_turns=60))
+    response = await agent.run("dump thirty reports")
+    summaries = [r for r in model.requests if not r.tools]
+    assert summaries, "the run never summarised"
+    assert response.usage.requests == len(model.requests)  # every model call is counted
+    last = response.messages[-1]
+    assert isinstance(last, AssistantMessage) and last.usage is not None
+    # the tokens spent before the final call, summaries included: a limit there stops the run
+    spent = response.usage.total_tokens - last.usage.input_tokens - last.usage.output_tokens
+    again, _ = agent_for(RunLimits(max_turns=60, max_tokens=spent))
+    with pytest.raises(LimitExceeded) as error:
+        await again.run("dump thirty reports")
+    assert error.value.limit == "max_tokens"
 
 
 async def test_a_failing_summarizer_falls_back_to_a_digest() -> None:

@@ -204,12 +204,21 @@ async def _start(
         messages.append(user)
     output_schema = agent.output_adapter()[1] if agent.output_type is not None else None
     settings = agent.model_settings.merged(model_settings)
+    price = _price_of(agent.model)
+
+    def charge_summary(response: ModelResponse) -> None:
+        # a summary is a model call of this run: its tokens and cost count, in the tree too
+        cost = cost_of(response.usage, price)
+        usage.add_request(response.usage, cost)
+        budget.charge_response(response.usage, cost)
+
     window = await ContextWindow.open(
         agent.context,
         agent.model,
         settings,
         state=agent.memory.state,
         readable="read_file" in agent.functions,
+        on_summary=charge_summary,
     )
     task = resuming.messages[0] if resuming is not None and resuming.messages else user
     started = time.monotonic()
@@ -228,7 +237,7 @@ async def _start(
         settings=settings,
         request_tools=tuple(f.definition for f in agent.functions.values()),
         output_schema=output_schema,
-        price=_price_of(agent.model),
+        price=price,
         started_at=time.time(),
         started=started,
         deadline=deadline,

@@ -25,7 +25,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,7 @@ from agentica.context import (
 )
 from agentica.context.compaction import Compaction
 from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
-from agentica.models.base import Model, ModelRequest, ModelSettings
+from agentica.models.base import Model, ModelRequest, ModelResponse, ModelSettings
 from agentica.tools.call import FunctionCall
 
 if TYPE_CHECKING:
@@ -103,8 +103,14 @@ def load_counter(model: object) -> TokenCounter:
     return counter
 
 
-def model_summarizer(model: Model, settings: ModelSettings | None = None) -> Summarizer:
-    """A summariser that asks ``model`` (for example a cheaper one than the agent's)."""
+def model_summarizer(
+    model: Model,
+    settings: ModelSettings | None = None,
+    *,
+    on_response: Callable[[ModelResponse], None] | None = None,
+) -> Summarizer:
+    """A summariser that asks ``model`` (for example a cheaper one than the agent's);
+    ``on_response`` sees each reply (the run loop charges its usage to the run and its tree)."""
 
     async def summarize(text: str, budget_tokens: int) -> str:
         words = max(budget_tokens * 3 // 4, 20)
@@ -116,6 +122,8 @@ def model_summarizer(model: Model, settings: ModelSettings | None = None) -> Sum
             settings=ModelSettings(temperature=0.0, max_tokens=budget_tokens).merged(settings),
         )
         response = await model.response(request)
+        if on_response is not None:
+            on_response(response)
         return response.message.content or ""
 
     return summarize
@@ -203,9 +211,11 @@ class ContextWindow:
         *,
         state: dict[str, Any] | None,
         readable: bool,
+        on_summary: Callable[[ModelResponse], None] | None = None,
     ) -> ContextWindow:
         """The window for a run of ``model`` with ``settings``; ``state`` is the session state
-        where evicted results are kept; ``readable`` whether the agent can read them back."""
+        where evicted results are kept; ``readable`` whether the agent can read them back;
+        ``on_summary`` sees the replies of the default summariser (its usage is the run's)."""
         window = getattr(model, "context_window", None)
         window = policy.window or (window if isinstance(window, int) else None)
         reserve = (
@@ -225,7 +235,9 @@ class ContextWindow:
                 results = SessionResults(
                     files, max_files=policy.max_evicted, max_bytes=policy.max_evicted_bytes
                 )
-        summarizer = policy.summarizer or (model_summarizer(model) if policy.summarize else None)
+        summarizer = policy.summarizer or (
+            model_summarizer(model, on_response=on_summary) if policy.summarize else None
+        )
         return cls(
             policy, budget=budget, sizes=MessageSizes(counter), summarizer=summarizer,
             results=results, readable=readable,
