@@ -189,3 +189,30 @@ async def test_the_final_usage_is_the_sum_of_the_tree() -> None:
     assert usage.requests == tree.responses + 1
     assert usage.total_tokens == tree.spent + 5
     assert usage.tool_calls == tree.executed
+
+
+async def test_an_agent_used_as_a_tool_shares_the_callers_budget() -> None:
+    executed = 0
+
+    @tool
+    def work() -> str:
+        """Do a piece of work."""
+        nonlocal executed
+        executed += 1
+        return "worked"
+
+    def busy(messages: list[Message], request: ModelRequest) -> AssistantMessage:
+        names = [t.name for t in request.tools]
+        calls = [call("work")] + ([call("helper", task="more")] if "helper" in names else [])
+        return AssistantMessage(tool_calls=calls, usage=Usage(input_tokens=90, output_tokens=10))
+
+    helper = Agent(model=FunctionModel(busy), tools=[work], name="helper")
+    top = Agent(
+        model=FunctionModel(busy),
+        tools=[work, helper.as_tool()],
+        limits=RunLimits(max_tool_calls=6),
+    )
+    with pytest.raises(LimitExceeded) as error:
+        await top.run("go")
+    assert error.value.limit == "max_tool_calls"
+    assert executed <= 6  # a fresh allowance for the helper let it run until its own limit

@@ -455,8 +455,9 @@ class Agent:
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Function:
         """This agent as a tool another agent can call; each call runs in a fresh conversation.
 
-        Sub-agent calls run in the same TaskGroup as the caller's other tools, and their usage is
-        added to the calling run's usage.
+        Sub-agent calls run in the same TaskGroup as the caller's other tools, their usage is
+        added to the calling run's usage, and they share the calling run's limits (the budget of
+        its whole tree, ``RunLimits``).
         """
         template = self
 
@@ -467,11 +468,17 @@ class Agent:
                 task: the complete task, with every detail the agent needs to do it alone.
             """
             sub = template.clone()
+            # the sub-agent's run charges the caller's tree budget as it goes
+            stream = RunStream(
+                run_events(sub, task, deps=ctx.deps, stream=False, budget=ctx.budget)
+            )
             try:
-                response = await sub.run(task, deps=ctx.deps)
+                async with stream:
+                    async for _ in stream:
+                        pass
             finally:
                 ctx.usage.merge(sub.memory.usage)
-            return response.content or ""
+            return stream.response.content or ""
 
         tool_name = name or re.sub(r"[^a-zA-Z0-9_-]", "_", self.name)[:64] or "agent"
         return Function.from_callable(
