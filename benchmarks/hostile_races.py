@@ -19,6 +19,7 @@ as fast as it can, while the agent's file tools run again and again on the same 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -39,8 +40,8 @@ SECONDS = 5.0
 SECRET = "OUTSIDE-SECRET"
 DEPTH = 1100
 
-# Runs in its own process: swaps each path for a link to its target and back until the time is
-# up, then prints how many swaps it made.
+# Runs in another process (no shared GIL): swaps each ``path`` for a link to its ``target`` and
+# back until the time is up, then prints how many swaps it made.
 SWAPPER = """
 import os, sys, threading, time
 
@@ -58,7 +59,7 @@ def swap(path, target, end, counts):
             os.rename(real, path)
         except FileNotFoundError:
             pass
-        except OSError:
+        except OSError:  # something made a new path meanwhile: put it aside
             spare += 1
             try:
                 os.rename(path, path + ".made%d" % spare)
@@ -81,11 +82,24 @@ print(len(counts))
 """
 
 
+async def start_swapping(
+    seconds: float, pairs: list[tuple[Path, Path]]
+) -> asyncio.subprocess.Process:
+    """Start ``SWAPPER`` on the (path, target) pairs for ``seconds``; its stdout is the count."""
+    args = [str(p) for pair in pairs for p in pair]
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", SWAPPER, str(seconds), *args, stdout=asyncio.subprocess.PIPE
+    )
+
+
 def files(folder: Path) -> dict[str, str]:
+    """Every file below ``folder`` and its text, by relative path."""
     return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
 
 
 def make_tree(root: Path, outside: Path) -> None:
+    """8 folders of 20 files (and ``d3/x.txt``, ``f.txt``) under ``root``, each line with "needle";
+    20 files and ``x.txt`` under ``outside`` whose lines hold ``SECRET``."""
     outside.mkdir(parents=True)
     for i in range(20):
         (outside / f"o{i}.txt").write_text(f"needle {SECRET} {i}\n")
@@ -99,15 +113,23 @@ def make_tree(root: Path, outside: Path) -> None:
     (root / "f.txt").write_text("needle inside f\n")
 
 
+async def make_workspace(ws_root: Path) -> tuple[Workspace, Path]:
+    """A workspace where bob's notes and memory hold ``SECRET`` and mallory and eve have notes of
+    their own; returns it and bob's folder."""
+    ws = Workspace(ws_root, today=lambda: date(2024, 5, 1))
+    await ws.write_note("bob", f"bob {SECRET}")
+    await ws.save_memory("bob", f"bob {SECRET}")
+    await ws.write_note("mallory", "mallory's own note")
+    await ws.write_note("eve", "eve's own note")
+    return ws, ws_root / "users" / "bob"
+
+
 async def race(
     pairs: list[tuple[Path, Path]], attempt: Callable[[], Awaitable[int]], seconds: float
 ) -> tuple[int, int, int]:
     """Run ``attempt`` (returning its failures) again and again while the pairs are swapped:
     (attempts, failures, swaps)."""
-    args = [str(p) for pair in pairs for p in pair]
-    swapper = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", SWAPPER, str(seconds), *args, stdout=asyncio.subprocess.PIPE
-    )
+    swapper = await start_swapping(seconds, pairs)
     deadline = time.monotonic() + seconds
     attempts = failures = 0
     while time.monotonic() < deadline:
@@ -175,12 +197,7 @@ async def read_race(tmp: Path, seconds: float) -> dict[str, Any]:
 
 async def memory_race(tmp: Path, seconds: float) -> dict[str, Any]:
     ws_root = tmp / "m" / "ws"
-    ws = Workspace(ws_root, today=lambda: date(2024, 5, 1))
-    await ws.write_note("bob", f"bob {SECRET}")
-    await ws.save_memory("bob", f"bob {SECRET}")
-    await ws.write_note("mallory", "mallory's own note")
-    await ws.write_note("eve", "eve's own note")
-    bob = ws_root / "users" / "bob"
+    ws, bob = await make_workspace(ws_root)
     before = await asyncio.to_thread(files, bob)
 
     async def attempt() -> int:
@@ -225,6 +242,8 @@ async def memory_race(tmp: Path, seconds: float) -> dict[str, Any]:
 
 
 def make_chain(root: Path) -> None:
+    """``root/a/a/.../a`` ``DEPTH`` folders deep with ``leaf.txt`` at the bottom, made through
+    descriptors (the whole path would be long for some tools)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(DEPTH):
@@ -240,9 +259,11 @@ def make_chain(root: Path) -> None:
 
 
 def remove_chain(root: Path) -> None:
+    """Remove the chain from the bottom up (a recursive clean-up would fail on it)."""
     (root.joinpath(*["a"] * DEPTH) / "leaf.txt").unlink(missing_ok=True)
     for depth in range(DEPTH, 0, -1):
-        os.rmdir(root.joinpath(*["a"] * depth))
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(root.joinpath(*["a"] * depth))
 
 
 async def deep_tree(tmp: Path) -> dict[str, Any]:

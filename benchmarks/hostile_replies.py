@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agentica import Agent, tool  # noqa: E402
+from agentica import Agent, RunResponse, tool  # noqa: E402
 from agentica.errors import ModelError  # noqa: E402
 from agentica.models import Claude, OpenAIChat, OpenAILike, RetryPolicy  # noqa: E402
 from agentica.storage.base import Storage  # noqa: E402
@@ -103,8 +103,11 @@ def _trickle() -> RawStream:
 
 
 # ----------------------------------------------------------------------------- OpenAI
+# Valid replies (also the fixtures of tests/test_hostile_replies.py): a text answer and a call of
+# ``echo``, as one JSON body and as stream chunks (role, text, reasoning, a call in two argument
+# pieces, finish, usage).
 
-_OA_TEXT = {
+OPENAI_TEXT: dict[str, Any] = {
     "id": "chatcmpl-1",
     "object": "chat.completion",
     "model": "fake",
@@ -122,8 +125,8 @@ _OA_TEXT = {
         "completion_tokens_details": {"reasoning_tokens": 0},
     },
 }
-_OA_TOOL = _set(
-    _OA_TEXT,
+OPENAI_TOOL: dict[str, Any] = _set(
+    OPENAI_TEXT,
     ("choices", 0, "message"),
     {
         "role": "assistant",
@@ -137,7 +140,7 @@ _OA_TOOL = _set(
         ],
     },
 )
-_OA_TOOL["choices"][0]["finish_reason"] = "tool_calls"
+OPENAI_TOOL["choices"][0]["finish_reason"] = "tool_calls"
 
 
 def openai_json() -> list[tuple[str, ServerReply]]:
@@ -145,7 +148,7 @@ def openai_json() -> list[tuple[str, ServerReply]]:
     cases: list[tuple[str, Any]] = [
         *_mutations(
             "text",
-            _OA_TEXT,
+            OPENAI_TEXT,
             [
                 ("choices",),
                 ("choices", 0),
@@ -162,7 +165,7 @@ def openai_json() -> list[tuple[str, ServerReply]]:
         ),
         *_mutations(
             "tool",
-            _OA_TOOL,
+            OPENAI_TOOL,
             [
                 (*m, "tool_calls"),
                 (*m, "tool_calls", 0),
@@ -176,22 +179,33 @@ def openai_json() -> list[tuple[str, ServerReply]]:
     replies: list[tuple[str, ServerReply]] = [(n, _body(v)) for n, v in cases]
     replies += [
         ("deep nesting body", BadBody(DEEP.encode())),
-        ("deep nesting content", BadBody(json.dumps(_OA_TEXT).replace('"hello"', DEEP).encode())),
+        (
+            "deep nesting content",
+            BadBody(json.dumps(OPENAI_TEXT).replace('"hello"', DEEP).encode()),
+        ),
         (
             "deep nesting arguments",
-            BadBody(json.dumps(_OA_TOOL).replace('"{\\"text\\": \\"hi\\"}"', DEEP_OBJECT).encode()),
+            BadBody(
+                json.dumps(OPENAI_TOOL).replace('"{\\"text\\": \\"hi\\"}"', DEEP_OBJECT).encode()
+            ),
         ),
         ("not JSON", BadBody(b"<html>502 Bad Gateway</html>")),
         ("empty body", BadBody(b"")),
-        ("body is a list", _body([_OA_TEXT])),
-        ("empty content", _body(_set(_OA_TEXT, (*m, "content"), ""))),
-        ("null content, no calls", _body(_set(_OA_TEXT, (*m, "content"), None))),
-        ("content parts", _body(_set(_OA_TEXT, (*m, "content"), [{"type": "text", "text": "hi"}]))),
-        ("huge usage", _body(_set(_OA_TEXT, ("usage", "prompt_tokens"), 10**40))),
-        ("empty tool name", _body(_set(_OA_TOOL, (*m, "tool_calls", 0, "function", "name"), ""))),
+        ("body is a list", _body([OPENAI_TEXT])),
+        ("empty content", _body(_set(OPENAI_TEXT, (*m, "content"), ""))),
+        ("null content, no calls", _body(_set(OPENAI_TEXT, (*m, "content"), None))),
+        (
+            "content parts",
+            _body(_set(OPENAI_TEXT, (*m, "content"), [{"type": "text", "text": "hi"}])),
+        ),
+        ("huge usage", _body(_set(OPENAI_TEXT, ("usage", "prompt_tokens"), 10**40))),
+        (
+            "empty tool name",
+            _body(_set(OPENAI_TOOL, (*m, "tool_calls", 0, "function", "name"), "")),
+        ),
         (
             "deep nesting in arguments text",
-            _body(_set(_OA_TOOL, (*m, "tool_calls", 0, "function", "arguments"), DEEP_OBJECT)),
+            _body(_set(OPENAI_TOOL, (*m, "tool_calls", 0, "function", "arguments"), DEEP_OBJECT)),
         ),
     ]
     return replies
@@ -200,7 +214,7 @@ def openai_json() -> list[tuple[str, ServerReply]]:
 _OA_CHUNK = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake"}
 
 
-def _oa_chunks() -> list[dict[str, Any]]:
+def openai_chunks() -> list[dict[str, Any]]:
     def delta(d: dict[str, Any], finish: Any = None) -> dict[str, Any]:
         return _OA_CHUNK | {"choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
 
@@ -218,7 +232,7 @@ def _oa_chunks() -> list[dict[str, Any]]:
 
 
 def openai_stream() -> list[tuple[str, ServerReply]]:
-    base = _oa_chunks()
+    base = openai_chunks()
     paths = [
         (1, "choices"),
         (1, "choices", 0),
@@ -271,9 +285,11 @@ def openai_stream() -> list[tuple[str, ServerReply]]:
 
 
 # ----------------------------------------------------------------------------- Anthropic
+# Valid replies: thinking and text (or a call of ``echo``) as one JSON body, and as stream events
+# (thinking with signature, text, a call of ``echo``, stop and usage).
 
 _AN_USAGE = {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 0}
-_AN_TEXT = {
+ANTHROPIC_TEXT: dict[str, Any] = {
     "id": "msg_1",
     "type": "message",
     "role": "assistant",
@@ -285,8 +301,8 @@ _AN_TEXT = {
     "stop_reason": "end_turn",
     "usage": _AN_USAGE,
 }
-_AN_TOOL = _set(
-    _set(_AN_TEXT, ("content", 1), {"type": "tool_use", "id": "tu_1", "name": "echo",
+ANTHROPIC_TOOL: dict[str, Any] = _set(
+    _set(ANTHROPIC_TEXT, ("content", 1), {"type": "tool_use", "id": "tu_1", "name": "echo",
                                     "input": {"text": "hi"}}),
     ("stop_reason",),
     "tool_use",
@@ -297,7 +313,7 @@ def anthropic_json() -> list[tuple[str, ServerReply]]:
     cases: list[tuple[str, Any]] = [
         *_mutations(
             "text",
-            _AN_TEXT,
+            ANTHROPIC_TEXT,
             [
                 ("content",),
                 ("content", 1),
@@ -315,7 +331,7 @@ def anthropic_json() -> list[tuple[str, ServerReply]]:
         ),
         *_mutations(
             "tool",
-            _AN_TOOL,
+            ANTHROPIC_TOOL,
             [
                 ("content", 1, "id"),
                 ("content", 1, "name"),
@@ -327,24 +343,24 @@ def anthropic_json() -> list[tuple[str, ServerReply]]:
     replies += [
         ("deep nesting body", BadBody(DEEP.encode())),
         ("deep nesting input", BadBody(
-            json.dumps(_AN_TOOL).replace('{"text": "hi"}', DEEP_OBJECT).encode()
+            json.dumps(ANTHROPIC_TOOL).replace('{"text": "hi"}', DEEP_OBJECT).encode()
         )),
         ("deep nesting thinking block", BadBody(
-            json.dumps(_AN_TEXT).replace('"sig"', DEEP).encode()
+            json.dumps(ANTHROPIC_TEXT).replace('"sig"', DEEP).encode()
         )),
         ("not JSON", BadBody(b"<html>502 Bad Gateway</html>")),
-        ("body is a list", _body([_AN_TEXT])),
-        ("no content blocks", _body(_set(_AN_TEXT, ("content",), []))),
-        ("empty text", _body(_set(_AN_TEXT, ("content", 1, "text"), ""))),
+        ("body is a list", _body([ANTHROPIC_TEXT])),
+        ("no content blocks", _body(_set(ANTHROPIC_TEXT, ("content",), []))),
+        ("empty text", _body(_set(ANTHROPIC_TEXT, ("content", 1, "text"), ""))),
         ("error body with 200", _body({"type": "error", "error": {"type": "overloaded_error",
                                                                   "message": "Overloaded"}})),
-        ("huge usage", _body(_set(_AN_TEXT, ("usage", "output_tokens"), 10**40))),
-        ("empty tool name", _body(_set(_AN_TOOL, ("content", 1, "name"), ""))),
+        ("huge usage", _body(_set(ANTHROPIC_TEXT, ("usage", "output_tokens"), 10**40))),
+        ("empty tool name", _body(_set(ANTHROPIC_TOOL, ("content", 1, "name"), ""))),
     ]  # fmt: skip
     return replies
 
 
-def _an_events() -> list[dict[str, Any]]:
+def anthropic_events() -> list[dict[str, Any]]:
     return [
         {"type": "message_start", "message": {"id": "msg_1", "type": "message",
          "role": "assistant", "model": "claude-fake", "content": [], "usage": _AN_USAGE}},
@@ -371,7 +387,7 @@ def _an_events() -> list[dict[str, Any]]:
 
 
 def anthropic_stream() -> list[tuple[str, ServerReply]]:
-    base = _an_events()
+    base = anthropic_events()
     paths = [
         (0, "message"),
         (0, "message", "usage"),
@@ -477,6 +493,17 @@ async def _family(
     return failures
 
 
+async def run_agent(agent: Agent, text: str, *, stream: bool) -> RunResponse:
+    """``agent.run(text)``, or ``agent.run_stream(text)`` read to the end."""
+    if not stream:
+        return await agent.run(text)
+    run = agent.run_stream(text)
+    async with run:
+        async for _ in run:
+            pass
+    return run.response
+
+
 async def _attempt(
     model: Any, storage: Storage, session: str, stream: bool, number: int
 ) -> str | None:
@@ -485,14 +512,7 @@ async def _attempt(
     agent = Agent(model=model, tools=[echo], storage=storage, session_id=session)
     try:
         async with asyncio.timeout(HANG):
-            if stream:
-                run = agent.run_stream(agent_input)
-                async with run:
-                    async for _ in run:
-                        pass
-                response = run.response
-            else:
-                response = await agent.run(agent_input)
+            response: RunResponse | None = await run_agent(agent, agent_input, stream=stream)
     except TimeoutError:
         return f"hang (no end after {HANG:.0f} s)"
     except ModelError:

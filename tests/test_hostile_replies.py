@@ -11,6 +11,7 @@ stored reply, a stream that trickles keep-alive comments).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,9 +32,18 @@ from agentica.storage.factory import open_storage
 from agentica.storage.records import RunRecord
 from agentica.testing import FakeAnthropicServer, FakeOpenAIServer
 from agentica.testing.openai_server import BadBody, Hang, RawStream, ServerReply
+from benchmarks.hostile_replies import (
+    ANTHROPIC_TEXT,
+    ANTHROPIC_TOOL,
+    DEEP,
+    OPENAI_TEXT,
+    OPENAI_TOOL,
+    anthropic_events,
+    openai_chunks,
+    run_agent,
+)
 
 NO_RETRY = RetryPolicy(max_retries=0)
-DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
@@ -87,85 +97,11 @@ def sse(events: list[Any], *, done: bool = False) -> bytes:
 
 
 # ----------------------------------------------------------------------------- valid replies
-
-OPENAI_TEXT: dict[str, Any] = {
-    "id": "chatcmpl-1",
-    "model": "fake",
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "hello", "reasoning_content": "hm"},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+# OPENAI_TEXT, OPENAI_TOOL, openai_chunks(), ANTHROPIC_TEXT, ANTHROPIC_TOOL and anthropic_events()
+# come from the probe; here, an Anthropic reply with every kind of block (thinking, text, a call).
+ANTHROPIC_ALL: dict[str, Any] = ANTHROPIC_TOOL | {
+    "content": [*ANTHROPIC_TEXT["content"], ANTHROPIC_TOOL["content"][1]]
 }
-OPENAI_TOOL: dict[str, Any] = copy.deepcopy(OPENAI_TEXT)
-OPENAI_TOOL["choices"][0]["message"] = {
-    "role": "assistant",
-    "content": None,
-    "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
-    ],
-}
-
-
-def openai_chunks() -> list[Any]:
-    def delta(d: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": "c", "model": "fake", "choices": [{"index": 0, "delta": d,
-                                                          "finish_reason": finish}]}  # fmt: skip
-
-    return [
-        delta({"role": "assistant", "content": ""}),
-        delta({"content": "hel"}),
-        delta({"reasoning_content": "hm"}),
-        delta({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
-                               "function": {"name": "add", "arguments": '{"a"'}}]}),
-        delta({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]}),
-        delta({}, "tool_calls"),
-        {"id": "c", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
-    ]  # fmt: skip
-
-
-ANTHROPIC_TEXT: dict[str, Any] = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-fake",
-    "content": [
-        {"type": "thinking", "thinking": "hm", "signature": "sig"},
-        {"type": "text", "text": "hello"},
-        {"type": "tool_use", "id": "tu_1", "name": "add", "input": {"a": 1}},
-    ],
-    "stop_reason": "tool_use",
-    "usage": {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 0},
-}
-
-
-def anthropic_events() -> list[Any]:
-    return [
-        {"type": "message_start", "message": {"id": "msg_1", "model": "claude-fake",
-                                              "usage": {"input_tokens": 5}}},
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "thinking", "thinking": ""}},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "thinking_delta", "thinking": "hm"}},
-        {"type": "content_block_delta", "index": 0,
-         "delta": {"type": "signature_delta", "signature": "sig"}},
-        {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 1,
-         "delta": {"type": "text_delta", "text": "hello"}},
-        {"type": "content_block_stop", "index": 1},
-        {"type": "content_block_start", "index": 2,
-         "content_block": {"type": "tool_use", "id": "tu_1", "name": "add", "input": {}}},
-        {"type": "content_block_delta", "index": 2,
-         "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'}},
-        {"type": "content_block_stop", "index": 2},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
-         "usage": {"output_tokens": 9}},
-        {"type": "message_stop"},
-    ]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- strategies
@@ -316,7 +252,7 @@ def test_any_hostile_reply_gives_a_valid_response_or_a_model_error(kind: str, st
         elif kind == "openai":
             strategy = hostile_stream(openai_chunks(), done=True)
         elif not stream:
-            strategy = mutated(ANTHROPIC_TEXT).map(lambda v: BadBody(json.dumps(v).encode()))
+            strategy = mutated(ANTHROPIC_ALL).map(lambda v: BadBody(json.dumps(v).encode()))
         else:
             strategy = hostile_stream(anthropic_events(), done=False)
 
@@ -439,8 +375,8 @@ async def test_a_stream_cut_into_single_bytes_with_crlf_is_read(kind: str) -> No
         model = make_model(kind, server.base_url)
         response = await call(model, True, ask())
         await model.aclose()
-    assert response.message.tool_calls[0].name == "add"
-    assert response.message.tool_calls[0].arguments.replace(" ", "") == '{"a":1}'
+    assert response.message.tool_calls[0].name == "echo"
+    assert response.message.tool_calls[0].arguments.replace(" ", "") == '{"text":"hi"}'
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -449,13 +385,7 @@ async def test_an_empty_reply_is_an_error_not_a_completed_run(kind: str, stream:
     async with start_server(kind, lambda _: "") as server:
         agent = Agent(model=make_model(kind, server.base_url))
         with pytest.raises(ModelResponseError, match="empty reply"):
-            if stream:
-                run = agent.run_stream("hi")
-                async with run:
-                    async for _ in run:
-                        pass
-            else:
-                await agent.run("hi")
+            await run_agent(agent, "hi", stream=stream)
         await agent.model.aclose()  # type: ignore[attr-defined]
 
 
@@ -509,9 +439,7 @@ async def test_nothing_a_model_sends_poisons_a_stored_session(
         chunks[3]["choices"][0]["finish_reason"] = "stop"
         hostile = RawStream([sse(chunks, done=True)])
     elif not stream:
-        body = copy.deepcopy(ANTHROPIC_TEXT)
-        body["content"] = body["content"][:2]
-        body["stop_reason"] = "end_turn"
+        body = copy.deepcopy(ANTHROPIC_TEXT)  # thinking and text, "end_turn"
         if field == "model":
             body["model"] = value
         else:
@@ -527,16 +455,9 @@ async def test_nothing_a_model_sends_poisons_a_stored_session(
     async with start_server(kind, lambda _: replies.pop(0)) as server:
         model = make_model(kind, server.base_url)
         agent = Agent(model=model, storage=database, session_id="s")
-        try:
-            if stream:
-                run = agent.run_stream("hi")
-                async with run:
-                    async for _ in run:
-                        pass
-            else:
-                await agent.run("hi")
-        except ModelError:
-            pass  # refusing the reply is fine; storing something unloadable is not
+        # refusing the reply is fine; storing something unloadable is not
+        with contextlib.suppress(ModelError):
+            await run_agent(agent, "hi", stream=stream)
         fresh = Agent(model=model, storage=database, session_id="s")
         await fresh.load()
         again = await fresh.run("and now?")

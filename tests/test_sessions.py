@@ -271,6 +271,13 @@ def file_writer(content: dict[str, str], answer: str) -> ScriptedModel:
     return ScriptedModel([tool_calls(*writes), answer])
 
 
+def file_agent(storage: InMemoryStorage, content: dict[str, str], answer: str) -> Agent:
+    """An agent of session ("u", "s") whose model writes ``content`` with the file tools, then
+    answers ``answer``."""
+    model = file_writer(content, answer)
+    return Agent(model=model, tools=[FileTools()], storage=storage, user_id="u", session_id="s")
+
+
 def stored_files(data: Any) -> dict[str, str]:
     return {path: entry["content"] for path, entry in data.state.get("files", {}).items()}
 
@@ -279,13 +286,10 @@ async def test_two_agents_writing_different_files_to_one_session_keep_both() -> 
     """Both loaded the session before either saved: the second save merges (both runs, both
     files) instead of overwriting the first agent's files with its own copy of the state."""
     storage = InMemoryStorage()
-    setup = Agent(model=file_writer({"/plan.md": "plan"}, "set up"), tools=[FileTools()],
-                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    setup = file_agent(storage, {"/plan.md": "plan"}, "set up")
     await setup.run("set up")
-    first = Agent(model=file_writer({"/a.md": "from A"}, "A done"), tools=[FileTools()],
-                  storage=storage, user_id="u", session_id="s")  # fmt: skip
-    second = Agent(model=file_writer({"/b.md": "from B"}, "B done"), tools=[FileTools()],
-                   storage=storage, user_id="u", session_id="s")  # fmt: skip
+    first = file_agent(storage, {"/a.md": "from A"}, "A done")
+    second = file_agent(storage, {"/b.md": "from B"}, "B done")
     await first.load()
     await second.load()
     assert (await first.run("write a")).content == "A done"
@@ -305,10 +309,8 @@ async def test_two_agents_writing_different_files_to_one_session_keep_both() -> 
 
 async def test_two_agents_changing_the_same_file_get_a_typed_error_carrying_the_run() -> None:
     storage = InMemoryStorage()
-    first = Agent(model=file_writer({"/notes.md": "A's notes"}, "A done"), tools=[FileTools()],
-                  storage=storage, user_id="u", session_id="s")  # fmt: skip
-    second = Agent(model=file_writer({"/notes.md": "B's notes"}, "B done"), tools=[FileTools()],
-                   storage=storage, user_id="u", session_id="s")  # fmt: skip
+    first = file_agent(storage, {"/notes.md": "A's notes"}, "A done")
+    second = file_agent(storage, {"/notes.md": "B's notes"}, "B done")
     await first.load()
     await second.load()
     await first.run("write notes")

@@ -9,107 +9,43 @@ A folder chain 1,100 deep is globbed and searched without ``RecursionError``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
-from datetime import date
 from pathlib import Path
 
 import pytest
 
 from agentica.deep.backends import BackendError, FilesystemBackend
-from agentica.memory import Workspace, WorkspaceError
+from agentica.memory import WorkspaceError
+from benchmarks.hostile_races import (
+    DEPTH,
+    SECRET,
+    files,
+    make_chain,
+    make_tree,
+    make_workspace,
+    remove_chain,
+    start_swapping,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symbolic links and openat")
 
 RACE_SECONDS = 3.0
-SECRET = "OUTSIDE-SECRET"
-
-
-# Run in another process (no shared GIL): swaps each ``path`` for a link to its ``target`` and
-# back until the time is up, then prints how many swaps it made.
-SWAPPER = """
-import os, sys, threading, time
-
-def swap(path, target, end, counts):
-    real, spare = path + ".real", 0
-    while time.monotonic() < end:
-        try:
-            os.rename(path, real)
-            os.symlink(target, path)
-            counts.append(1)
-            os.unlink(path)
-        except OSError:
-            pass
-        try:
-            os.rename(real, path)
-        except FileNotFoundError:
-            pass
-        except OSError:  # something made a new path meanwhile: put it aside
-            spare += 1
-            try:
-                os.rename(path, path + ".made%d" % spare)
-                os.rename(real, path)
-            except OSError:
-                pass
-
-end = time.monotonic() + float(sys.argv[1])
-counts = []
-pairs = sys.argv[2:]
-threads = [
-    threading.Thread(target=swap, args=(pairs[i], pairs[i + 1], end, counts))
-    for i in range(0, len(pairs), 2)
-]
-for thread in threads:
-    thread.start()
-for thread in threads:
-    thread.join()
-print(len(counts))
-"""
-
-
-async def start_swapping(
-    seconds: float, pairs: list[tuple[Path, Path]]
-) -> asyncio.subprocess.Process:
-    args = [str(p) for pair in pairs for p in pair]
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", SWAPPER, str(seconds), *args, stdout=asyncio.subprocess.PIPE
-    )
-
-
-def _make_tree(root: Path, outside: Path) -> None:
-    outside.mkdir(parents=True)
-    for i in range(20):
-        (outside / f"o{i}.txt").write_text(f"needle {SECRET} {i}\n")
-    (outside / "x.txt").write_text(f"needle {SECRET}\n")
-    for d in range(8):
-        folder = root / f"d{d}"
-        folder.mkdir(parents=True)
-        for i in range(20):
-            (folder / f"f{i}.txt").write_text(f"needle inside {d} {i}\n")
-    (root / "d3" / "x.txt").write_text("needle inside x\n")
-    (root / "f.txt").write_text("needle inside f\n")
 
 
 async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path) -> None:
     if shutil.which("rg") is None:
         pytest.skip("ripgrep (rg) is not installed: the race is about its path")
     root, outside = tmp_path / "root", tmp_path / "outside"
-    await asyncio.to_thread(_make_tree, root, outside)
+    await asyncio.to_thread(make_tree, root, outside)
     fs = FilesystemBackend(root, ripgrep=True)
     # workspace memory: mallory's notes folder swapped for bob's, and eve's whole folder
     ws_root = tmp_path / "ws"
-    ws = Workspace(ws_root, today=lambda: date(2024, 5, 1))
-    await ws.write_note("bob", f"bob {SECRET}")
-    await ws.save_memory("bob", f"bob {SECRET}")
-    await ws.write_note("mallory", "mallory's own note")
-    await ws.write_note("eve", "eve's own note")
-    bob = ws_root / "users" / "bob"
-    bob_before = await asyncio.to_thread(_files, bob)
-    outside_before = await asyncio.to_thread(_files, outside)
+    ws, bob = await make_workspace(ws_root)
+    bob_before = await asyncio.to_thread(files, bob)
+    outside_before = await asyncio.to_thread(files, outside)
     counts = {"grep": 0, "read": 0, "memory": 0}
     seen: list[str] = []
 
@@ -179,42 +115,8 @@ async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path
     assert seen == [], (
         f"{len(seen)} outside reads or untyped errors, such as {sorted(set(s[:60] for s in seen))}"
     )
-    assert await asyncio.to_thread(_files, bob) == bob_before  # nothing written into bob's
-    assert await asyncio.to_thread(_files, outside) == outside_before
-
-
-def _files(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*") if p.is_file()}
-
-
-DEPTH = 1100
-
-
-def _deep_chain(root: Path) -> Path:
-    """``root/a/a/.../a`` 1,100 folders deep with ``leaf.txt`` at the bottom, made through
-    descriptors (the whole path would be long for some tools)."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(DEPTH):
-            os.mkdir("a", dir_fd=fd)
-            sub = os.open("a", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = sub
-        leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-        os.write(leaf, b"deep needle\n")
-        os.close(leaf)
-    finally:
-        os.close(fd)
-    return root
-
-
-def _remove_chain(root: Path) -> None:
-    """Remove the chain from the bottom up (pytest's recursive clean-up would fail on it)."""
-    leaf = root.joinpath(*["a"] * DEPTH)
-    (leaf / "leaf.txt").unlink(missing_ok=True)
-    for depth in range(DEPTH, 0, -1):
-        with contextlib.suppress(FileNotFoundError):
-            os.rmdir(root.joinpath(*["a"] * depth))
+    assert await asyncio.to_thread(files, bob) == bob_before  # nothing written into bob's
+    assert await asyncio.to_thread(files, outside) == outside_before
 
 
 @pytest.fixture
@@ -222,10 +124,10 @@ async def chain(tmp_path: Path) -> AsyncIterator[Path]:
     root = tmp_path / "root"
     root.mkdir()
     try:
-        await asyncio.to_thread(_deep_chain, root)
+        await asyncio.to_thread(make_chain, root)
         yield root
     finally:
-        await asyncio.to_thread(_remove_chain, root)
+        await asyncio.to_thread(remove_chain, root)
 
 
 async def test_a_folder_chain_1100_deep_is_globbed_and_searched(chain: Path) -> None:
