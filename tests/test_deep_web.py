@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -92,11 +93,13 @@ async def serve() -> AsyncIterator[Callable[[dict[str, Handler]], Awaitable[Site
 
 @pytest.fixture
 async def tools() -> AsyncIterator[Callable[..., Web]]:
-    """``make(**options)`` builds a ``Web`` (no provider from the environment); closed after."""
+    """``make(**options)`` builds a ``Web`` (no provider from the environment) allowed to reach
+    the test servers on 127.0.0.1 (refused by default); closed after."""
     made: list[Web] = []
 
     def make(**options: Any) -> Web:
         options.setdefault("env", {})
+        options.setdefault("allow_hosts", ["127.0.0.1"])
         capability = Web(**options)
         made.append(capability)
         return capability
@@ -280,6 +283,186 @@ async def test_a_big_page_is_converted_without_blocking_the_loop(serve: Any, too
     site = await serve({"/big": respond(f"<html><body>{rows}</body></html>", "text/html")})
     out = await tools(max_bytes=5_000_000, max_chars=1000).fetch(site.url("/big"))
     assert f"Paragraph 0 with [a link]({site.url('/p0')})." in out and "[Cut:" in out
+
+
+# ------------------------------------------------------------------------------ address guard
+
+# URLs that reach this machine, a private network or cloud metadata; {port} is a live test
+# server's port on 127.0.0.1 (the forms that would reach it) or unused (the others).
+LOOPBACK_TRICKS = [
+    "http://127.0.0.1:{port}/secret",
+    "http://localhost:{port}/secret",  # a name that resolves to 127.0.0.1
+    "http://LOCALHOST.:{port}/secret",
+    "http://api.localhost:{port}/secret",  # *.localhost is this machine (RFC 6761)
+    "http://127.0.0.2:{port}/secret",
+    "http://2130706433:{port}/secret",  # 127.0.0.1 as one decimal number
+    "http://0x7f.1:{port}/secret",  # hex and short forms the C resolver accepts
+    "http://0x7f000001:{port}/secret",
+    "http://0177.0.0.1:{port}/secret",  # octal
+    "http://127.1:{port}/secret",
+    "http://[::ffff:127.0.0.1]:{port}/secret",  # IPv4-mapped IPv6
+    "http://[::ffff:7f00:1]:{port}/secret",
+    "http://[::1]:{port}/secret",
+    "http://0.0.0.0:{port}/secret",  # connects to this machine on Linux
+    "http://[::]:{port}/secret",
+    "http://evil.example@127.0.0.1:{port}/secret",  # userinfo trick
+    "http://127.0.0.1:{port}@evil.example/secret",
+    "127.0.0.1:{port}/secret",  # no scheme: https:// is assumed
+]
+PRIVATE_TRICKS = [
+    "http://169.254.169.254/latest/meta-data/",  # cloud metadata
+    "http://[fd00:ec2::254]/latest/meta-data/",
+    "http://100.100.100.200/latest/meta-data/",
+    "http://10.0.0.1/",
+    "http://172.16.5.4/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",  # carrier-grade NAT
+    "http://[fe80::1]/",  # link-local
+    "http://[fec0::1]/",  # site-local
+    "http://[fc00::1]/",  # unique local
+    "http://224.0.0.1/",  # multicast
+    "http://[ff02::1]/",
+    "http://240.0.0.1/",  # reserved
+    "http://[64:ff9b::7f00:1]/",  # NAT64 form of 127.0.0.1
+    "http://[64:ff9b::a9fe:a9fe]/",  # NAT64 form of 169.254.169.254
+    "http://[2002:7f00:1::]/",  # 6to4 form of 127.0.0.1
+    "http://[::127.0.0.1]/",  # IPv4-compatible (deprecated)
+]
+
+
+@pytest.mark.parametrize("template", LOOPBACK_TRICKS)
+async def test_addresses_on_this_machine_are_refused(template: str, serve: Any, tools: Any) -> None:
+    site = await serve({"/secret": respond("TOP SECRET", "text/plain")})
+    url = template.format(port=site.server.port)
+    with pytest.raises(ToolError) as info:
+        await tools(allow_hosts=[], timeout=5).fetch(url)
+    message = str(info.value)
+    assert "TOP SECRET" not in message and site.requests == []
+    assert "fetch_url refused" in message and "evil.example" not in message.split(":")[0]
+    numeric = any(form in url for form in ("2130706433", "0x", "0177", "127.1:"))
+    if "@" in url or numeric:
+        assert "give" in message  # says what to give instead
+    else:
+        assert "Web(allow_hosts=[" in message  # says how to allow it
+
+
+@pytest.mark.parametrize("url", PRIVATE_TRICKS)
+async def test_private_link_local_and_metadata_addresses_are_refused(url: str, tools: Any) -> None:
+    # refused before any connection is attempted (nothing leaves this machine)
+    with pytest.raises(ToolError, match=r"fetch_url refused .* is .*Web\(allow_hosts=\[") as info:
+        await tools(allow_hosts=[], timeout=5).fetch(url)
+    if "169.254.169.254" in url or "ec2" in url or "100.100" in url:
+        assert "cloud metadata service" in str(info.value)
+
+
+def redirect_here(template: str) -> Handler:
+    """A redirect to ``template`` with ``{port}`` the port the request came to."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        port = request.transport.get_extra_info("sockname")[1]  # type: ignore[union-attr]
+        return web.Response(status=302, headers={"Location": template.format(port=port)})
+
+    return handler
+
+
+async def test_a_redirect_to_this_machine_is_refused(serve: Any, tools: Any) -> None:
+    site = await serve({
+        "/jump": redirect_here("http://127.0.0.1:{port}/secret"),
+        "/jump-mapped": redirect_here("http://[::ffff:127.0.0.1]:{port}/secret"),
+        "/jump-decimal": redirect_here("http://2130706433:{port}/secret"),
+        "/secret": respond("TOP SECRET", "text/plain"),
+    })  # fmt: skip
+    port = site.server.port
+    web_tools = tools(allow_hosts=["localhost"])  # the name is allowed, 127.0.0.1 itself is not
+    for path in ("/jump", "/jump-mapped", "/jump-decimal"):
+        with pytest.raises(ToolError, match="fetch_url refused") as info:
+            await web_tools.fetch(f"http://localhost:{port}{path}")
+        assert "TOP SECRET" not in str(info.value)
+    assert [r["path"] for r in site.requests] == ["/jump", "/jump-mapped", "/jump-decimal"]
+
+
+def scripted_dns(answers: dict[str, list[str]], asked: list[str]) -> Any:
+    """A DNS stand-in for ``Web._getaddrinfo`` (the seam where the loop's getaddrinfo is used):
+    ``answers`` maps a name to its addresses; every question is recorded in ``asked``."""
+
+    async def getaddrinfo(host: str, port: int, **_: Any) -> list[tuple[Any, ...]]:
+        asked.append(host)
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", (a, port, 0, 0))
+            if ":" in a
+            else (socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, port))
+            for a in answers[host]
+        ]
+
+    return getaddrinfo
+
+
+async def test_names_resolving_to_blocked_addresses_are_refused(serve: Any, tools: Any) -> None:
+    site = await serve({"/secret": respond("TOP SECRET", "text/plain")})
+    asked: list[str] = []
+    web_tools = tools(allow_hosts=[])
+    web_tools._getaddrinfo = scripted_dns(
+        {
+            "rebind.test": ["127.0.0.1"],
+            "mixed.test": ["93.184.216.34", "127.0.0.1"],  # one bad answer is enough
+            "metadata.test": ["169.254.169.254"],
+            "mapped.test": ["::ffff:127.0.0.1"],
+            "private.test": ["10.1.2.3"],
+        },
+        asked,
+    )
+    port = site.server.port
+    for name, why in (("rebind.test", "a loopback address"), ("mixed.test", "a loopback"),
+                      ("metadata.test", "the cloud metadata service"),
+                      ("mapped.test", "the IPv4-mapped form of 127.0.0.1"),
+                      ("private.test", "a private-network address")):  # fmt: skip
+        with pytest.raises(ToolError) as info:
+            await web_tools.fetch(f"http://{name}:{port}/secret")
+        message = str(info.value)
+        assert f"fetch_url refused http://{name}:{port}/secret: {name} (it resolves to " in message
+        assert why in message and f"Web(allow_hosts=['{name}'])" in message
+    assert site.requests == [] and sorted(set(asked)) == sorted(
+        ["rebind.test", "mixed.test", "metadata.test", "mapped.test", "private.test"]
+    )
+
+
+async def test_allowed_names_connect_to_the_address_that_was_checked(
+    serve: Any, tools: Any
+) -> None:
+    site = await serve({
+        "/page": respond("intranet page", "text/plain"),
+        "/jump": redirect_here("http://rebind.test:{port}/page"),
+    })  # fmt: skip
+    asked: list[str] = []
+    web_tools = tools(allow_hosts=["Intranet.Test"])
+    web_tools._getaddrinfo = scripted_dns(
+        {"intranet.test": ["127.0.0.1"], "rebind.test": ["127.0.0.1"]}, asked
+    )
+    port = site.server.port
+    out = await web_tools.fetch(f"http://intranet.test:{port}/page")
+    assert out.endswith("intranet page")
+    assert asked == ["intranet.test"]  # one lookup: its answer is what was connected to
+    assert site.requests[0]["headers"]["Host"] == f"intranet.test:{port}"
+    with pytest.raises(ToolError, match=r"rebind\.test \(it resolves to 127\.0\.0\.1\)"):
+        await web_tools.fetch(f"http://intranet.test:{port}/jump")  # the hop is checked too
+    assert [r["path"] for r in site.requests] == ["/page", "/jump"]
+
+
+async def test_allowed_networks(serve: Any, tools: Any) -> None:
+    site = await serve({"/": respond("local page", "text/plain")})
+    port = site.server.port
+    for allowed in (["127.0.0.0/8"], ["127.0.0.1"], ["10.0.0.0/8", "127.0.0.1/32"]):
+        web_tools = tools(allow_hosts=allowed)
+        web_tools._getaddrinfo = scripted_dns({"box.test": ["127.0.0.1"]}, [])
+        assert (await web_tools.fetch(f"http://127.0.0.1:{port}/")).endswith("local page")
+        assert (await web_tools.fetch(f"http://box.test:{port}/")).endswith("local page")
+        with pytest.raises(ToolError, match="fetch_url refused"):
+            await web_tools.fetch("http://169.254.169.254/")  # the rest stays refused
+    for bad in (["http://intranet/"], ["a b"], [""], "127.0.0.1"):
+        with pytest.raises(UsageError, match="allow_hosts"):
+            Web(env={}, allow_hosts=bad)
 
 
 # ------------------------------------------------------------------------------ web_search

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import aiohttp
+    from aiohttp.abc import AbstractResolver
 
 __all__ = ["HttpClientPool", "aclose_loop_sessions"]
 
@@ -31,11 +33,25 @@ _OPENED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakSet[Ht
 class HttpClientPool:
     """Lazily created, per-event-loop pooled ``aiohttp.ClientSession``."""
 
-    __slots__ = ("__weakref__", "_connect_timeout", "_keepalive", "_max_connections", "_sessions")
+    __slots__ = (
+        "__weakref__",
+        "_connect_timeout",
+        "_keepalive",
+        "_max_connections",
+        "_resolver",
+        "_sessions",
+    )
 
     def __init__(
-        self, *, max_connections: int = 1000, connect_timeout: float = 10.0, keepalive: bool = True
+        self,
+        *,
+        max_connections: int = 1000,
+        connect_timeout: float = 10.0,
+        keepalive: bool = True,
+        resolver: Callable[[], AbstractResolver] | None = None,
     ) -> None:
+        """``resolver`` makes the DNS resolver of each new session (aiohttp's default if None)."""
+        self._resolver = resolver
         self._keepalive = keepalive
         self._max_connections = max_connections
         self._connect_timeout = connect_timeout
@@ -55,6 +71,7 @@ class HttpClientPool:
                 limit_per_host=0,
                 ttl_dns_cache=300,
                 force_close=not self._keepalive,
+                resolver=self._resolver() if self._resolver is not None else None,
             )
             session = aiohttp.ClientSession(
                 connector=connector,

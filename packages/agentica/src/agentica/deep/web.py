@@ -9,6 +9,15 @@ agent = Agent(model=..., capabilities=[Web()])  # fetch_url, plus web_search if 
   returns it as Markdown (HTML, converted in a thread without scripts, styles, navigation and
   footers) or as text (other text types); binary content is refused. The output is cut at
   ``max_chars`` and says where to continue (``start=``).
+- Where ``fetch_url`` may connect (the address guard): only to public addresses unless
+  ``allow_hosts`` names the host or its network. Loopback, private, link-local (cloud metadata
+  169.254.169.254), carrier-grade NAT, multicast, reserved and unspecified addresses, IPv6
+  site-local and unique-local (metadata fd00:ec2::254), and the IPv4-mapped, NAT64 and 6to4 forms
+  of blocked IPv4 addresses are refused. A name is resolved once by the session's own resolver,
+  which refuses it if any of its addresses is blocked and hands the connector exactly the
+  addresses it checked (no second lookup that DNS rebinding could change). Redirects are followed
+  by hand, each hop checked the same way; user names in URLs and legacy numeric host forms
+  (``2130706433``, ``0x7f.1``, ``0177.0.0.1``) are refused.
 - ``web_search`` asks a ``SearchProvider`` and lists titles, URLs and snippets. It is offered only
   when a provider is configured, so the model is never given a tool that cannot work.
 
@@ -28,13 +37,15 @@ from __future__ import annotations
 import asyncio
 import codecs
 import html as html_lib
+import ipaddress
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+import socket
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from agentica._http import HttpClientPool
@@ -45,7 +56,9 @@ from agentica.tools.toolkit import ToolLike
 
 if TYPE_CHECKING:
     import aiohttp
+    from aiohttp.abc import AbstractResolver, ResolveResult
     from bs4 import Tag
+    from yarl import URL
 
 __all__ = [
     "BraveProvider",
@@ -488,6 +501,162 @@ def _clip(text: str, start: int, max_chars: int) -> tuple[str, str]:
     return text[start:end], note
 
 
+# ---------------------------------------------------------------------------------- address guard
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_METADATA = frozenset({
+    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
+    ipaddress.ip_address("fd00:ec2::254"),  # AWS over IPv6
+    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+})  # fmt: skip
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_CGNAT = ipaddress.ip_network("100.64.0.0/10")
+# A host whose every label is a number (decimal, octal or hex): the C resolver reads
+# "2130706433", "0x7f.1" or "0177.0.0.1" as an IPv4 address; only dotted decimal is accepted.
+_NUMERIC_HOST_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+))*\.?$", re.I)
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def _why_blocked(ip: IPAddress) -> str | None:
+    """Why ``fetch_url`` must not connect to ``ip`` by default, or None for a public address."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.scope_id:
+            ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
+        embedded: ipaddress.IPv4Address | None = None
+        form = ""
+        if ip.ipv4_mapped is not None:
+            embedded, form = ip.ipv4_mapped, "the IPv4-mapped form of "
+        elif ip in _NAT64:
+            embedded, form = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "the NAT64 form of "
+        elif ip.sixtofour is not None:
+            embedded, form = ip.sixtofour, "the 6to4 form of "
+        if embedded is not None:
+            why = _why_blocked(embedded)
+            return f"{form}{embedded}, {why}" if why else None
+        if ip in _NAT64_LOCAL:
+            return "a local-use NAT64 address"
+        if ip.is_site_local:
+            return "a site-local address"
+    if ip in _METADATA:
+        return "the cloud metadata service"
+    if ip.is_unspecified:
+        return "the unspecified address (this machine)"
+    if ip.is_loopback:
+        return "a loopback address (this machine)"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if ip in _CGNAT:
+        return "a carrier-grade NAT address"
+    if ip.is_private:
+        return "a private-network address"
+    if ip.is_reserved:
+        return "a reserved address"
+    if not ip.is_global:
+        return "not a public address"
+    return None
+
+
+class _Refused(OSError):
+    """The address guard refused a host (aiohttp wraps it; ``fetch`` unwraps it)."""
+
+    def __init__(self, host: str, why: str, address: str = "") -> None:
+        super().__init__(f"{host} is {why}")
+        self.host, self.why, self.address = host, why, address
+
+
+class _AddressGuard:
+    """Which hosts and addresses ``fetch_url`` may connect to (``Web(allow_hosts=...)``)."""
+
+    def __init__(self, allow: Sequence[str]) -> None:
+        names: set[str] = set()
+        networks: list[IPNetwork] = []
+        for entry in allow:
+            if not isinstance(entry, str) or not entry.strip():
+                raise UsageError(f"allow_hosts entries are host names or networks, not {entry!r}")
+            item = entry.strip().lower()
+            try:
+                networks.append(ipaddress.ip_network(item.strip("[]"), strict=False))
+                continue
+            except ValueError:
+                pass
+            if any(c in item for c in "/:@ "):
+                raise UsageError(
+                    f"allow_hosts entry {entry!r} is neither a host name (intranet.example) nor "
+                    "an address or network (127.0.0.1, 10.0.0.0/8, ::1)"
+                )
+            names.add(item.rstrip("."))
+        self.names = frozenset(names)
+        self.networks = tuple(networks)
+
+    def name_allowed(self, host: str) -> bool:
+        return host.lower().rstrip(".") in self.names
+
+    def refusal(self, ip: IPAddress) -> str | None:
+        """Why ``ip`` is refused, or None when it is public or allowed."""
+        if any(ip in net for net in self.networks):
+            return None
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        if mapped is not None and any(mapped in net for net in self.networks):
+            return None
+        return _why_blocked(ip)
+
+    @staticmethod
+    def message(url: str, host: str, why: str, address: str = "") -> str:
+        resolved = f" (it resolves to {address})" if address and address != host else ""
+        return (
+            f"fetch_url refused {url}: {host}{resolved} is {why}. Pages on this machine, on "
+            "private networks and cloud metadata are not fetched; use a public address. To allow "
+            f"this host, create the capability with Web(allow_hosts=[{host!r}])."
+        )
+
+
+Lookup = Callable[..., Awaitable[list[tuple[Any, ...]]]]
+
+
+class _GuardedResolver:
+    """An aiohttp resolver that checks every address it returns: the connector connects only to
+    addresses the guard has seen (one lookup, so DNS rebinding cannot slip in between)."""
+
+    def __init__(self, guard: _AddressGuard, lookup: Callable[[], Lookup]) -> None:
+        self._guard = guard
+        self._lookup = lookup
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        infos = await self._lookup()(host, port, type=socket.SOCK_STREAM, family=family)
+        allowed_name = self._guard.name_allowed(host)
+        results: list[ResolveResult] = []
+        for fam, _, proto, _, address in infos:
+            if fam not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            text = str(address[0])
+            if fam == socket.AF_INET6 and len(address) > 3 and address[3]:
+                text = f"{text.split('%', 1)[0]}%{address[3]}"
+            try:
+                ip = ipaddress.ip_address(text)
+            except ValueError:
+                raise _Refused(host, "resolved to something that is not an IP address") from None
+            why = None if allowed_name else self._guard.refusal(ip)
+            if why:
+                raise _Refused(host, why, text)
+            results.append({
+                "hostname": host, "host": text, "port": int(address[1]), "family": fam,
+                "proto": proto, "flags": socket.AI_NUMERICHOST | socket.AI_NUMERICSERV,
+            })  # fmt: skip
+        if not results:
+            raise OSError(f"{host} has no IPv4 or IPv6 address")
+        return results
+
+    async def close(self) -> None:
+        return None
+
+
 # ---------------------------------------------------------------------------------- capability
 
 
@@ -504,6 +673,11 @@ class Web(Capability):
         timeout: seconds one page download may take, redirects included.
         max_redirects: redirects followed per page.
         user_agent: the ``User-Agent`` sent with page requests.
+        allow_hosts: hosts ``fetch_url`` may reach although their addresses are not public: host
+            names (``"intranet.example"``, ``"localhost"``: any address they resolve to) and
+            addresses or networks (``"127.0.0.1"``, ``"10.0.0.0/8"``, ``"::1"``). By default
+            loopback, private, link-local, cloud metadata and other non-public addresses are
+            refused (see the module docstring).
     """
 
     name = "web"
@@ -519,6 +693,7 @@ class Web(Capability):
         timeout: float = 20.0,
         max_redirects: int = 5,
         user_agent: str = "Mozilla/5.0 (compatible; agentica)",
+        allow_hosts: Sequence[str] = (),
     ) -> None:
         if not 1 <= max_chars <= max_chars_limit:
             raise UsageError("max_chars must be at least 1 and at most max_chars_limit")
@@ -533,11 +708,64 @@ class Web(Capability):
         self.timeout = timeout
         self.max_redirects = max_redirects
         self.user_agent = user_agent
-        self._pool = HttpClientPool(max_connections=64)
+        if isinstance(allow_hosts, str):
+            raise UsageError("allow_hosts is a list of host names or networks, not one string")
+        self.allow_hosts = tuple(allow_hosts)
+        self._guard = _AddressGuard(self.allow_hosts)
+        # the DNS lookup the guarded resolver uses (the loop's getaddrinfo); tests script it
+        self._getaddrinfo: Lookup | None = None
+        self._pool = HttpClientPool(max_connections=64, resolver=self._make_resolver)
         self._tools = self._build_tools()
 
     def __repr__(self) -> str:
         return f"<Web search={self.provider!r}>"
+
+    def _make_resolver(self) -> AbstractResolver:
+        def lookup() -> Lookup:
+            return self._getaddrinfo or asyncio.get_running_loop().getaddrinfo
+
+        return cast("AbstractResolver", _GuardedResolver(self._guard, lookup))
+
+    def _checked_url(self, raw: str) -> URL:
+        """``raw`` as the URL that will be requested, if the guard lets it through.
+
+        Names are checked again, with the addresses actually connected to, by the resolver."""
+        from yarl import URL
+
+        shown = raw[:200]
+        try:
+            url = URL(raw)
+        except (ValueError, TypeError):
+            raise ToolError(f"{shown!r} is not a valid URL") from None
+        if url.scheme not in ("http", "https") or not url.raw_host:
+            raise ToolError(
+                f"fetch_url only reads http:// and https:// URLs, not {shown!r}; "
+                "give a full web address"
+            )
+        if url.raw_user is not None or url.raw_password is not None:
+            raise ToolError(
+                f"fetch_url refused {_display_url(raw)}: it does not send a user name or password "
+                "in the URL; give the address without 'name@'"
+            )
+        host = url.raw_host
+        name = host.rstrip(".")
+        if (name == "localhost" or name.endswith(".localhost")) and not self._guard.name_allowed(
+            host
+        ):
+            raise ToolError(_AddressGuard.message(shown, host, "this machine (localhost)"))
+        if ":" in host or _NUMERIC_HOST_RE.match(host):
+            try:
+                ip = ipaddress.ip_address(host)
+            except ValueError:
+                raise ToolError(
+                    f"fetch_url refused {shown}: {host!r} is not a standard address (IPv4 "
+                    "addresses are four decimal numbers like 93.184.216.34); give a host name "
+                    "or a dotted-decimal address"
+                ) from None
+            why = self._guard.refusal(ip)
+            if why:
+                raise ToolError(_AddressGuard.message(shown, host, why))
+        return url
 
     def tools(self) -> Sequence[ToolLike]:
         return self._tools
@@ -558,48 +786,54 @@ class Web(Capability):
         url = url.strip()
         if "://" not in url and not urlsplit(url).scheme:
             url = "https://" + url
-        parts = urlsplit(url)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ToolError(
-                f"fetch_url only reads http:// and https:// URLs, not {url[:100]!r}; "
-                "give a full web address"
-            )
+        target = self._checked_url(url)
         limit = max(200, min(max_chars or self.max_chars, self.max_chars_limit))
         start = max(0, start)
         session = self._pool.session()
+        headers = {
+            "User-Agent": self.user_agent,
+            "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
+        }
         try:
-            async with session.get(
-                url,
-                headers={
-                    "User-Agent": self.user_agent,
-                    "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
-                },
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                allow_redirects=True,
-                max_redirects=self.max_redirects + 1,  # aiohttp counts the last response too
-            ) as resp:
-                final = str(resp.url)
-                redirected = bool(resp.history)
-                if resp.status >= 400:
-                    reason = f" {resp.reason}" if resp.reason else ""
-                    raise ToolError(
-                        f"HTTP {resp.status}{reason} for {final}: {_http_hint(resp.status)}"
+            async with asyncio.timeout(self.timeout):
+                for hop in range(self.max_redirects + 1):
+                    async with session.get(target, headers=headers, allow_redirects=False) as resp:
+                        location = resp.headers.get("Location")
+                        if resp.status in _REDIRECTS and location:
+                            if hop == self.max_redirects:
+                                raise ToolError(
+                                    f"{url} redirected more than {self.max_redirects} times; the "
+                                    "page cannot be read"
+                                )
+                            target = self._next_hop(url, resp.url, location)
+                            continue
+                        final = str(resp.url)
+                        if resp.status >= 400:
+                            reason = f" {resp.reason}" if resp.reason else ""
+                            raise ToolError(
+                                f"HTTP {resp.status}{reason} for {final}: {_http_hint(resp.status)}"
+                            )
+                        mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
+                        kind = _kind(mime)
+                        if kind == "binary":
+                            raise ToolError(_binary_message(final, mime))
+                        body, cut_download = await _read_capped(resp, self.max_bytes)
+                        if cut_download:
+                            resp.close()  # drop the connection rather than read the rest
+                        charset = resp.charset
+                        redirected = hop > 0
+                        break
+        except aiohttp.ClientConnectorError as exc:
+            refused = exc.os_error
+            if isinstance(refused, _Refused):
+                raise ToolError(
+                    _AddressGuard.message(
+                        _display_url(str(target)), refused.host, refused.why, refused.address
                     )
-                mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
-                kind = _kind(mime)
-                if kind == "binary":
-                    raise ToolError(_binary_message(final, mime))
-                body, cut_download = await _read_capped(resp, self.max_bytes)
-                if cut_download:
-                    resp.close()  # drop the connection rather than read the rest
-                charset = resp.charset
-        except aiohttp.TooManyRedirects:
+                ) from None
             raise ToolError(
-                f"{url} redirected more than {self.max_redirects} times; the page cannot be read"
-            ) from None
-        except aiohttp.RedirectClientError as exc:  # to ftp:, file:, or a malformed address
-            raise ToolError(
-                f"{url} redirected to {str(exc)[:200]!r}, which is not an http(s) page"
+                f"cannot fetch {url}: {type(exc).__name__}: {exc}; check the address or use "
+                "another source"
             ) from None
         except aiohttp.InvalidURL:
             raise ToolError(f"{url[:200]!r} is not a valid URL") from None
@@ -636,6 +870,20 @@ class Web(Capability):
             return "\n".join(header)
         shown, note = _clip(content, start, limit)
         return "\n".join(header) + "\n\n" + shown + (f"\n\n{note}" if note else "")
+
+    def _next_hop(self, url: str, current: URL, location: str) -> URL:
+        """Where a redirect from ``current`` leads, checked like the first URL."""
+        from yarl import URL
+
+        try:
+            target = current.join(URL(location))
+        except (ValueError, TypeError):
+            raise ToolError(
+                f"{url} redirected to {location[:200]!r}, which is not a valid URL"
+            ) from None
+        if target.scheme not in ("http", "https"):
+            raise ToolError(f"{url} redirected to {location[:200]!r}, which is not an http(s) page")
+        return self._checked_url(str(target))
 
     async def search(self, query: str, *, max_results: int = 5) -> str:
         """``web_search``'s work: the results as text for the model; ``ToolError`` if it fails."""
