@@ -308,6 +308,8 @@ LOOPBACK_TRICKS = [
     "http://evil.example@127.0.0.1:{port}/secret",  # userinfo trick
     "http://127.0.0.1:{port}@evil.example/secret",
     "127.0.0.1:{port}/secret",  # no scheme: https:// is assumed
+    "http://%31%32%37.0.0.1:{port}/secret",  # percent-encoded host
+    "http://\u2460\u2461\u2466.0.0.1:{port}/secret",  # Unicode digits (IDNA makes them 127)
 ]
 PRIVATE_TRICKS = [
     "http://169.254.169.254/latest/meta-data/",  # cloud metadata
@@ -339,7 +341,7 @@ async def test_addresses_on_this_machine_are_refused(template: str, serve: Any, 
     message = str(info.value)
     assert "TOP SECRET" not in message and site.requests == []
     assert "fetch_url refused" in message and "evil.example" not in message.split(":")[0]
-    numeric = any(form in url for form in ("2130706433", "0x", "0177", "127.1:"))
+    numeric = any(form in url for form in ("2130706433", "0x", "0177", "127.1:", "%31"))
     if "@" in url or numeric:
         assert "give" in message  # says what to give instead
     else:

@@ -517,6 +517,7 @@ _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 # A host whose every label is a number (decimal, octal or hex): the C resolver reads
 # "2130706433", "0x7f.1" or "0177.0.0.1" as an IPv4 address; only dotted decimal is accepted.
 _NUMERIC_HOST_RE = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+))*\.?$", re.I)
+_HOST_NAME_RE = re.compile(r"^[a-z0-9_.-]+$", re.I)  # what a (punycode) host name can hold
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
@@ -753,6 +754,11 @@ class Web(Capability):
             host
         ):
             raise ToolError(_AddressGuard.message(shown, host, "this machine (localhost)"))
+        if ":" not in host and not _HOST_NAME_RE.match(host):
+            raise ToolError(
+                f"fetch_url refused {shown}: {host!r} is not a valid host name; give the site's "
+                "name as written in its address"
+            )
         if ":" in host or _NUMERIC_HOST_RE.match(host):
             try:
                 ip = ipaddress.ip_address(host)
