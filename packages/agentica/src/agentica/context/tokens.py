@@ -1,10 +1,11 @@
 """Token counting: how many tokens a text or a conversation costs a model.
 
-``estimate_tokens`` is the documented fallback used when no tokenizer for the model is known:
-UTF-8 bytes / 4, which is close for English and code (about 4 characters per token) and for CJK
-text (3 bytes per character, roughly 0.75 tokens per character). Measured against real
-tokenizers it over-counts English and code by about 20% and under-counts CJK text by 5–30% (see
-``agentica.context.tokenizers``). Exact counters per model family plug in through the
+``estimate_tokens`` is the documented fallback used when no tokenizer for the model is available
+offline (Claude, Gemini, Mistral, Qwen or Llama behind an API): UTF-8 bytes / 4. Measured by
+``benchmarks/tokenizer_error.py`` against real tokenizers it is 18-23% off on average and up to
+about 50% on one document (it over-counts English by about 20%, under-counts JSON by about 30%,
+and Chinese by -33% to +28% depending on the tokenizer; see ``agentica.context.tokenizers``).
+``EstimateCounter.exact`` is False, the exact counters' True. Exact counters plug in through the
 ``TokenCounter`` protocol; ``counter_for(model_id)`` picks one.
 """
 
@@ -48,9 +49,17 @@ class TokenCounter(Protocol):
 
 
 class EstimateCounter:
-    """The fallback counter: ``estimate_tokens`` on every text part of every message."""
+    """The fallback counter: ``estimate_tokens`` on every text part of every message.
+
+    ``exact`` is False (the exact counters have ``exact = True``): ``counter_for`` gives this
+    counter to the model families whose tokenizer is not available offline (Anthropic's Claude,
+    Google's Gemini, Mistral, Llama, Qwen behind an API, ...); see
+    ``agentica.context.tokenizers`` for the measured error.
+    """
 
     __slots__ = ()
+
+    exact = False
 
     def count_text(self, text: str) -> int:
         return estimate_tokens(text)
