@@ -16,8 +16,10 @@ the run ended:
 - tokens and cost: a reply is charged when it arrives and no call starts once the budget is
   spent, so the tree may pass the limit only by the replies in flight at that moment (at most
   one per agent running concurrently);
-- wall time: no model call or tool call may start after the limit, counted from the top-level
-  start.
+- wall time: the tree must end, and no model call or tool call may start, later than the limit
+  plus ``TIME_SLACK`` after the top-level start as this probe sees it (the run's deadline is
+  set a moment after the probe's clock starts and a call is checked a moment before it lands;
+  a call already sent is cut at the deadline).
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ async def trial(kind: str, depth: int, fan_out: int) -> Outcome:
         stopped = type(exc).__name__
     await asyncio.sleep(0)
     orphans = tree.running_tools
-    late = sum(1 for t in tree.starts if t > started + value) if kind == "time" else 0
+    late = sum(1 for t in tree.starts if t > started + value + TIME_SLACK) if kind == "time" else 0
     step = tree.most_in_flight  # model calls in flight at once, at most
     reply_cost = PRICE.cost(Usage(input_tokens=TOKENS))
     executed, slack = {
@@ -159,9 +161,12 @@ async def trial(kind: str, depth: int, fan_out: int) -> Outcome:
         "tool calls": (tree.tool_calls, 0.0),
         "tokens": (tree.tokens, step * TOKENS),
         "cost": (tree.tokens / TOKENS * reply_cost, step * reply_cost),
-        "time": (asyncio.get_running_loop().time() - started, float("inf")),  # judged by `late`
+        "time": (asyncio.get_running_loop().time() - started, TIME_SLACK),
     }[kind]
     return Outcome(kind, depth, fan_out, value, executed, slack, stopped, late, orphans)
+
+
+TIME_SLACK = 0.05  # seconds: scheduling between the probe's clock, the run's and a call's
 
 
 def outcomes() -> list[Outcome]:
