@@ -8,10 +8,23 @@ from typing import Any
 import pytest
 
 from agentica import Agent, OpenAILike, tool
+from agentica.run import RunResponse
 from agentica.run.events import TextDelta
 from agentica.testing import FakeOpenAIServer
 
 Start = Callable[..., Awaitable[FakeOpenAIServer]]
+
+
+async def ask(agent: Agent, *, streaming: bool) -> tuple[RunResponse, str]:
+    """The run's response to "What is 2 + 40?" and the text a streaming user saw ("" if not)."""
+    if not streaming:
+        return await agent.run("What is 2 + 40?"), ""
+    shown = ""
+    async with agent.run_stream("What is 2 + 40?") as stream:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                shown += event.text
+    return stream.response, shown
 
 
 @tool
@@ -34,17 +47,8 @@ async def test_text_tool_mode_completes_a_loop(fake_openai: Start, streaming: bo
     server = await fake_openai(fenced_caller)
     model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
     try:
-        agent = Agent(model=model, tools=[add])
-        if streaming:
-            shown = ""
-            async with agent.run_stream("What is 2 + 40?") as stream:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        shown += event.text
-            response = stream.response
-            assert '"arguments"' not in shown  # the call never reaches the screen as text
-        else:
-            response = await agent.run("What is 2 + 40?")
+        response, shown = await ask(Agent(model=model, tools=[add]), streaming=streaming)
+        assert '"arguments"' not in shown  # the call never reaches the screen as text
     finally:
         await model.aclose()
     assert response.content == "The sum is 42."
@@ -129,17 +133,8 @@ async def test_a_call_with_unquoted_keys_is_never_the_answer(
     server = await fake_openai(replies)
     model = OpenAILike(id="plain", base_url=server.base_url, tool_mode="text")
     try:
-        agent = Agent(model=model, tools=[add])
-        if streaming:
-            shown = ""
-            async with agent.run_stream("What is 2 + 40?") as stream:
-                async for event in stream:
-                    if isinstance(event, TextDelta):
-                        shown += event.text
-            response = stream.response
-            assert "arguments" not in shown
-        else:
-            response = await agent.run("What is 2 + 40?")
+        response, shown = await ask(Agent(model=model, tools=[add]), streaming=streaming)
+        assert "arguments" not in shown
     finally:
         await model.aclose()
     assert response.content == "Done."
