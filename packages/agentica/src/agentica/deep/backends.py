@@ -780,13 +780,8 @@ class StoreBackend(_TreeBackend):
 
 # ---------------------------------------------------------------------------------- filesystem
 
-_READ_FLAGS = _beneath.READ_FLAGS
-_SUBDIR_FLAGS = _beneath.SUBDIR_FLAGS
-_DIR_FLAGS = _beneath.DIR_FLAGS
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _beneath.O_NOFOLLOW | _beneath.O_CLOEXEC
 _KEEP_OPEN = 32  # a walk keeps the descriptors of this many folders on its way open, at most
-_Target = _beneath.Located
-_is_link_error = _beneath.is_link_error
 
 
 @dataclass(slots=True)
@@ -863,17 +858,19 @@ class FilesystemBackend:
 
     def _open_root(self) -> int:
         try:
-            return os.open(self.root, _DIR_FLAGS)
+            return os.open(self.root, _beneath.DIR_FLAGS)
         except FileNotFoundError:
             os.makedirs(self.root, exist_ok=True)
-            return os.open(self.root, _DIR_FLAGS)
+            return os.open(self.root, _beneath.DIR_FLAGS)
 
     def _real(self) -> str:
         if self._real_root is None:
             self._real_root = os.path.realpath(self.root)
         return self._real_root
 
-    def _locate(self, parts: Sequence[str], shown: str, *, make_parents: bool = False) -> _Target:
+    def _locate(
+        self, parts: Sequence[str], shown: str, *, make_parents: bool = False
+    ) -> _beneath.Located:
         """Walk ``parts`` from the root without following links out of it (``_beneath.locate``):
         each folder is opened relative to the previous one with ``O_NOFOLLOW``; a symbolic link
         on the way (or as the last part) is replaced by what it points to, if that is inside the
@@ -905,34 +902,34 @@ class FilesystemBackend:
         finally:
             os.close(root)
 
-    def _open_dir(self, target: _Target, shown: str) -> int | None:
+    def _open_dir(self, target: _beneath.Located, shown: str) -> int | None:
         """A descriptor of the located directory; ``None`` if it is a file."""
         if target.name is None:
             return os.dup(target.fd)
         try:
-            return os.open(target.name, _SUBDIR_FLAGS, dir_fd=target.fd)
+            return os.open(target.name, _beneath.SUBDIR_FLAGS, dir_fd=target.fd)
         except FileNotFoundError:
             raise _missing(shown) from None
         except NotADirectoryError:
             return None
         except OSError as exc:
-            if _is_link_error(exc):
+            if _beneath.is_link_error(exc):
                 raise BackendError(
                     "{path} changed while it was opened (it became a symbolic link); try again",
                     path=shown,
                 ) from None
             raise
 
-    def _open_file(self, target: _Target, shown: str) -> tuple[int, os.stat_result]:
+    def _open_file(self, target: _beneath.Located, shown: str) -> tuple[int, os.stat_result]:
         """A read descriptor of the located regular file, with its status."""
         if target.name is None:
             raise _is_a_dir(shown)
         try:
-            fd = os.open(target.name, _READ_FLAGS, dir_fd=target.fd)
+            fd = os.open(target.name, _beneath.READ_FLAGS, dir_fd=target.fd)
         except FileNotFoundError:
             raise _no_file(shown) from None
         except OSError as exc:
-            if _is_link_error(exc):
+            if _beneath.is_link_error(exc):
                 raise BackendError(
                     "{path} is a symbolic link that changed while it was opened; try again",
                     path=shown,
@@ -996,7 +993,7 @@ class FilesystemBackend:
                 ):
                     continue
                 try:
-                    sub = os.open(name, _SUBDIR_FLAGS, dir_fd=frame.fd)
+                    sub = os.open(name, _beneath.SUBDIR_FLAGS, dir_fd=frame.fd)
                 except OSError:
                     continue
                 try:
@@ -1019,7 +1016,7 @@ class FilesystemBackend:
         the same folder, drop the closed folders from the stack (their rest is not walked)."""
         parent = stack[-1]
         try:
-            up = os.open("..", _SUBDIR_FLAGS, dir_fd=child)
+            up = os.open("..", _beneath.SUBDIR_FLAGS, dir_fd=child)
         except OSError:
             up = -1
         if up >= 0:
@@ -1214,7 +1211,7 @@ class FilesystemBackend:
         self, fd: int, name: str, shown: str, regex: re.Pattern[str], context: int
     ) -> list[GrepLine]:
         try:
-            file = os.open(name, _READ_FLAGS, dir_fd=fd)
+            file = os.open(name, _beneath.READ_FLAGS, dir_fd=fd)
         except OSError:
             return []
         try:
@@ -1444,9 +1441,17 @@ class FilesystemBackend:
             try:
                 found = await self._rg(executable, dfd, cwd, pattern, p, glob, context, limit)
                 if found is not None:
-                    return await asyncio.to_thread(
-                        self._checked_rg, dfd, found, regex, context, limit
-                    )
+                    # the thread owns its own descriptor: if this call is cancelled, the
+                    # ``finally`` below must not close one the thread is still using
+                    mine = os.dup(dfd)
+
+                    def check() -> list[GrepLine]:
+                        try:
+                            return self._checked_rg(mine, found, regex, context, limit)
+                        finally:
+                            os.close(mine)
+
+                    return await asyncio.to_thread(check)
             finally:
                 os.close(dfd)
         return await asyncio.to_thread(self._grep_sync, regex, p, wanted, context, limit)
