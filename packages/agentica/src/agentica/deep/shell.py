@@ -45,16 +45,18 @@ cgroup and network namespaces (the network only with ``allow_network=True``; it 
 host's abstract unix sockets), with every capability dropped, no new privileges (setuid programs
 gain nothing), no nested user namespaces, ``--die-with-parent`` and ``--new-session``. The command
 sees only: ``/usr``, ``/bin``, ``/sbin``, ``/lib*`` and ``/etc`` read-only, where every entry of
-``/etc`` that not everyone may read (``/etc/shadow``, ``/etc/gshadow``, private keys) is empty;
-the interpreter's directories (``sys.prefix``, ``sys.base_prefix``: ``run_python`` runs it),
-read-only; a fresh ``/dev`` (``null``, ``zero``, ``random``, ``tty``...) and ``/proc`` (its own
-processes only); a private ``/tmp``; and the workspace, writable. ``/home``, ``/root``, ``/run``,
-``/var``, ``/opt``, ``/sys`` and the host's other files are absent, and the rest of ``/`` is
-read-only. Resource limits,
-set inside the sandbox before the command starts: ``max_processes`` (``RLIMIT_NPROC``, processes and
-threads) and ``max_memory`` (``RLIMIT_DATA``, bytes per process), no core files. The kernel
-never applies ``RLIMIT_NPROC`` to root, so when agentica runs as root each command also gets its
-own pids cgroup (``pids.max = max_processes``) where one can be created (a cgroup v1 ``pids``
+``/etc`` that not everyone may read (``/etc/shadow``, ``/etc/gshadow``, private keys) is empty; the
+interpreter's directories (``sys.prefix``, ``sys.base_prefix``: ``run_python`` runs it), read-only;
+a fresh ``/dev`` (``null``, ``zero``, ``random``, ``tty``...) and ``/proc`` (its own processes
+only); a private ``/tmp``; and the workspace, writable. ``/home``, ``/root``, ``/run``, ``/var``,
+``/opt``, ``/sys`` and the host's other files are absent, and the rest of ``/`` is read-only.
+Inside, the command is uid 0 of its own user namespace, mapped to the user running agentica: when
+that is root, a root-only file under the shown system directories is readable (``/etc`` is checked
+once per ``Shell``, the other directories not at all), so keep secrets out of them. Resource
+limits, set inside the sandbox before the command starts: ``max_processes`` (``RLIMIT_NPROC``,
+processes and threads) and ``max_memory`` (``RLIMIT_DATA``, bytes per process), no core files. The
+kernel never applies ``RLIMIT_NPROC`` to root, so when agentica runs as root each command also gets
+its own pids cgroup (``pids.max = max_processes``) where one can be created (a cgroup v1 ``pids``
 hierarchy, or cgroup v2 with ``pids`` enabled below agentica's group); where none can, a warning
 says that the process limit does not hold. ``tests/test_sandbox_escapes.py`` and
 ``benchmarks/hostile_sandbox.py`` try the known escapes.
