@@ -484,7 +484,25 @@ async def test_a_stale_save_is_refused_and_changes_nothing(storage: Storage) -> 
     assert await storage.append_run("alice", "fresh", realistic_run(3)) == 2
     fork = await storage.fork_session("alice", "fresh", "fresh-fork")
     forked = await storage.load_session("alice", fork.session_id)
-    assert forked is not None and forked.revision == 0 and len(forked.runs) == 2
+    assert forked is not None and forked.revision == 1 and len(forked.runs) == 2
+
+
+async def test_a_save_based_on_never_saved_is_refused_on_a_fork(storage: Storage) -> None:
+    """A writer loaded an id before a fork was created under it (nothing there: revision 0);
+    its save must not silently replace the fork's runs and state."""
+    await storage.append_run("alice", "s1", realistic_run(1), state={"todos": ["keep me"]})
+    assert await storage.load_session("alice", "s1-fork") is None  # the writer's load
+    await storage.fork_session("alice", "s1", "s1-fork")
+    with pytest.raises(SessionConflictError) as refused:
+        await storage.append_run(
+            "alice", "s1-fork", realistic_run(2), state={}, expected_revision=0
+        )
+    assert refused.value.expected == 0 and refused.value.found == 1
+    data = await storage.load_session("alice", "s1-fork")
+    assert data is not None and data.revision == 1
+    assert ids(data.runs) == ["run-1"] and data.state == {"todos": ["keep me"]}
+    # a writer that loaded the fork saves on top of it
+    assert await storage.append_run("alice", "s1-fork", realistic_run(2), expected_revision=1) == 2
 
 
 async def test_concurrent_writers_never_lose_a_save(storage: Storage, backend: Backend) -> None:

@@ -178,7 +178,8 @@ class Storage(Protocol):
     async def fork_session(
         self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
     ) -> SessionInfo:
-        """Copy a session (runs, summary, state, variables) under a new id."""
+        """Copy a session (runs, summary, state, variables) under a new id, at revision 1: it
+        exists, so a save based on "never saved" (revision 0) is refused, not applied over it."""
         ...
 
     async def set_variable(

@@ -445,9 +445,9 @@ class JSONFileStorage:
                     for name in os.listdir(source_dir / sub):
                         if not name.startswith("."):
                             _link_or_copy(source_dir / sub / name, building / sub / name)
-            now = time.time()
+            now = time.time()  # revision 1: it exists, a save based on 0 is refused
             twin = replace(source, session_id=new_id, title=title or f"{source.title} (fork)",
-                           created_at=now, updated_at=now, revision=0)  # fmt: skip
+                           created_at=now, updated_at=now, revision=1)  # fmt: skip
             _write_atomic(building / "session.json", twin.dump())
             os.rename(building, target_dir)
             _fsync_directory(target_dir.parent)

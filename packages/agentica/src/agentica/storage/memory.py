@@ -136,7 +136,7 @@ class InMemoryStorage:
                 raise SessionNotFound(f"session {new_session_id!r} already exists")
             twin = copy.deepcopy(source)
             twin.title = title or f"{source.title} (fork)"
-            twin.revision = 0
+            twin.revision = 1  # it exists: a save based on "never saved" (0) is refused
             twin.created_at = twin.updated_at = time.time()
             self._sessions[(user_id, new_session_id)] = twin
         return self._info((user_id, new_session_id), twin)

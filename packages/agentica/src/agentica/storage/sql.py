@@ -545,7 +545,7 @@ class SQLStorage:
                     run_count=source.run_count,
                     summary=source.summary,
                     state=source.state,
-                    revision=0,
+                    revision=1,  # it exists: a save based on "never saved" (0) is refused
                 )
             )
             await _copy_session_rows(conn, user_id, session_id, new_session_id, source.run_count)
