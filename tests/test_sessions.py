@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentica import Agent, RunContext, tool
-from agentica.deep import FileTools
+from agentica.deep import FileTools, StateBackend
 from agentica.errors import SessionConflictError, StorageError
 from agentica.memory.variables import VariableSpace
 from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
@@ -305,6 +305,32 @@ async def test_two_agents_writing_different_files_to_one_session_keep_both() -> 
     await second.run("again")
     again = await storage.load_session("u", "s")
     assert again is not None and len(again.runs) == 4 and len(stored_files(again)) == 3
+
+
+async def test_a_backend_holding_the_state_dict_stays_saved_across_load_and_merge() -> None:
+    """The documented ``StateBackend(agent.memory.state.setdefault("files", {}))``: loading the
+    session and merging another writer's save update that dict in place, so the backend's later
+    writes are still the session's (not a detached copy's, silently never saved)."""
+    storage = InMemoryStorage()
+    await file_agent(storage, {"/plan.md": "plan"}, "set up").run("set up")
+    held: dict[str, Any] = {}
+    agent = Agent(model=ScriptedModel([]), tools=[FileTools(backend=StateBackend(held))],
+                  storage=storage, user_id="u", session_id="s")  # fmt: skip
+    assert agent.memory.state.setdefault("files", held) is held  # before the load
+    await agent.load()
+    assert agent.memory.state["files"] is held and set(held) == {"/plan.md"}
+    await file_agent(storage, {"/other.md": "other"}, "other done").run("other")  # concurrent
+    agent.model = file_writer({"/a.md": "from A"}, "A done")
+    await agent.run("write a")  # its save conflicts and merges
+    assert agent.memory.state["files"] is held
+    assert set(held) == {"/plan.md", "/other.md", "/a.md"}
+    agent.model = file_writer({"/later.md": "later"}, "later done")
+    await agent.run("write later")  # through the held backend, after the merge
+    data = await storage.load_session("u", "s")
+    assert data is not None
+    assert stored_files(data) == {
+        "/plan.md": "plan", "/other.md": "other", "/a.md": "from A", "/later.md": "later",
+    }  # fmt: skip
 
 
 async def test_two_agents_changing_the_same_file_get_a_typed_error_carrying_the_run() -> None:

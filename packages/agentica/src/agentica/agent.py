@@ -63,6 +63,32 @@ _DEFAULT_MODEL_SETTINGS = ModelSettings()
 _SAVE_ATTEMPTS = 5  # merges in a row before giving up (another writer saved each time)
 
 
+def _update_in_place(target: dict[str, Any], source: Mapping[str, Any], *, drop: bool) -> None:
+    """Make ``target`` hold ``source``'s values, keeping the dicts and lists it already has.
+
+    Capabilities may hold a dict of the session state (``StateBackend(agent.memory.state
+    .setdefault("files", {}))``): loading or merging must update that very dict, not replace it
+    with a copy the capability never sees (its later writes would silently not be saved). Dicts
+    and lists present on both sides are updated in place, recursively; with ``drop`` keys that
+    ``source`` lacks are removed (a merge), without it they are kept (a load).
+    """
+    if drop:
+        for key in [key for key in target if key not in source]:
+            del target[key]
+    for key, value in source.items():
+        old = target.get(key, _MISSING)
+        if isinstance(old, dict) and isinstance(value, Mapping):
+            _update_in_place(old, value, drop=drop)
+        elif isinstance(old, list) and isinstance(value, list):
+            if old != value:
+                old[:] = value
+        elif old is _MISSING or old != value or type(old) is not type(value):
+            target[key] = value
+
+
+_MISSING: Any = object()
+
+
 class Agent:
     """An LLM agent: a model, tools and instructions, plus the memory of its conversation.
 
@@ -258,7 +284,7 @@ class Agent:
         if data is not None:
             self.memory.runs[:0] = data.runs
             self.memory.summary = data.summary
-            self.memory.state.update(data.state)
+            _update_in_place(self.memory.state, data.state, drop=False)
             self._revision = data.revision
             self._saved = (data.summary, json.dumps(data.state))
         self._loaded = True
@@ -313,8 +339,7 @@ class Agent:
             )  # fmt: skip
         self.memory.runs[:] = [*data.runs, record]
         self.memory.summary = summary
-        self.memory.state.clear()
-        self.memory.state.update(state)
+        _update_in_place(self.memory.state, state, drop=True)  # capabilities may hold parts
         self._revision = data.revision
         self._saved = (data.summary, json.dumps(data.state))
 
