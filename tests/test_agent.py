@@ -295,6 +295,40 @@ async def test_history_is_token_budgeted_newest_first_and_never_splits_pairs() -
     assert 2 <= len(texts) < 7
 
 
+# ----------------------------------------------------------------------------- empty replies
+
+
+async def test_an_empty_reply_is_sent_back_once_then_the_answer_ends_the_run() -> None:
+    model = ScriptedModel(["", "answer"])
+    agent = Agent(model=model)
+    async with agent.run_stream("hi") as events:
+        sent = [e async for e in events if isinstance(e, AnswerSentBack)]
+    response = events.response
+    assert response.content == "answer" and response.stop_reason == "completed"
+    assert [e.source for e in sent] == ["empty_reply"]
+    again = model.requests[1].messages
+    assert [type(m).__name__ for m in again] == ["UserMessage", "UserMessage"]  # no empty turn
+    assert again[-1].text == sent[0].message and "empty" in sent[0].message
+    assert response.usage.requests == 2  # the empty reply was charged
+    plain = await Agent(model=ScriptedModel(["", "answer"])).run("hi")
+    assert plain.content == "answer" and plain.usage.requests == 2
+
+
+async def test_two_empty_replies_fail_the_run_and_both_are_charged() -> None:
+    model = ScriptedModel(["   ", tool_calls(call("echo", value="x")), ""])
+    agent = Agent(model=model, tools=[echo], limits=RunLimits(max_tokens=10_000))
+    with pytest.raises(ModelError, match="empty replies twice") as caught:
+        await agent.run("hi")
+    assert type(caught.value).__name__ == "ModelResponseError"
+    assert not caught.value.retryable
+    record = agent.memory.runs[-1]
+    assert record.status == "failed" and "empty replies twice" in (record.error or "")
+    assert record.usage.requests == 3 and record.usage.output_tokens >= 3
+    assert not any(  # the empty replies are charged, not kept in the conversation
+        isinstance(m, AssistantMessage) and not m.tool_calls for m in record.messages
+    )
+
+
 # ----------------------------------------------------------------------------- output
 
 

@@ -1393,6 +1393,31 @@ async def test_agent_completes_a_tool_loop(
     assert request_error(server.requests[3]) is None
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
+async def test_an_empty_end_turn_after_a_tool_result_is_sent_back_and_the_run_completes(
+    stream: bool, fake_anthropic: StartFake, make_model: MakeModel
+) -> None:
+    # Claude may answer a tool result with an empty ``end_turn`` (documented): the run asks
+    # again once, without the empty turn, instead of failing or retrying the same request.
+    def responder(body: dict[str, Any]) -> AssistantMessage | str:
+        if len(server.requests) == 2:
+            return ""
+        return adder(body) if len(server.requests) == 1 else "The sum is 5."
+
+    server = await fake_anthropic(responder)
+    agent = Agent(model=make_model(server.base_url), tools=[add])
+    response = await run_agent(agent, "What is 2 + 3?", stream)
+
+    assert response.content == "The sum is 5."
+    assert len(server.requests) == 3  # no adapter retry of the empty reply
+    third = server.requests[2]["messages"]
+    assert [m["role"] for m in third] == ["user", "assistant", "user"]
+    assert third[2]["content"][0]["type"] == "tool_result"
+    assert "empty" in third[2]["content"][-1]["text"]
+    assert request_error(server.requests[2]) is None
+    assert response.usage.requests == 3  # the empty reply is charged
+
+
 async def test_agent_stream_events_over_http(
     fake_anthropic: StartFake, make_model: MakeModel
 ) -> None:

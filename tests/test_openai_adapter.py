@@ -875,6 +875,41 @@ async def test_http_500_gives_up_after_max_retries(
     assert len(server.requests) == 4
 
 
+REFUSAL = "I can't help with that."
+
+
+def refuse(request: web.Request, body: dict[str, Any]) -> WireReply:
+    """A refusal as the official API sends it: ``content`` null, the text in ``refusal``."""
+    if body.get("stream"):
+        return sse(
+            chunk({"role": "assistant", "content": None, "refusal": ""}),
+            chunk({"refusal": REFUSAL[:9]}),
+            chunk({"refusal": REFUSAL[9:]}),
+            chunk({}, "stop"),
+        )
+    return completion({"role": "assistant", "content": None, "refusal": REFUSAL})
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
+async def test_a_refusal_is_the_answer_and_is_not_retried(
+    stream: bool,
+    wire: Callable[[WireHandler], Awaitable[WireServer]],
+    make_model: Callable[..., OpenAILike],
+) -> None:
+    server = await wire(refuse)
+    agent = Agent(model=make_model(server.base_url))
+    if stream:
+        async with agent.run_stream("how do I pick a lock?") as events:
+            deltas = [e.text async for e in events if isinstance(e, TextDelta)]
+        response = events.response
+        assert "".join(deltas) == REFUSAL
+    else:
+        response = await agent.run("how do I pick a lock?")
+    assert response.content == REFUSAL
+    assert response.stop_reason == "completed"
+    assert len(server.seen) == 1  # a refusal is deterministic: no retry
+
+
 @pytest.mark.parametrize(
     ("headers", "wait"),
     [({"Retry-After": "0.25"}, 0.25), ({"retry-after-ms": "150"}, 0.15)],

@@ -183,11 +183,12 @@ class Deadline:
 
 
 def require_answer(message: AssistantMessage, *, provider: str, model: str) -> None:
-    """Raise ``ModelResponseError`` for a reply with neither text nor tool calls.
+    """Raise ``ModelResponseError`` for a reply with neither text nor tool calls that says it
+    could not answer: cut at ``max_tokens`` or withheld by a content filter (retrying the same
+    request will not help, so not retryable).
 
-    Such a reply is not an answer: passing it on would end a run "completed" with nothing. A
-    reply cut at ``max_tokens`` or withheld by a content filter says so (retrying the same request
-    will not help); any other empty reply may be retried."""
+    Any other empty reply (a normal stop) is passed on: the run loop charges its usage and sends
+    it back to the model once (an empty reply is never a final answer)."""
     if message.tool_calls or (message.content and message.content.strip()):
         return
     finish = message.finish_reason
@@ -197,13 +198,13 @@ def require_answer(message: AssistantMessage, *, provider: str, model: str) -> N
     elif finish == "content_filter":
         why = "the provider withheld it (content filter or refusal)"
     else:
-        why = f"finish_reason {finish!r}; often a transient fault of the server"
+        return
     raise ModelResponseError(
         f"{provider} returned an empty reply for model {model!r} (no text, no tool calls"
         f"{', only reasoning' if message.reasoning else ''}): {why}",
         provider=provider,
         model=model,
-        retryable=finish not in ("length", "content_filter"),
+        retryable=False,
     )
 
 

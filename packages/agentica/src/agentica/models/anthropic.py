@@ -514,8 +514,10 @@ class Claude:
         """Turn a decoded Messages API answer into a ``ModelResponse``.
 
         Every field is checked: a value of the wrong type in what makes the answer (content
-        blocks, tool calls, stop reason, thinking), or a reply with no text and no tool calls,
-        raises ``ModelResponseError`` saying what was wrong; odd bookkeeping values (usage
+        blocks, tool calls, stop reason, thinking), or a reply with no text and no tool calls cut
+        at ``max_tokens`` or refused, raises ``ModelResponseError`` saying what was wrong (an
+        empty ``end_turn``, which Claude may send after tool results, is passed on for the run
+        loop to send back); odd bookkeeping values (usage
         counts, id, model name) count as missing. Content block types added to the API later
         are skipped.
         """

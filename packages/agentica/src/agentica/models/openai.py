@@ -7,7 +7,9 @@ keeps a model call's CPU cost well under a millisecond.
 
 Supported: tools and parallel tool calls, streaming with tool-call deltas, usage (cached and
 reasoning tokens), ``tool_choice``, structured output (``response_format`` with a JSON schema),
-``reasoning_content`` from compatible servers, retries with backoff.
+``reasoning_content`` from compatible servers, retries with backoff. A refusal (``content``
+null, the model's text in ``refusal``) is the reply's content: an answer the user sees, not a
+fault to retry.
 """
 
 from __future__ import annotations
@@ -355,10 +357,11 @@ class OpenAIChat:
         """Turn a decoded Chat Completions answer into a ``ModelResponse``.
 
         Every field is checked: a value of the wrong type in what makes the answer (content,
-        tool calls, finish reason, reasoning), or a reply with no text and no tool calls, raises
-        ``ModelResponseError`` saying what was wrong; odd bookkeeping values (usage counts, id,
-        model name) count as missing. ``text_tools``: tool names whose calls are parsed from the
-        reply text (text tool mode).
+        tool calls, finish reason, reasoning), or a reply with no text and no tool calls cut at
+        the token limit or withheld by a content filter, raises ``ModelResponseError`` saying
+        what was wrong (another empty reply is passed on, for the run loop to send back); odd
+        bookkeeping values (usage counts, id, model name) count as missing. ``text_tools``: tool
+        names whose calls are parsed from the reply text (text tool mode).
         """
         try:
             response = self._parse(data, text_tools)
@@ -376,7 +379,7 @@ class OpenAIChat:
             _tool_call(raw, f"{where}.tool_calls[{n}]")
             for n, raw in enumerate(list_field(msg, "tool_calls", where) or ())
         ]
-        content = _content(msg, "content", where) or None
+        content = _content(msg, "content", where) or text_field(msg, "refusal", where) or None
         reasoning = _reasoning(msg, where) or None
         finish = _finish(data["choices"][0], "choices[0]")
         if text_tools and content and not calls:
@@ -553,6 +556,9 @@ class _StreamReply:
         where = "chunk.choices[0].delta"
         out: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
         text = _content(delta, "content", where)
+        refusal = text_field(delta, "refusal", where)
+        if refusal:  # a refusal is the answer's text
+            text = (text or "") + refusal
         reasoning = _reasoning(delta, where)
         raw_calls = list_field(delta, "tool_calls", where) or ()
         finish = _finish(choice, "chunk.choices[0]")

@@ -111,8 +111,8 @@ class AnswerSentBack:
     Attributes:
         turn: the model call whose answer was sent back.
         source: what sent it back: a capability's name (``"answer_check"``, ``"todos"``,
-            ``"heartbeat"``, ...), ``"output_guardrail"`` or ``"output_type"`` (the answer did
-            not parse as the agent's output type).
+            ``"heartbeat"``, ...), ``"output_guardrail"``, ``"output_type"`` (the answer did
+            not parse as the agent's output type) or ``"empty_reply"`` (no text, no tool calls).
         message: the text the model gets next (a user message in the conversation).
     """
 

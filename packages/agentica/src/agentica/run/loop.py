@@ -110,6 +110,7 @@ class _RunState:
     allowed: frozenset[str] | None = None
     turn: int = 0
     output_retries: int = 0
+    empty_replies: int = 0
 
 
 def _user_message(user_input: RunInput) -> UserMessage:
@@ -486,13 +487,40 @@ async def _check_output(
 
 
 def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
+    """Charge the reply; keep it in the conversation unless it is empty (see ``_empty_reply``)."""
     message = response.message
     cost = cost_of(response.usage, state.price)
     state.usage.add_request(response.usage, cost)
     state.budget.charge_response(response.usage, cost)
-    state.messages.append(message)
-    state.new_messages.append(message)
+    if not _is_empty(message):
+        state.messages.append(message)
+        state.new_messages.append(message)
     return message
+
+
+def _is_empty(message: AssistantMessage) -> bool:
+    return not message.tool_calls and not (message.content and message.content.strip())
+
+
+_EMPTY_REPLY = "Your reply was empty. Give your answer to the task, or call a tool."
+
+
+def _empty_reply(agent: Agent, state: _RunState) -> AnswerSentBack:
+    """A reply with no text and no tool calls is no answer: sent back once per run (Claude may
+    end its turn with nothing after tool results); a second one raises. The empty reply is left
+    out of the conversation (providers reject an empty assistant turn) but was charged."""
+    state.empty_replies += 1
+    if state.empty_replies > 1:
+        raise ModelResponseError(
+            f"model {agent.model.id!r} returned empty replies twice in one run (no text, no "
+            "tool calls), once after being told its reply was empty; try another model, or "
+            "check the instructions and the prompt (a chat template or a stop sequence that "
+            "ends the reply at once)",
+            provider=agent.model.provider,
+            model=agent.model.id,
+            retryable=False,
+        )
+    return AnswerSentBack(turn=state.turn, source="empty_reply", message=_EMPTY_REPLY)
 
 
 def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) -> list[FunctionCall]:
@@ -826,7 +854,9 @@ async def run_events(
                         finished = _pause(agent, state, calls, pending)
                         break
                 else:
-                    review = await _review(agent, state, message)
+                    review = _empty_reply(agent, state) if _is_empty(message) else None
+                    if review is None:
+                        review = await _review(agent, state, message)
                     if review is None:
                         review = await _check_output(agent, state, message)
                     if review is not None:
