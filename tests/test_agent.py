@@ -314,19 +314,29 @@ async def test_an_empty_reply_is_sent_back_once_then_the_answer_ends_the_run() -
     assert plain.content == "answer" and plain.usage.requests == 2
 
 
-async def test_two_empty_replies_fail_the_run_and_both_are_charged() -> None:
-    model = ScriptedModel(["   ", tool_calls(call("echo", value="x")), ""])
+async def test_two_empty_replies_in_a_row_fail_the_run_and_both_are_charged() -> None:
+    model = ScriptedModel(["   ", ""])
     agent = Agent(model=model, tools=[echo], limits=RunLimits(max_tokens=10_000))
-    with pytest.raises(ModelError, match="empty replies twice") as caught:
+    with pytest.raises(ModelError, match="two empty replies in a row") as caught:
         await agent.run("hi")
     assert type(caught.value).__name__ == "ModelResponseError"
     assert not caught.value.retryable
     record = agent.memory.runs[-1]
-    assert record.status == "failed" and "empty replies twice" in (record.error or "")
-    assert record.usage.requests == 3 and record.usage.output_tokens >= 3
+    assert record.status == "failed" and "two empty replies in a row" in (record.error or "")
+    assert record.usage.requests == 2 and record.usage.output_tokens >= 2
     assert not any(  # the empty replies are charged, not kept in the conversation
         isinstance(m, AssistantMessage) and not m.tool_calls for m in record.messages
     )
+
+
+async def test_empty_replies_apart_are_each_sent_back() -> None:
+    model = ScriptedModel(["", tool_calls(call("echo", value="x")), "", "answer"])
+    agent = Agent(model=model, tools=[echo])
+    async with agent.run_stream("hi") as events:
+        sent = [e async for e in events if isinstance(e, AnswerSentBack)]
+    assert events.response.content == "answer"
+    assert [e.source for e in sent] == ["empty_reply", "empty_reply"]
+    assert events.response.usage.requests == 4
 
 
 # ----------------------------------------------------------------------------- output

@@ -389,7 +389,7 @@ async def test_an_empty_reply_is_an_error_not_a_completed_run(kind: str, stream:
     # one fails the run: never "completed" with nothing, never retried by the adapter.
     async with start_server(kind, lambda _: "") as server:
         agent = Agent(model=make_model(kind, server.base_url, retry=RetryPolicy(max_retries=2)))
-        with pytest.raises(ModelResponseError, match="empty replies twice") as caught:
+        with pytest.raises(ModelResponseError, match="two empty replies in a row") as caught:
             await run_agent(agent, "hi", stream=stream)
         assert not caught.value.retryable
         assert len(server.requests) == 2

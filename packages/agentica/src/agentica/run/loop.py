@@ -493,6 +493,7 @@ def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage
     state.usage.add_request(response.usage, cost)
     state.budget.charge_response(response.usage, cost)
     if not _is_empty(message):
+        state.empty_replies = 0  # only empty replies in a row count (see ``_empty_reply``)
         state.messages.append(message)
         state.new_messages.append(message)
     return message
@@ -506,14 +507,14 @@ _EMPTY_REPLY = "Your reply was empty. Give your answer to the task, or call a to
 
 
 def _empty_reply(agent: Agent, state: _RunState) -> AnswerSentBack:
-    """A reply with no text and no tool calls is no answer: sent back once per run (Claude may
-    end its turn with nothing after tool results); a second one raises. The empty reply is left
-    out of the conversation (providers reject an empty assistant turn) but was charged."""
+    """A reply with no text and no tool calls is no answer: sent back (Claude may end its turn
+    with nothing after tool results); a second one in a row raises. The empty reply is left out
+    of the conversation (providers reject an empty assistant turn) but was charged."""
     state.empty_replies += 1
     if state.empty_replies > 1:
         raise ModelResponseError(
-            f"model {agent.model.id!r} returned empty replies twice in one run (no text, no "
-            "tool calls), once after being told its reply was empty; try another model, or "
+            f"model {agent.model.id!r} returned two empty replies in a row (no text, no tool "
+            "calls), the second after being told its reply was empty; try another model, or "
             "check the instructions and the prompt (a chat template or a stop sequence that "
             "ends the reply at once)",
             provider=agent.model.provider,
