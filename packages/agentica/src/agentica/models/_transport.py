@@ -48,6 +48,7 @@ __all__ = [
     "int_field",
     "list_field",
     "loads",
+    "malformed_reply",
     "object_field",
     "post_json",
     "require_answer",
@@ -167,6 +168,14 @@ class Deadline:
     def after(cls, limit: float) -> Deadline:
         return cls(limit=limit, start=time.monotonic())
 
+    @classmethod
+    def for_call(cls, request_timeout: float | None, gap_timeout: float) -> Deadline:
+        """The deadline of one model call starting now: ``request_timeout`` when set, else
+        ``DEFAULT_REQUEST_TIMEOUT`` or the gap timeout when that is longer."""
+        if request_timeout is None:
+            request_timeout = max(DEFAULT_REQUEST_TIMEOUT, gap_timeout)
+        return cls.after(request_timeout)
+
     def remaining(self) -> float:
         return self.start + self.limit - time.monotonic()
 
@@ -180,6 +189,18 @@ class Deadline:
             model=model,
             retryable=False,
         )
+
+
+def malformed_reply(
+    provider: str, model: str, problem: str, *, retryable: bool = True
+) -> ModelResponseError:
+    """The error for a reply that breaks the wire format: ``problem`` says which field."""
+    return ModelResponseError(
+        f"{provider} sent a malformed reply for model {model!r}: {problem}",
+        provider=provider,
+        model=model,
+        retryable=retryable,
+    )
 
 
 def require_answer(message: AssistantMessage, *, provider: str, model: str) -> None:
@@ -343,9 +364,7 @@ def _transport_error(
     )
 
 
-def _time_left(
-    timeout: float, deadline: Deadline | None, *, provider: str, model: str
-) -> float | None:
+def _time_left(deadline: Deadline | None, *, provider: str, model: str) -> float | None:
     """Seconds this attempt may take in all (None: no overall limit); raises past the deadline."""
     if deadline is None:
         return None
@@ -375,7 +394,7 @@ async def post_json(
     from aiohttp.http_exceptions import HttpProcessingError
 
     session = pool.session()
-    left = _time_left(timeout, deadline, provider=provider, model=model)
+    left = _time_left(deadline, provider=provider, model=model)
     total = timeout if left is None else min(timeout, left)
     try:
         async with session.post(
@@ -441,7 +460,7 @@ async def stream_sse(
     from aiohttp.http_exceptions import HttpProcessingError
 
     session = pool.session()
-    left = _time_left(timeout, deadline, provider=provider, model=model)
+    left = _time_left(deadline, provider=provider, model=model)
     try:
         async with session.post(
             url,

@@ -59,13 +59,13 @@ from agentica.messages import (
     UserMessage,
 )
 from agentica.models._transport import (
-    DEFAULT_REQUEST_TIMEOUT,
     Deadline,
     ReplyFieldError,
     describe,
     dumps,
     int_field,
     loads,
+    malformed_reply,
     object_field,
     post_json,
     require_answer,
@@ -498,17 +498,10 @@ class Claude:
 
     def _deadline(self, settings: ModelSettings) -> Deadline:
         limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
-        if limit is None:
-            limit = max(DEFAULT_REQUEST_TIMEOUT, self._timeout(settings))
-        return Deadline.after(limit)
+        return Deadline.for_call(limit, self._timeout(settings))
 
     def _bad_reply(self, problem: str) -> ModelResponseError:
-        return ModelResponseError(
-            f"anthropic sent a malformed reply for model {self._id!r}: {problem}",
-            provider="anthropic",
-            model=self._id,
-            retryable=True,
-        )
+        return malformed_reply("anthropic", self._id, problem)
 
     def parse_response(self, data: Any) -> ModelResponse:
         """Turn a decoded Messages API answer into a ``ModelResponse``.

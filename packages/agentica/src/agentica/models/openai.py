@@ -31,7 +31,6 @@ from agentica.messages import (
     Usage,
 )
 from agentica.models._transport import (
-    DEFAULT_REQUEST_TIMEOUT,
     Deadline,
     ReplyFieldError,
     describe,
@@ -39,6 +38,7 @@ from agentica.models._transport import (
     int_field,
     list_field,
     loads,
+    malformed_reply,
     object_field,
     post_json,
     require_answer,
@@ -339,17 +339,10 @@ class OpenAIChat:
 
     def _deadline(self, settings: ModelSettings) -> Deadline:
         limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
-        if limit is None:
-            limit = max(DEFAULT_REQUEST_TIMEOUT, self._timeout(settings))
-        return Deadline.after(limit)
+        return Deadline.for_call(limit, self._timeout(settings))
 
     def _bad_reply(self, problem: str, *, retryable: bool = True) -> ModelResponseError:
-        return ModelResponseError(
-            f"{self._provider} sent a malformed reply for model {self._id!r}: {problem}",
-            provider=self._provider,
-            model=self._id,
-            retryable=retryable,
-        )
+        return malformed_reply(self._provider, self._id, problem, retryable=retryable)
 
     # ----------------------------------------------------------------- responses
 
