@@ -34,12 +34,12 @@ from pydantic import TypeAdapter
 from agentica._http import aclose_loop_sessions
 from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.errors import SessionConflictError, UsageError
+from agentica.limits import RunLimits
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
 from agentica.run.approval import Decision, PendingCall
 from agentica.run.capability import Capability
-from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, pending_calls, run_events
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
 from agentica.run.stream import RunStream

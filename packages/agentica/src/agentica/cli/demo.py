@@ -29,10 +29,10 @@ from rich.text import Text
 from agentica.agent import Agent
 from agentica.deep import AnswerCheck, DeepAgent, Todos
 from agentica.errors import AgenticaError, ToolError
+from agentica.limits import RunLimits
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings
 from agentica.models.registry import resolve_model
-from agentica.run.limits import RunLimits
 from agentica.run.result import RunResponse
 from agentica.tools.function import Function, tool
 from agentica.tools.toolkit import Tool

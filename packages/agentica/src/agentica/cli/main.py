@@ -30,11 +30,11 @@ from agentica.cli import demo as demo_command
 from agentica.cli import models_cmd as models_command
 from agentica.cli import sessions_cmd as sessions_command
 from agentica.errors import AgenticaError, UsageError
+from agentica.limits import RunLimits
 from agentica.models.base import Model, ModelSettings
 from agentica.models.openai import OpenAILike
 from agentica.models.registry import model_from_string, resolve_model
 from agentica.run.approval import Decision, HumanApproval, PendingCall
-from agentica.run.limits import RunLimits
 
 __all__ = ["build_model", "main"]
 

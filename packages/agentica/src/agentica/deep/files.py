@@ -42,10 +42,7 @@ _NOTE_ROOM = 200  # characters kept free for the note saying what was cut
 def session_state_backend(ctx: RunContext[Any]) -> StateBackend:
     """A ``StateBackend`` over the running agent's ``memory.state["files"]`` (saved with the
     session)."""
-    agent = ctx.agent
-    if agent is None:
-        raise BackendError("the agent of this run is gone, so its files cannot be reached")
-    files = agent.memory.state.setdefault("files", {})
+    files = ctx.session_state.setdefault("files", {})
     if not isinstance(files, dict):
         raise BackendError("the session state's 'files' entry is not a dict; it cannot hold files")
     return StateBackend(files)
@@ -104,8 +101,7 @@ class FileTools(Tool):
         """The backend for a call of run ``ctx``; tool results evicted from the conversation
         (``agentica.run.window``) appear under ``/.results/``."""
         backend = self.backend if isinstance(self.backend, FileBackend) else self.backend(ctx)
-        memory = getattr(ctx.agent, "memory", None)
-        results = getattr(memory, "state", {}).get(RESULTS_STATE_KEY)
+        results = ctx.session_state.get(RESULTS_STATE_KEY)
         if isinstance(results, dict) and results:
             return CompositeBackend(backend, {RESULTS_DIR: StateBackend(results)})
         return backend

@@ -90,8 +90,7 @@ class Heartbeat(Capability):
 
     def open_todos(self, ctx: RunContext[Any]) -> list[str]:
         """The todos not completed, from the session state."""
-        memory = getattr(ctx.agent, "memory", None)
-        items = getattr(memory, "state", {}).get(self.todos_key)
+        items = ctx.session_state.get(self.todos_key)
         if not isinstance(items, list):
             return []
         return [

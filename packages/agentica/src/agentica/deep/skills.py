@@ -557,8 +557,7 @@ class Skills(Capability):
         active = await self.active(ctx)
         if not active:
             return None
-        agent = ctx.agent
-        have = set(agent.functions) if agent is not None else set()
+        have = set(ctx.functions)
         parts = []
         for skill in active:
             text = f"## Skill {skill.name} ({skill.trigger})\n{skill.instructions}"

@@ -163,10 +163,7 @@ class Todos(Capability):
 
     def items(self, ctx: RunContext[Any]) -> list[dict[str, Any]]:
         """The current list (plain dicts), read from the agent's session state."""
-        agent = ctx.agent
-        if agent is None:
-            return []
-        items = agent.memory.state.get(self.key)
+        items = ctx.session_state.get(self.key)
         return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:
@@ -220,11 +217,8 @@ class Todos(Capability):
                     f"{self.max_chars}): describe the step in one short sentence and call "
                     "write_todos again."
                 )
-        agent = ctx.agent
-        if agent is None:
-            raise ToolError("The agent is gone: the todo list cannot be saved.")
         items = [item.model_dump() for item in todos]
-        agent.memory.state[self.key] = items
+        ctx.session_state[self.key] = items
         if not items:
             return "Todo list cleared."
         return f"Todos saved: {_render(items)}\n{_next_step(items)}"

@@ -81,10 +81,10 @@ class WorkspaceMemory(Capability):
         """The counter for the run's model (loaded once per model id, in a thread)."""
         if self.counter is not None:
             return self.counter
-        model = getattr(ctx.agent, "model", None)
+        model = ctx.model
         if model is None:
             return EstimateCounter()
-        key = (str(getattr(model, "id", "")), str(getattr(model, "provider", "")))
+        key = (model.id, model.provider)
         counter = self._counters.get(key)
         if counter is None:
             counter = self._counters[key] = await asyncio.to_thread(load_counter, model)

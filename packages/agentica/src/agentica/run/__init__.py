@@ -7,10 +7,11 @@
 - ``ContextWindow``: the per-run context management (token accounting, eviction, compaction,
   forced answer, repair; window.py); ``model_summarizer`` builds a summariser from a model
 - ``RepetitionGuard``: warns on repeated tool calls and refuses a looping tool (repetition.py)
-- ``RunLimits``: turns, tool calls, tokens, cost, time (limits.py)
+- ``RunLimits``: turns, tool calls, tokens, cost, time (``agentica.limits``)
 - ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)
 """
 
+from agentica.limits import RunLimits
 from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.events import (
     AnswerSentBack,
@@ -27,7 +28,6 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.limits import RunLimits
 from agentica.run.loop import RunInput, output_schema_for, run_events
 from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import AgentMemory, RunRecord, RunResponse

@@ -37,6 +37,7 @@ from agentica.errors import (
     StorageError,
     UsageError,
 )
+from agentica.limits import RunBudget, RunLimits
 from agentica.messages import (
     AssistantMessage,
     ContentPart,
@@ -67,7 +68,6 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.limits import RunBudget, RunLimits
 from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
 from agentica.run.window import FINAL_ANSWER_NOTE, ContextWindow, Prepared
 from agentica.tools.call import FunctionCall, render_result
@@ -185,6 +185,9 @@ async def _start(
         storage=agent.storage,
         input=user.text,
         budget=budget,
+        model=agent.model,
+        functions=agent.functions,
+        session_state=agent.memory.state,
     )
     system = await _instructions(agent, ctx)
     window = getattr(agent.model, "context_window", None)
@@ -758,7 +761,8 @@ async def pending_calls(agent: Agent) -> list[PendingCall]:
     ctx: RunContext[Any] = RunContext(
         run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
         user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
-        input=record.input,
+        input=record.input, model=agent.model, functions=agent.functions,
+        session_state=agent.memory.state,
     )  # fmt: skip
     return await _pending_of(agent, ctx, record)
 
@@ -802,6 +806,7 @@ async def run_events(
             if calls is None:
                 _start_turn(state)
                 state.allowed = await _allowed_tools(agent, state)
+                state.ctx.offered = _offered(agent, state)
                 slots = await _slots(agent, state)
                 request, prepared = await _request(agent, state, slots)
                 compacted = _compacted(state, prepared, "soft")

@@ -122,9 +122,7 @@ class RepetitionGuard(Capability):
             state.refused[tool] -= 1
             if state.refused[tool] <= 0:
                 del state.refused[tool]
-        agent = ctx.agent
-        names: Collection[str] = getattr(agent, "functions", {})
-        return [n for n in names if n not in refused]
+        return [n for n in ctx.functions if n not in refused]
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         state = self._state(ctx)

@@ -1,19 +1,24 @@
-"""The run context: what a tool may know about the run that called it.
+"""``RunContext``: what a tool or a capability may know about, and use of, the run that called it.
 
 A tool that needs it declares a parameter annotated ``RunContext`` (the name is free); the engine
 passes the context and leaves the parameter out of the schema the model sees. The context is
-created per run and dropped with it. It reaches the agent only through a weak reference, so no
-tool ever keeps an agent alive.
+created per run and dropped with it.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from agentica.limits import RunBudget
 from agentica.messages import RunUsage
+from agentica.models.base import Model
+from agentica.storage.base import Storage
+
+if TYPE_CHECKING:
+    from agentica.tools.function import Function
 
 __all__ = ["RunContext"]
 
@@ -21,19 +26,26 @@ DepsT = TypeVar("DepsT")
 
 
 class RunContext(Generic[DepsT]):
-    """Per-run information handed to tools that ask for it.
+    """Per-run information handed to tools and capabilities: the typed seam between a run and
+    what plugs into it.
 
     Attributes:
         run_id: the id of the current run.
         deps: the dependencies passed to ``agent.run(..., deps=...)``.
         usage: the run's usage so far; a tool that calls a model itself may add to it.
         user_id, session_id: who and which conversation the run belongs to, when known.
-        storage: the agent's ``agentica.storage.Storage``, or ``None``.
         input: the text of the user's message that started the run.
         state: a dict private to this run, for capabilities (keyed by their names).
-        budget: the ``agentica.run.limits.RunBudget`` of the run tree (the top-level run and
-            its subagent runs) this run belongs to: what the tree used so far, and its limits
-            (typed ``Any`` here because the tools layer sits below ``run``).
+        session_state: the conversation's state, saved with the session (a capability keeps
+            what must outlive the run here, under its own key: the todo list, the files of a
+            ``StateBackend``).
+        functions: every function the agent has, by name.
+        offered: the functions offered to the model for the current turn (the capabilities'
+            ``allowed_tools`` applied); ``functions`` until the first turn starts.
+        model: the model the run calls, or ``None`` outside a run.
+        storage: the agent's ``Storage``, or ``None``.
+        budget: the ``RunBudget`` of the run tree (the top-level run and its subagent runs):
+            what the tree used so far, and its limits; ``None`` outside a run.
     """
 
     __slots__ = (
@@ -42,9 +54,13 @@ class RunContext(Generic[DepsT]):
         "_progress",
         "budget",
         "deps",
+        "functions",
         "input",
+        "model",
+        "offered",
         "run_id",
         "session_id",
+        "session_state",
         "state",
         "storage",
         "usage",
@@ -60,9 +76,12 @@ class RunContext(Generic[DepsT]):
         agent: object | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
-        storage: Any = None,
+        storage: Storage | None = None,
         input: str = "",
-        budget: Any = None,
+        budget: RunBudget | None = None,
+        model: Model | None = None,
+        functions: Mapping[str, Function] | None = None,
+        session_state: dict[str, Any] | None = None,
     ) -> None:
         self.run_id = run_id
         self.deps = deps
@@ -72,6 +91,10 @@ class RunContext(Generic[DepsT]):
         self.storage = storage
         self.input = input
         self.budget = budget
+        self.model = model
+        self.functions: Mapping[str, Function] = functions if functions is not None else {}
+        self.offered: Mapping[str, Function] = self.functions
+        self.session_state: dict[str, Any] = session_state if session_state is not None else {}
         self.state: dict[str, Any] = {}
         self._agent: weakref.ReferenceType[Any] | None = (
             weakref.ref(agent) if agent is not None else None
@@ -81,7 +104,11 @@ class RunContext(Generic[DepsT]):
 
     @property
     def agent(self) -> Any:
-        """The agent running this run, or ``None`` if it is gone (held weakly)."""
+        """The ``Agent`` running this run, or ``None`` if it is gone (held weakly).
+
+        For the subagent machinery (which clones it) and guardrails; a capability or tool uses
+        the typed attributes above instead.
+        """
         return self._agent() if self._agent is not None else None
 
     def report(self, source: str, update: object) -> None:
