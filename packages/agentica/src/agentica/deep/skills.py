@@ -11,42 +11,9 @@ allowed_tools: [execute, read_file]
 Run `git diff --staged`, then write a conventional commit message ...
 ```
 
-**A skill file.** ``name`` (letters, digits, ``_ . -``) and ``description`` (one line for the
-listing) are required; ``trigger`` (a word starting with ``/``), ``required_tools`` and
-``allowed_tools`` (lists of tool names, or one string of names separated by commas or spaces)
-are optional; the spellings ``requires``, ``required-tools`` and ``allowed-tools`` (the paper's,
-Claude's) are accepted too, and ``license``, ``version`` and ``metadata`` are kept as information.
-Any other key, a missing or non-closed front matter, bad YAML, a wrong type, a file that is not
-UTF-8 or has no instructions after the front matter raises ``SkillError`` naming the file and the
-line. ``load_skill`` reads one file; ``parse_skill`` parses text.
-
-**Where skills come from.** ``Skills`` reads folders in precedence order: the built-in skills
-shipped with agentica (``skills_builtin/``), the user's (``$AGENTICA_HOME/skills``, else
-``~/.agentica/skills``) and the project's (``<project_root>/.agentica/skills``); a skill of a later
-folder replaces one of the same name from an earlier folder (project > user > built-in), and so
-does its trigger. In a folder, every ``*.md`` file is a skill (``README.md`` and hidden files
-excepted), and so is every ``<folder>/SKILL.md``. The folders are scanned on first use, in a
-worker thread, and the result is kept on the ``Skills`` object until ``reload()``.
-
-**Bad files.** With ``strict=True`` the first bad file raises ``SkillError`` when the skills are
-loaded (the first run, or ``await skills.load()`` at start-up to fail early). Otherwise, the
-default, a bad file is skipped with a logged warning and listed in ``Skills.problems``: one broken
-file in a user's folder does not stop the agent. Two skills of one folder with the same name or
-trigger are a problem of the same kind.
-
-**Activation.** A skill's trigger in the user's message (``/commit fix the readme``, or anywhere
-as a word: not inside a path such as ``src/commit``) activates the skill for that run: its
-instructions are added to the system prompt, and, if it has ``allowed_tools``, the model is
-offered only those tools, its ``required_tools``, and ``list_skills``/``get_skill_info``; a call
-to any other tool is refused as an unknown tool. Several triggers activate several skills (their
-allowed tools are joined; one without ``allowed_tools`` lifts the restriction). When the agent
-lacks a ``required_tools`` entry, the run goes on and the instructions say which tools are
-missing, so the model can tell the user (a warning is logged too): a typed error would end the
-user's conversation for a configuration problem.
-
-**The model's side.** ``list_skills`` lists name, trigger and description; ``get_skill_info``
-returns a skill's full instructions, for the model to follow. Reading a skill does not restrict
-the tools: only the user's trigger does, since the user chose that workflow.
+A skill file needs ``name`` and ``description``; ``Skills`` reads the built-in, user and project
+folders (later ones win) and activates a skill when its trigger is in the user's message (see
+``Skills`` for the rules).
 """
 
 from __future__ import annotations
@@ -237,21 +204,12 @@ def _front_matter(text: str, path: Path | None) -> tuple[Any, dict[str, int], in
     return data, key_lines, end + 1, "".join(lines[end + 1 :])
 
 
-def parse_skill(text: str, *, path: str | os.PathLike[str] | None = None) -> Skill:
-    """Parse a skill from the text of its file; ``SkillError`` names ``path`` and the line."""
-    where = Path(path) if path is not None else None
-    data, key_lines, closing, body = _front_matter(text.removeprefix("\ufeff"), where)
-    if not isinstance(data, dict):
-        raise SkillError(
-            f"the front matter must be 'key: value' lines (name, description, ...), "
-            f"got {_kind(data)}",
-            path=where,
-            line=2,
-        )
+_Fail = Callable[[str, str | None], SkillError]
 
-    def fail(message: str, key: str | None = None) -> SkillError:
-        return SkillError(message, path=where, line=key_lines.get(key, 1) if key else 1)
 
+def _known_fields(data: dict[Any, Any], fail: _Fail) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The front matter's skill keys (spelling-normalised: key -> (raw key, value)), and its
+    information keys; an unknown or repeated key raises."""
     fields: dict[str, Any] = {}
     metadata: dict[str, Any] = {}
     for raw_key, value in data.items():
@@ -268,13 +226,11 @@ def parse_skill(text: str, *, path: str | os.PathLike[str] | None = None) -> Ski
         if key in fields:
             raise fail(f"{raw_key!r} repeats {key!r} under another spelling", str(raw_key))
         fields[key] = (str(raw_key), value)
-    for required in ("name", "description"):
-        if required not in fields:
-            raise SkillError(
-                f"the front matter (lines 1-{closing}) has no {required!r}",
-                path=where,
-                line=1,
-            )
+    return fields, metadata
+
+
+def _texts(fields: dict[str, Any], fail: _Fail) -> dict[str, str]:
+    """The text fields (name, description, trigger), checked."""
     texts: dict[str, str] = {}
     for key in ("name", "description", "trigger"):
         if key not in fields:
@@ -295,14 +251,42 @@ def parse_skill(text: str, *, path: str | os.PathLike[str] | None = None) -> Ski
             f"trigger {trigger!r} is not allowed: write '/' and one word, such as /commit",
             fields["trigger"][0],
         )
-    required_tools: tuple[str, ...] = ()
-    if "required_tools" in fields:
-        raw_key, value = fields["required_tools"]
-        required_tools = _tool_names(value, raw_key, fail)
-    allowed_tools: tuple[str, ...] | None = None
-    if "allowed_tools" in fields:
-        raw_key, value = fields["allowed_tools"]
-        allowed_tools = _tool_names(value, raw_key, fail)
+    return texts
+
+
+def _tool_field(fields: dict[str, Any], key: str, fail: _Fail) -> tuple[str, ...] | None:
+    if key not in fields:
+        return None
+    raw_key, value = fields[key]
+    return _tool_names(value, raw_key, fail)
+
+
+def parse_skill(text: str, *, path: str | os.PathLike[str] | None = None) -> Skill:
+    """Parse a skill from the text of its file; ``SkillError`` names ``path`` and the line."""
+    where = Path(path) if path is not None else None
+    data, key_lines, closing, body = _front_matter(text.removeprefix("\ufeff"), where)
+    if not isinstance(data, dict):
+        raise SkillError(
+            f"the front matter must be 'key: value' lines (name, description, ...), "
+            f"got {_kind(data)}",
+            path=where,
+            line=2,
+        )
+
+    def fail(message: str, key: str | None = None) -> SkillError:
+        return SkillError(message, path=where, line=key_lines.get(key, 1) if key else 1)
+
+    fields, metadata = _known_fields(data, fail)
+    for required in ("name", "description"):
+        if required not in fields:
+            raise SkillError(
+                f"the front matter (lines 1-{closing}) has no {required!r}",
+                path=where,
+                line=1,
+            )
+    texts = _texts(fields, fail)
+    required_tools = _tool_field(fields, "required_tools", fail) or ()
+    allowed_tools = _tool_field(fields, "allowed_tools", fail)
     instructions = body.strip()
     if not instructions:
         raise SkillError(
@@ -314,7 +298,7 @@ def parse_skill(text: str, *, path: str | os.PathLike[str] | None = None) -> Ski
         name=texts["name"],
         description=texts["description"],
         instructions=instructions,
-        trigger=trigger,
+        trigger=texts.get("trigger"),
         required_tools=required_tools,
         allowed_tools=allowed_tools,
         path=where,
@@ -366,6 +350,61 @@ def _skill_files(folder: Path) -> list[Path]:
     ]
 
 
+def _read_folder(
+    folder: Path, problem: Callable[[SkillError], None]
+) -> tuple[dict[str, Skill], dict[str, Skill]]:
+    """The skills of one folder by name and by lower-case trigger; a bad file, or a second
+    skill with a name or trigger already taken in the folder, is a ``problem``."""
+    names: dict[str, Skill] = {}
+    triggers: dict[str, Skill] = {}
+    for path in _skill_files(folder):
+        try:
+            skill = load_skill(path)
+        except SkillError as error:
+            problem(error)
+            continue
+        key = skill.trigger.lower() if skill.trigger else None
+        if skill.name in names:
+            problem(SkillError(
+                f"a second skill named {skill.name!r} (the first is "
+                f"{names[skill.name].path}); rename one",
+                path=path,
+            ))  # fmt: skip
+        elif key is not None and key in triggers:
+            problem(SkillError(
+                f"trigger {skill.trigger} is already used by skill "
+                f"{triggers[key].name!r} ({triggers[key].path})",
+                path=path,
+            ))  # fmt: skip
+        else:
+            names[skill.name] = skill
+            if key is not None:
+                triggers[key] = skill
+    return names, triggers
+
+
+def _overlay(
+    skills: dict[str, Skill],
+    triggers: dict[str, Skill],
+    names: Mapping[str, Skill],
+    folder_triggers: Mapping[str, Skill],
+) -> None:
+    """Put one folder's skills over those of the folders before it (same name or trigger)."""
+    for name, skill in names.items():
+        replaced = skills.get(name)
+        old_key = replaced.trigger.lower() if replaced and replaced.trigger else None
+        if old_key is not None and triggers.get(old_key) is replaced:
+            del triggers[old_key]
+        skills[name] = skill
+    for key, skill in folder_triggers.items():
+        shadowed = triggers.get(key)
+        if shadowed is not None and skills.get(shadowed.name) is shadowed:
+            # the skill of an earlier folder is kept, without its trigger
+            logger.info("trigger %s: skill %r replaces %r", key, skill.name, shadowed.name)
+            skills[shadowed.name] = _without_trigger(shadowed)
+        triggers[key] = skill
+
+
 def _scan(folders: Sequence[Path], strict: bool) -> _Catalog:
     """Read every folder (lowest precedence first); blocking."""
     problems: list[SkillError] = []
@@ -384,49 +423,7 @@ def _scan(folders: Sequence[Path], strict: bool) -> _Catalog:
         if not folder.is_dir():
             problem(SkillError("a skills folder was expected here, not a file", path=folder))
             continue
-        names: dict[str, Skill] = {}
-        folder_triggers: dict[str, Skill] = {}
-        for path in _skill_files(folder):
-            try:
-                skill = load_skill(path)
-            except SkillError as error:
-                problem(error)
-                continue
-            if skill.name in names:
-                problem(
-                    SkillError(
-                        f"a second skill named {skill.name!r} (the first is "
-                        f"{names[skill.name].path}); rename one",
-                        path=path,
-                    )
-                )
-                continue
-            key = skill.trigger.lower() if skill.trigger else None
-            if key is not None and key in folder_triggers:
-                problem(
-                    SkillError(
-                        f"trigger {skill.trigger} is already used by skill "
-                        f"{folder_triggers[key].name!r} ({folder_triggers[key].path})",
-                        path=path,
-                    )
-                )
-                continue
-            names[skill.name] = skill
-            if key is not None:
-                folder_triggers[key] = skill
-        for name, skill in names.items():
-            replaced = skills.get(name)
-            old_key = replaced.trigger.lower() if replaced and replaced.trigger else None
-            if old_key is not None and triggers.get(old_key) is replaced:
-                del triggers[old_key]
-            skills[name] = skill
-        for key, skill in folder_triggers.items():
-            shadowed = triggers.get(key)
-            if shadowed is not None and skills.get(shadowed.name) is shadowed:
-                # the skill of an earlier folder is kept, without its trigger
-                logger.info("trigger %s: skill %r replaces %r", key, skill.name, shadowed.name)
-                skills[shadowed.name] = _without_trigger(shadowed)
-            triggers[key] = skill
+        _overlay(skills, triggers, *_read_folder(folder, problem))
     return _Catalog(skills=skills, triggers=triggers, problems=tuple(problems))
 
 
@@ -453,6 +450,43 @@ def _trigger_pattern(trigger: str) -> re.Pattern[str]:
 
 class Skills(Capability):
     """Skills from Markdown files: listed and read by the model, activated by a trigger.
+
+    **A skill file.** ``name`` (letters, digits, ``_ . -``) and ``description`` (one line for the
+    listing) are required; ``trigger`` (a word starting with ``/``), ``required_tools`` and
+    ``allowed_tools`` (lists of tool names, or one string of names separated by commas or spaces)
+    are optional; the spellings ``requires``, ``required-tools`` and ``allowed-tools`` (the paper's,
+    Claude's) are accepted too, and ``license``, ``version`` and ``metadata`` are kept as
+    information. Any other key, a missing or non-closed front matter, bad YAML, a wrong type, a file
+    that is not UTF-8 or has no instructions after the front matter raises ``SkillError`` naming the
+    file and the line. ``load_skill`` reads one file; ``parse_skill`` parses text.
+
+    **Where skills come from.** ``Skills`` reads folders in precedence order: the built-in skills
+    shipped with agentica (``skills_builtin/``), the user's (``$AGENTICA_HOME/skills``, else
+    ``~/.agentica/skills``) and the project's (``<project_root>/.agentica/skills``); a skill of a
+    later folder replaces one of the same name from an earlier folder (project > user > built-in),
+    and so does its trigger. In a folder, every ``*.md`` file is a skill (``README.md`` and hidden
+    files excepted), and so is every ``<folder>/SKILL.md``. The folders are scanned on first use, in
+    a worker thread, and the result is kept on the ``Skills`` object until ``reload()``.
+
+    **Bad files.** With ``strict=True`` the first bad file raises ``SkillError`` when the skills are
+    loaded (the first run, or ``await skills.load()`` at start-up to fail early). Otherwise, the
+    default, a bad file is skipped with a logged warning and listed in ``Skills.problems``: one
+    broken file in a user's folder does not stop the agent. Two skills of one folder with the same
+    name or trigger are a problem of the same kind.
+
+    **Activation.** A skill's trigger in the user's message (``/commit fix the readme``, or anywhere
+    as a word: not inside a path such as ``src/commit``) activates the skill for that run: its
+    instructions are added to the system prompt, and, if it has ``allowed_tools``, the model is
+    offered only those tools, its ``required_tools``, and ``list_skills``/``get_skill_info``; a call
+    to any other tool is refused as an unknown tool. Several triggers activate several skills (their
+    allowed tools are joined; one without ``allowed_tools`` lifts the restriction). When the agent
+    lacks a ``required_tools`` entry, the run goes on and the instructions say which tools are
+    missing, so the model can tell the user (a warning is logged too): a typed error would end the
+    user's conversation for a configuration problem.
+
+    **The model's side.** ``list_skills`` lists name, trigger and description; ``get_skill_info``
+    returns a skill's full instructions, for the model to follow. Reading a skill does not restrict
+    the tools: only the user's trigger does, since the user chose that workflow.
 
     Args:
         project_root: the project whose ``.agentica/skills`` folder is read (default: the current
