@@ -127,68 +127,127 @@ def locate(
     The last part need not exist; it is not opened, but a link there is resolved unless
     ``follow_last`` is false. ``make_parents`` creates missing folders on the way.
     """
-    pending = list(parts)
-    done: list[str] = []
-    fd = os.dup(top)
-    hops = retries = 0
-
-    def again() -> None:
-        nonlocal retries
-        retries += 1
-        if retries > _MAX_RETRIES:
-            raise Changed((*done, *pending[:1]))
-
+    walk = _Walk(top, list(parts), tops, follow_last=follow_last, make_parents=make_parents)
     try:
-        while pending:
-            name = pending[0]
-            last = len(pending) == 1
-            try:
-                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                if last:
-                    return Located(fd, name, (*done, name))
-                if not make_parents:
-                    raise Missing((*done, name)) from None
-                _mkdir(name, fd, (*done, name))
-                again()
-                continue
-            except NotADirectoryError:  # only through a race: fd is a folder
-                raise NotADir(done) from None
-            if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
-                hops += 1
-                if hops > MAX_LINK_HOPS:
-                    raise TooManyLinks((*done, name))
-                try:
-                    target = os.readlink(name, dir_fd=fd)
-                except OSError:  # no longer a link (EINVAL) or gone: look again
-                    again()
-                    continue
-                pending = [*link_parts(done, target, tops, (*done, name)), *pending[1:]]
-                done = []
-                os.close(fd)
-                fd = -1
-                fd = os.dup(top)
-                continue
-            if last:
-                return Located(fd, name, (*done, name))
-            if not stat.S_ISDIR(info.st_mode):
-                raise NotADir((*done, name))
-            try:
-                sub = os.open(name, SUBDIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if is_link_error(exc) or exc.errno == errno.ENOENT:
-                    again()  # replaced by a link or removed since the stat: look again
-                    continue
-                raise
-            os.close(fd)
-            fd = sub
-            done.append(name)
-            pending.pop(0)
-        return Located(fd, None, tuple(done))
+        while walk.pending:
+            found = walk.step()
+            if found is not None:
+                return found
+        return Located(walk.fd, None, tuple(walk.done))
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
+        walk.close()
         raise
+
+
+class _Walk:
+    """The state of one ``locate``: ``fd`` is open on the folder ``done`` (from the top, links
+    resolved); ``pending`` are the names still to walk. ``fd`` is owned by the walk until a
+    ``Located`` returned by ``step`` takes it."""
+
+    __slots__ = (
+        "done",
+        "fd",
+        "follow_last",
+        "hops",
+        "make_parents",
+        "pending",
+        "retries",
+        "top",
+        "tops",
+    )
+
+    def __init__(
+        self,
+        top: int,
+        pending: list[str],
+        tops: Sequence[str],
+        *,
+        follow_last: bool,
+        make_parents: bool,
+    ) -> None:
+        self.top = top
+        self.pending = pending
+        self.tops = tops
+        self.follow_last = follow_last
+        self.make_parents = make_parents
+        self.done: list[str] = []
+        self.hops = 0
+        self.retries = 0
+        self.fd = os.dup(top)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def step(self) -> Located | None:
+        """Take one name from ``pending``: the end of the walk, or ``None`` to go on."""
+        name = self.pending[0]
+        last = len(self.pending) == 1
+        try:
+            info: os.stat_result | None = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            info = None
+        except NotADirectoryError:  # only through a race: fd is a folder
+            raise NotADir(self.done) from None
+        if info is None:
+            if last:
+                return Located(self.fd, name, (*self.done, name))
+            self._make_missing(name)
+            return None
+        if stat.S_ISLNK(info.st_mode) and (self.follow_last or not last):
+            self._restart_at_link(name)
+            return None
+        if last:
+            return Located(self.fd, name, (*self.done, name))
+        if not stat.S_ISDIR(info.st_mode):
+            raise NotADir((*self.done, name))
+        self._descend(name)
+        return None
+
+    def _again(self) -> None:
+        """Something changed under the walk: look again, unless it keeps changing."""
+        self.retries += 1
+        if self.retries > _MAX_RETRIES:
+            raise Changed((*self.done, *self.pending[:1]))
+
+    def _make_missing(self, name: str) -> None:
+        """A folder on the way is missing: make it (``make_parents``) and look again."""
+        if not self.make_parents:
+            raise Missing((*self.done, name))
+        _mkdir(name, self.fd, (*self.done, name))
+        self._again()
+
+    def _restart_at_link(self, name: str) -> None:
+        """The link ``name``: its target (inside the top, else ``Escape``) replaces it, and the
+        walk starts again from the top."""
+        self.hops += 1
+        if self.hops > MAX_LINK_HOPS:
+            raise TooManyLinks((*self.done, name))
+        try:
+            target = os.readlink(name, dir_fd=self.fd)
+        except OSError:  # no longer a link (EINVAL) or gone: look again
+            self._again()
+            return
+        at = (*self.done, name)
+        self.pending = [*link_parts(self.done, target, self.tops, at), *self.pending[1:]]
+        self.done = []
+        self.close()
+        self.fd = os.dup(self.top)
+
+    def _descend(self, name: str) -> None:
+        """Enter the folder ``name`` (never through a link put there since the ``stat``)."""
+        try:
+            sub = os.open(name, SUBDIR_FLAGS, dir_fd=self.fd)
+        except OSError as exc:
+            if is_link_error(exc) or exc.errno == errno.ENOENT:
+                self._again()  # replaced by a link or removed since the stat: look again
+                return
+            raise
+        os.close(self.fd)
+        self.fd = sub
+        self.done.append(name)
+        self.pending.pop(0)
 
 
 def _mkdir(name: str, fd: int, parts: Sequence[str]) -> None:
