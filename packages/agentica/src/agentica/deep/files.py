@@ -15,17 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
-from agentica.deep.backends import (
-    BackendError,
-    CompositeBackend,
-    FileBackend,
-    GrepLine,
-    StateBackend,
-)
+from agentica.deep.backends import CompositeBackend, StateBackend
 from agentica.errors import ToolError, UsageError
 from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
 from agentica.tools.context import RunContext
+from agentica.tools.files import BackendError, FileBackend, GrepLine
 from agentica.tools.function import tool
 from agentica.tools.toolkit import Tool
 
