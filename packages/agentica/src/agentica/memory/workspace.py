@@ -266,59 +266,81 @@ def _open(location: _Location, flags: int, *, write: bool) -> int | None:
 
 
 def _open_in(location: _Location, base: int, flags: int, *, write: bool) -> int | None:
-    tops = (os.fspath(location.base),)  # root resolved, and no link from it to the base
     path = location.path
     for _ in range(3):  # a folder removed between the walk and the open: walk again
-        try:
-            found = _beneath.locate(
-                base, location.parts, follow_last=not write, tops=tops, make_parents=write
-            )
-        except _beneath.Escape as error:
-            raise _refused_link(location, error.parts, f"outside {location.base}") from None
-        except _beneath.Missing:
+        found = _locate_in(location, base, write=write)
+        if found is None:
             return None
-        except _beneath.NotADir as error:
-            raise WorkspaceError(
-                f"refusing to open {path}: {location.base.joinpath(*error.parts)} is not a folder"
-            ) from None
-        except (_beneath.TooManyLinks, _beneath.Changed) as error:
-            raise WorkspaceError(
-                f"refusing to open {path}: too many symbolic links on the way, or it kept "
-                f"changing ({type(error).__name__})"
-            ) from None
         try:
-            if not location.private and found.parts[:1] == ("users",):
-                raise _refused_link(location, location.parts, "a user's file")
-            try:
-                fd = os.open(found.name or ".", flags, 0o666, dir_fd=found.fd)
-            except FileNotFoundError:
-                if not write:
-                    return None
-                continue
-            except OSError as error:
-                if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer
-                    raise WorkspaceError(
-                        f"refusing to open {path}: it is a symbolic link (files are never "
-                        "written through links, nor read through links that change)"
-                    ) from None
-                raise
+            fd = _open_located(location, found, flags)
         finally:
             found.close()
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise WorkspaceError(f"refusing to open {path}: it is not a regular file")
-            if location.private and info.st_nlink > 1:
-                raise WorkspaceError(
-                    f"refusing to open {path}: it has {info.st_nlink} hard links, and a user's "
-                    "file must have only one (a hard link could share it with another user or a "
-                    "file outside the workspace)"
-                )
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        if fd is not None:
+            return _checked_file(location, fd)
+        if not write:
+            return None
     raise WorkspaceError(f"refusing to open {path}: its folder kept disappearing; try again")
+
+
+def _locate_in(location: _Location, base: int, *, write: bool) -> _beneath.Located | None:
+    """The folder holding the file, walked from ``base`` (``None``: a folder on the way is
+    missing, when reading); a link leading outside, or anything odd on the way, is refused."""
+    tops = (os.fspath(location.base),)  # root resolved, and no link from it to the base
+    path = location.path
+    try:
+        return _beneath.locate(
+            base, location.parts, follow_last=not write, tops=tops, make_parents=write
+        )
+    except _beneath.Escape as error:
+        raise _refused_link(location, error.parts, f"outside {location.base}") from None
+    except _beneath.Missing:
+        return None
+    except _beneath.NotADir as error:
+        raise WorkspaceError(
+            f"refusing to open {path}: {location.base.joinpath(*error.parts)} is not a folder"
+        ) from None
+    except (_beneath.TooManyLinks, _beneath.Changed) as error:
+        raise WorkspaceError(
+            f"refusing to open {path}: too many symbolic links on the way, or it kept "
+            f"changing ({type(error).__name__})"
+        ) from None
+
+
+def _open_located(location: _Location, found: _beneath.Located, flags: int) -> int | None:
+    """The file opened in the folder ``found`` with ``flags`` (``None``: it is not there); a
+    global file leading into ``users/``, or a link as the file itself, is refused."""
+    if not location.private and found.parts[:1] == ("users",):
+        raise _refused_link(location, location.parts, "a user's file")
+    try:
+        return os.open(found.name or ".", flags, 0o666, dir_fd=found.fd)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: FreeBSD's answer
+            raise WorkspaceError(
+                f"refusing to open {location.path}: it is a symbolic link (files are never "
+                "written through links, nor read through links that change)"
+            ) from None
+        raise
+
+
+def _checked_file(location: _Location, fd: int) -> int:
+    """``fd`` if it is a regular file (with one hard link, for a user's file); closed if not."""
+    path = location.path
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError(f"refusing to open {path}: it is not a regular file")
+        if location.private and info.st_nlink > 1:
+            raise WorkspaceError(
+                f"refusing to open {path}: it has {info.st_nlink} hard links, and a user's "
+                "file must have only one (a hard link could share it with another user or a "
+                "file outside the workspace)"
+            )
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _decode(data: bytes) -> str:
