@@ -1,11 +1,6 @@
-"""Context management: token counting, token-budgeted history, compaction, pairing repair.
-
-- token counters: ``counter_for(model_id)`` picks an exact offline counter (tiktoken encodings,
-  a GGUF file's tokenizer) or the estimate; they load lazily (tokens.py, tokenizers.py);
-- ``assemble_history`` replays earlier runs within a budget; ``repair_tool_pairs`` makes any
-  message list valid for providers (history.py);
-- ``ContextPolicy`` and ``compact``: the dual-threshold compaction of a growing run
-  (compaction.py). The run loop applies them through ``agentica.run.window``.
+"""Context management: token counting (tokens.py, tokenizers.py), token-budgeted history and
+tool-call pairing repair (history.py), and the dual-threshold compaction of a growing run
+(compaction.py), which the run loop applies through ``agentica.run.window``.
 """
 
 from agentica.context.compaction import (

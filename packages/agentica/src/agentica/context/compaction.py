@@ -1,32 +1,15 @@
 """Compaction: keeping a growing conversation inside the model's context window.
 
-The policy (``ContextPolicy``) has two thresholds, as fractions of the usable window (the
-window minus the tokens reserved for the reply):
-
-- above the **soft** threshold (default 0.6) the conversation is compacted until it is below a
-  **low watermark** (default ``soft - (hard - soft)``, 0.4): old tool results are moved out and
-  cut to a short preview first, then the oldest turns are summarised into one summary message;
-- above the **hard** threshold (default 0.8), even after compaction, the run stops calling tools
-  and the model is asked for its final answer with what it knows.
-
-The gap between where compaction starts and where it stops is the hysteresis: after a compaction
-the conversation has room to grow again before the next one, so compaction does not fire on
-every step. With ``hysteresis=False`` the policy is a single threshold (compact just below it),
-kept for comparison: it compacts on almost every step once the conversation reaches it.
-
-``compact()`` never splits a tool call from its result (messages are taken in groups: an
-assistant message with the results of its calls), never touches the leading system messages or
-the pinned messages (the task), bounds the summariser's input (the transcript is summarised in
-chunks, each with the summary so far) and cuts a summary that exceeds its budget. The
-summariser is a plain async function ``(transcript, budget_tokens) -> text``; the run layer
-builds one from a model. Every summary also carries a step log kept by compaction itself (each
-tool call with the first line of its result, under ``STEPS_HEADER``), which is all the summary
-holds when there is no summariser or it fails.
+Owns the policy (``ContextPolicy``, its thresholds in tokens ``ContextBudget``), message sizes
+(``MessageSizes``) and ``compact()``, which cuts old tool results and summarises old turns. The
+run layer applies them through ``agentica.run.window``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -50,6 +33,8 @@ __all__ = [
     "transcript",
 ]
 
+logger = logging.getLogger(__name__)
+
 Summarizer: TypeAlias = Callable[[str, int], Awaitable[str]]
 """``(transcript, budget_tokens) -> summary``: summarises a transcript in at most that many
 tokens."""
@@ -70,6 +55,18 @@ _TRANSCRIPT_RESULT_CHARS = 1500  # a tool result's share of the summariser's tra
 @dataclass(slots=True, frozen=True, kw_only=True)
 class ContextPolicy:
     """How a run keeps its conversation inside the context window.
+
+    Two thresholds, as fractions of the usable window (the window minus the tokens reserved
+    for the reply): above the **soft** threshold (default 0.6) the conversation is compacted
+    (``compact()``) until it is below a **low watermark** (default ``soft - (hard - soft)``,
+    0.4); above the **hard** threshold (default 0.8), even after compaction, the run stops
+    calling tools and the model is asked for its final answer with what it knows.
+
+    The gap between where compaction starts and where it stops is the hysteresis: after a
+    compaction the conversation has room to grow again before the next one, so compaction does
+    not fire on every step. With ``hysteresis=False`` the policy is a single threshold (compact
+    just below it), kept for comparison: it compacts on almost every step once the
+    conversation reaches it.
 
     Attributes:
         soft: compact when the request exceeds this fraction of the usable window.
@@ -257,6 +254,9 @@ class Compaction:
         summarizer_calls: calls of the summariser (0 when the digest was used or nothing was
             summarised).
         reached: whether ``after`` is at or below the target.
+        summary_error: why the summariser failed (``"ExceptionType: message"``, one line,
+            credentials masked), ``None`` when it did not; the summary then holds only its
+            step log (the earlier summaries' prose is dropped).
     """
 
     messages: list[Message]
@@ -266,6 +266,7 @@ class Compaction:
     summarized: int = 0
     summarizer_calls: int = 0
     reached: bool = True
+    summary_error: str | None = None
 
 
 def preview(text: str, chars: int) -> str:
@@ -442,6 +443,63 @@ async def _summarize_chunks(
     return summary, len(chunks)
 
 
+def _summarizer_name(summarizer: Summarizer) -> str:
+    """A summariser's name for a log line: its qualified name, else its ``repr``."""
+    name = getattr(summarizer, "__qualname__", None)
+    return name if isinstance(name, str) and name else repr(summarizer)
+
+
+_CREDENTIAL = re.compile(
+    r"(?i)((?:\b[\w-]*(?:key|token|secret|password|passwd|authorization|credentials?)[\"']?"
+    r"\s*[=:]\s*[\"']?)(?:(?:bearer|basic)\s+)?|\b(?:bearer|basic)\s+)[^\s\"',;&]+"
+    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"
+)
+
+
+def _error_text(error: BaseException, limit: int = 300) -> str:
+    """``"ExceptionType: message"`` for reports: one line, at most ``limit`` characters, with
+    what looks like a credential (``api_key=...``, ``Bearer ...``, ``sk-...``) masked."""
+    message = _CREDENTIAL.sub(lambda m: f"{m.group(1) or ''}***", " ".join(str(error).split()))
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return _short(text, limit)
+
+
+async def _prose(
+    source: Sequence[Message],
+    *,
+    task: Sequence[Message],
+    room: int,
+    summarizer: Summarizer,
+    input_tokens: int,
+    counter: TokenCounter,
+    result: Compaction,
+) -> str:
+    """The summariser's prose about ``source`` in ``room`` tokens; ``""`` when it fails.
+
+    A failing summariser does not fail the run: the summary keeps only its step log. The
+    failure is recorded in ``result.summary_error`` and logged as a warning.
+    """
+    try:
+        prose, calls = await _summarize_chunks(
+            transcript(source),
+            summarizer,
+            budget=room,
+            input_tokens=input_tokens,
+            counter=counter,
+            context=transcript(task),
+        )
+    except Exception as error:
+        result.summary_error = _error_text(error)
+        logger.warning(
+            "compaction: the summariser %s failed (%s); the summary keeps only the step log",
+            _summarizer_name(summarizer),
+            result.summary_error,
+        )
+        return ""
+    result.summarizer_calls = calls
+    return prose
+
+
 async def _summary_text(
     previous: Sequence[Message],
     covered: Sequence[Message],
@@ -458,6 +516,7 @@ async def _summary_text(
     Two parts: the summariser's prose (what was decided and found, what remains), and a
     deterministic step log (each call with the first line of its result) that keeps paths and
     findings even when the summariser drops them; the log gets up to two thirds of the budget.
+    Without a summariser, the earlier summaries' prose is kept (cut to fit).
     """
     prose_before: list[str] = []
     steps: list[str] = []
@@ -472,22 +531,142 @@ async def _summary_text(
     prose = ""
     if summarizer is not None and room >= 32:
         source = [SystemMessage(content=f"{SUMMARY_HEADER}\n{p}") for p in prose_before]
-        try:
-            prose, calls = await _summarize_chunks(
-                transcript([*source, *covered]),
-                summarizer,
-                budget=room,
-                input_tokens=input_tokens,
-                counter=counter,
-                context=transcript(task),
-            )
-            result.summarizer_calls = calls
-        except Exception:  # a failing summariser must not fail the run: the step log remains
-            prose = ""
-    elif prose_before:
-        prose = _fit_text("\n".join(prose_before), max(room, 0), counter) if room > 0 else ""
+        prose = await _prose(
+            [*source, *covered], task=task, room=room, summarizer=summarizer,
+            input_tokens=input_tokens, counter=counter, result=result,
+        )  # fmt: skip
+    elif prose_before and room > 0:
+        prose = _fit_text("\n".join(prose_before), room, counter)
     text = f"{prose}\n\n{STEPS_HEADER}\n{log}" if prose else f"{STEPS_HEADER}\n{log}"
     return _fit_text(text, budget, counter)
+
+
+def _leading_system(messages: Sequence[Message]) -> int:
+    """How many system messages lead ``messages``."""
+    head = 0
+    while head < len(messages) and isinstance(messages[head], SystemMessage):
+        head += 1
+    return head
+
+
+def _old_and_recent(
+    groups: Sequence[Sequence[Message]], pinned_ids: Collection[int], keep_recent: int
+) -> tuple[list[int], list[int]]:
+    """The indexes of the old groups (compacted first; pinned ones never) and of the recent
+    ones: the last ``keep_recent`` tool turns and everything after the first of them."""
+    assistant_groups = [i for i, g in enumerate(groups) if g[0].role == "assistant"]
+    first_recent = len(groups)
+    if keep_recent and assistant_groups:
+        first_recent = assistant_groups[max(len(assistant_groups) - keep_recent, 0)]
+    recent = list(range(first_recent, len(groups)))
+    old = [
+        i
+        for i, group in enumerate(groups[:first_recent])
+        if not any(id(m) in pinned_ids for m in group)
+    ]
+    return old, recent
+
+
+@dataclass(slots=True, kw_only=True)
+class _Compactor:
+    """One ``compact()`` call at work: the message groups as they are cut and their tokens."""
+
+    groups: list[list[Message]]
+    sizes: MessageSizes
+    target: int
+    total: int
+    result: Compaction
+    offload: Offload | None
+
+    @property
+    def over(self) -> bool:
+        """Whether the conversation is still above the target."""
+        return self.total > self.target
+
+    def messages(self) -> list[Message]:
+        """The groups' messages, in order."""
+        return [m for group in self.groups for m in group]
+
+    async def trim(self, indexes: Sequence[int], *, keep_chars: int) -> None:
+        """Cut the results in these groups, in order, until the target is met: each to a
+        preview of ``keep_chars`` (none: a stub) and a note (the offload's, else a stub's)."""
+        for i in indexes:
+            group = self.groups[i]
+            for j, message in enumerate(group):
+                if not self.over:
+                    return
+                if isinstance(message, ToolMessage):
+                    replacement = await self._cut(message, keep_chars)
+                    if replacement is not None:
+                        group[j] = replacement
+
+    async def _cut(self, message: ToolMessage, keep_chars: int) -> ToolMessage | None:
+        """The cut version of ``message`` (counted in), or ``None`` if it would not save."""
+        cost = self.sizes.size(message)
+        if cost <= _STUB_TOKENS:
+            return None
+        text = await self.offload(message) if self.offload is not None else None
+        note = text if text is not None else _stub(message, cost, partial=keep_chars > 0)
+        if keep_chars:
+            note = f"{preview(message.content, keep_chars)}\n{note}"
+        replacement = ToolMessage(
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            content=note,
+            is_error=message.is_error,
+        )
+        saved = cost - self.sizes.size(replacement)
+        if saved <= 0:
+            return None
+        self.total -= saved
+        self.result.trimmed += 1
+        return replacement
+
+    def oldest(self, old: Sequence[int], summary_tokens: int) -> tuple[list[int], int]:
+        """The oldest of the ``old`` groups whose replacement by a summary of ``summary_tokens``
+        meets the target (at least one), and their tokens."""
+        chosen: list[int] = []
+        freed = 0
+        for i in old:
+            if chosen and self.total - freed + summary_tokens <= self.target:
+                break
+            chosen.append(i)
+            freed += sum(self.sizes.size(m) for m in self.groups[i])
+        return chosen, freed
+
+    async def summarize(
+        self,
+        head: Sequence[Message],
+        old: Sequence[int],
+        originals: Sequence[Sequence[Message]],
+        *,
+        task: Sequence[Message],
+        summary_tokens: int,
+        summarizer: Summarizer | None,
+        input_tokens: int,
+    ) -> list[Message] | None:
+        """Replace the oldest groups by one summary that rolls in the summaries in ``head``
+        (the leading system messages); the new head (the other system messages, then the
+        summary), or ``None`` when there is nothing to summarise or it would not save tokens.
+        The summariser sees ``originals``, the groups as they were before any cut."""
+        chosen, freed = self.oldest(old, summary_tokens)
+        previous = [m for m in head if is_summary(m)]
+        if not chosen and not previous:
+            return None
+        covered = [m for i in chosen for m in originals[i]]
+        text = await _summary_text(
+            previous, covered, task=task, budget=summary_tokens, summarizer=summarizer,
+            input_tokens=input_tokens, counter=self.sizes.counter, result=self.result,
+        )  # fmt: skip
+        summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
+        new_cost = self.sizes.size(summary) - sum(self.sizes.size(m) for m in previous)
+        if new_cost >= freed:
+            return None
+        for i in chosen:
+            self.groups[i] = []
+        self.total += new_cost - freed
+        self.result.summarized = len(covered)
+        return [*(m for m in head if not is_summary(m)), summary]
 
 
 async def compact(
@@ -512,102 +691,38 @@ async def compact(
     summary; the summariser sees the results as they were before (1)); (3) the results of the
     most recent turns are cut too, to a longer preview, so the model still sees what it just
     got. Leading system messages and ``pinned`` messages are never changed, and a tool call
-    always keeps its result. The result says whether the target was reached.
+    always keeps its result (messages are taken in groups: an assistant message with the
+    results of its calls). The result says whether the target was reached.
+
+    The summariser's input is bounded (the transcript is summarised in chunks of at most
+    ``summarizer_input_tokens``, each with the summary so far) and a summary longer than
+    ``summary_tokens`` is cut. Every summary also carries a step log kept by compaction itself
+    (each tool call with the first line of its result, under ``STEPS_HEADER``), which is all
+    it holds when there is no summariser or it fails (``Compaction.summary_error`` says why).
     """
     before = base + sizes.total(messages)
-    total = before
     result = Compaction(messages=list(messages), before=before, after=before)
-    if total <= target:
+    if before <= target:
         return result
-    head = 0
-    while head < len(messages) and isinstance(messages[head], SystemMessage):
-        head += 1
-    groups = _groups(messages[head:])
+    head = list(messages[: _leading_system(messages)])
+    groups = _groups(messages[len(head) :])
     originals = [list(g) for g in groups]  # the summariser sees results as they were, not stubs
     pinned_ids = {id(m) for m in pinned}
-    kept = [any(id(m) in pinned_ids for m in g) for g in groups]
-    assistant_groups = [i for i, g in enumerate(groups) if g[0].role == "assistant"]
-    recent = (
-        set(assistant_groups[max(len(assistant_groups) - keep_recent, 0) :])
-        if keep_recent
-        else set()
+    old, recent = _old_and_recent(groups, pinned_ids, keep_recent)
+    work = _Compactor(
+        groups=groups, sizes=sizes, target=target, total=before, result=result, offload=offload
     )
-    if recent:  # everything after the first recent turn is recent too (review notes, ...)
-        first_recent = min(recent)
-        recent = set(range(first_recent, len(groups)))
-    old = [i for i in range(len(groups)) if not kept[i] and i not in recent]
-
-    async def trim(indexes: Sequence[int], *, keep_chars: int = 0) -> None:
-        """Cut the results in these groups: to a stub, or to a preview of ``keep_chars``."""
-        nonlocal total
-        for i in indexes:
-            group = groups[i]
-            for j, message in enumerate(group):
-                if total <= target:
-                    return
-                if not isinstance(message, ToolMessage):
-                    continue
-                cost = sizes.size(message)
-                if cost <= _STUB_TOKENS:
-                    continue
-                text = await offload(message) if offload is not None else None
-                note = text if text is not None else _stub(message, cost, partial=keep_chars > 0)
-                if keep_chars:
-                    note = f"{preview(message.content, keep_chars)}\n{note}"
-                replacement = ToolMessage(
-                    tool_call_id=message.tool_call_id,
-                    name=message.name,
-                    content=note,
-                    is_error=message.is_error,
-                )
-                saved = cost - sizes.size(replacement)
-                if saved <= 0:
-                    continue
-                group[j] = replacement
-                total -= saved
-                result.trimmed += 1
-
-    await trim(old, keep_chars=_OLD_PREVIEW_CHARS)  # (1)
-    if total > target and summarize:  # (2) summarise the oldest unkept turns
-        chosen: list[int] = []
-        freed = 0
-        for i in old:
-            if total - freed + summary_tokens <= target and chosen:
-                break
-            chosen.append(i)
-            freed += sum(sizes.size(m) for m in groups[i])
-        previous = [m for m in messages[:head] if is_summary(m)]
-        if chosen or previous:
-            covered = [m for i in chosen for m in originals[i]]
-            text = await _summary_text(
-                previous,
-                covered,
-                task=[m for g in groups for m in g if id(m) in pinned_ids],
-                budget=summary_tokens,
-                summarizer=summarizer,
-                input_tokens=summarizer_input_tokens,
-                counter=sizes.counter,
-                result=result,
-            )
-            summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
-            new_cost = sizes.size(summary) - sum(sizes.size(m) for m in previous)
-            if new_cost < freed:
-                for i in chosen:
-                    groups[i] = []
-                total += new_cost - freed
-                result.summarized = len(covered)
-                system = [m for m in messages[:head] if not is_summary(m)]
-                rest = [m for g in groups for m in g]
-                result.messages = [*system, summary, *rest]
-                result.after = total
-                result.reached = total <= target
-                if total <= target:
-                    return result
-                head = len(system) + 1
-    if total > target:  # (3) the recent turns too, oldest first, keeping a preview of each
-        await trim(sorted(recent), keep_chars=_RECENT_PREVIEW_CHARS)
-    system_part = result.messages[:head] if result.summarized else list(messages[:head])
-    result.messages = [*system_part, *(m for g in groups for m in g)]
-    result.after = total
-    result.reached = total <= target
+    await work.trim(old, keep_chars=_OLD_PREVIEW_CHARS)  # (1)
+    if work.over and summarize:  # (2) summarise the oldest unkept turns
+        summarized = await work.summarize(
+            head, old, originals, task=[m for m in work.messages() if id(m) in pinned_ids],
+            summary_tokens=summary_tokens, summarizer=summarizer,
+            input_tokens=summarizer_input_tokens,
+        )  # fmt: skip
+        head = summarized if summarized is not None else head
+    if work.over:  # (3) the recent turns too, oldest first, keeping a preview of each
+        await work.trim(recent, keep_chars=_RECENT_PREVIEW_CHARS)
+    result.messages = [*head, *work.messages()]
+    result.after = work.total
+    result.reached = not work.over
     return result

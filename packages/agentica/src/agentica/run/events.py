@@ -1,24 +1,6 @@
-"""Run events: what ``Agent.run_stream()`` yields, in order.
+"""Run events: what ``Agent.run_stream()`` yields, in order (see ``RunEvent``).
 
-```
-RunStarted
-  ContextCompacted         (only when the conversation was compacted before this call)
-  ModelRequestStarted(turn=1, context_tokens=..., context_limit=...)
-    TextDelta / ReasoningDelta / ToolCallDelta ...   (only when streaming from the model)
-  ModelResponseReceived
-  AnswerSentBack           (only when the reply was a final answer that did not end the run)
-  ToolCallStarted ...      (phase 1: in call order)
-  ToolProgress ...         (while the calls run: updates a tool reports, e.g. a subagent's steps)
-  ToolCallCompleted ...    (phase 3: in call order, after all calls of the turn finished)
-  ModelRequestStarted(turn=2)
-  ...
-RunCompleted
-```
-``ModelRequestStarted`` carries the token accounting of the request about to be sent (messages,
-system slots and tool schemas, counted with the model's tokenizer when available) and whether
-only a final answer may be given (the context passed the hard threshold). A failed run raises its
-typed error from the stream instead of yielding ``RunCompleted``. Every
-event has a ``kind`` string, convenient for ``match`` statements and for serialisation.
+Every event has a ``kind`` string, convenient for ``match`` statements and for serialisation.
 """
 
 from __future__ import annotations
@@ -86,6 +68,8 @@ class ContextCompacted:
         before, after: tokens of the request before and after.
         trimmed: tool results moved out or cut.
         summarized: messages replaced by a summary.
+        summary_error: why the summariser failed (``"ExceptionType: message"``, credentials
+            masked), ``None`` when it did not; the summary then holds only its step log.
     """
 
     turn: int
@@ -94,6 +78,7 @@ class ContextCompacted:
     after: int
     trimmed: int
     summarized: int
+    summary_error: str | None = None
     kind: Literal["context_compacted"] = "context_compacted"
 
 
@@ -165,3 +150,24 @@ RunEvent: TypeAlias = (
     | ToolCallCompleted
     | RunCompleted
 )
+"""What ``Agent.run_stream()`` yields, in this order:
+
+```
+RunStarted
+  ContextCompacted         (only when the conversation was compacted before this call)
+  ModelRequestStarted(turn=1, context_tokens=..., context_limit=...)
+    TextDelta / ReasoningDelta / ToolCallDelta ...   (only when streaming from the model)
+  ModelResponseReceived
+  AnswerSentBack           (only when the reply was a final answer that did not end the run)
+  ToolCallStarted ...      (phase 1: in call order)
+  ToolProgress ...         (while the calls run: updates a tool reports, e.g. a subagent's steps)
+  ToolCallCompleted ...    (phase 3: in call order, after all calls of the turn finished)
+  ModelRequestStarted(turn=2)
+  ...
+RunCompleted
+```
+``ModelRequestStarted`` carries the token accounting of the request about to be sent (messages,
+system slots and tool schemas, counted with the model's tokenizer when available) and whether
+only a final answer may be given (the context passed the hard threshold). A failed run raises its
+typed error from the stream instead of yielding ``RunCompleted``.
+"""

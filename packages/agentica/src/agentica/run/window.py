@@ -1,21 +1,8 @@
 """The context window of a run: token accounting, result eviction, compaction, forced answers.
 
-``ContextWindow`` is the per-run object the run loop asks before every model call. It
-
-- counts the request (messages, this turn's system slots and the tool schemas) with the model's
-  own tokenizer when one is available offline (``load_counter``), caching each message's size;
-- evicts a tool result larger than the policy's threshold before the model sees it: the full
-  text goes to the session's result store (``SessionResults``, readable with ``read_file`` at
-  ``/.results/...`` when the agent has file tools) and the model gets a preview and the path;
-  a result larger than the store's byte cap is not saved, and its note says so (a note never
-  names a path that does not exist when the model reads it);
-- repairs the history (a call without a result gets a "cancelled" result, a result without its
-  call is dropped) before every call and after every compaction;
-- compacts above the soft threshold down to the low watermark (``agentica.context.compaction``)
-  with a summariser built from the agent's model (``model_summarizer``) or the policy's own;
-- above the hard threshold, asks for the final answer with no tools offered;
-- when the provider still rejects a request as too long (``ContextOverflowError``), compacts and
-  lets the loop retry.
+Owns ``ContextWindow`` (the per-run object the loop asks before every model call), the session's
+store of evicted results (``SessionResults``), the token counter loader and the default
+summariser built from a model (``model_summarizer``).
 """
 
 from __future__ import annotations
@@ -126,6 +113,7 @@ def model_summarizer(
             on_response(response)
         return response.message.content or ""
 
+    summarize.__qualname__ = f"model_summarizer({model.provider}:{model.id})"  # for log lines
     return summarize
 
 
@@ -173,8 +161,9 @@ def _size(text: str) -> int:
 
 @dataclass(slots=True)
 class Prepared:
-    """The outcome of ``ContextWindow.prepare``: the compaction done (if any), the request's
-    tokens and whether only a final answer may be given."""
+    """The outcome of ``ContextWindow.prepare``: the compaction done (if any; its
+    ``summary_error`` says when the summariser failed), the request's tokens and whether only a
+    final answer may be given."""
 
     tokens: int
     compaction: Compaction | None
@@ -182,7 +171,25 @@ class Prepared:
 
 
 class ContextWindow:
-    """One run's context management (see the module docstring); built by ``open()``."""
+    """One run's context management; built by ``open()``. Before every model call it
+
+    - counts the request (messages, this turn's system slots and the tool schemas) with the
+      model's own tokenizer when one is available offline (``load_counter``), caching each
+      message's size;
+    - evicts a tool result larger than the policy's threshold before the model sees it: the full
+      text goes to the session's result store (``SessionResults``, readable with ``read_file``
+      at ``/.results/...`` when the agent has file tools) and the model gets a preview and the
+      path; a result larger than the store's byte cap is not saved, and its note says so (a note
+      never names a path that does not exist when the model reads it);
+    - repairs the history (a call without a result gets a "cancelled" result, a result without
+      its call is dropped) before every call and after every compaction;
+    - compacts above the soft threshold down to the low watermark
+      (``agentica.context.compaction``) with a summariser built from the agent's model
+      (``model_summarizer``) or the policy's own;
+    - above the hard threshold, asks for the final answer with no tools offered;
+    - when the provider still rejects a request as too long (``ContextOverflowError``),
+      compacts and lets the loop retry.
+    """
 
     def __init__(
         self,
