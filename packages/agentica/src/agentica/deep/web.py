@@ -501,6 +501,20 @@ def _clip(text: str, start: int, max_chars: int) -> tuple[str, str]:
     return text[start:end], note
 
 
+@dataclass(frozen=True, slots=True)
+class _Page:
+    """A downloaded page: its final URL, content type, kind (``_kind``), body (cut at
+    ``max_bytes`` when ``cut``), charset, and whether a redirect led to it."""
+
+    url: str
+    mime: str
+    kind: str
+    body: bytes
+    charset: str | None
+    cut: bool
+    redirected: bool
+
+
 # ---------------------------------------------------------------------------------- address guard
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -521,44 +535,48 @@ _HOST_NAME_RE = re.compile(r"^[a-z0-9_.-]+$", re.I)  # what a (punycode) host na
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
+# Why an address is refused, checked in this order; the first that matches is the reason.
+_BLOCKED: tuple[tuple[Callable[[IPAddress], bool], str], ...] = (
+    (lambda ip: ip in _METADATA, "the cloud metadata service"),
+    (lambda ip: ip.is_unspecified, "the unspecified address (this machine)"),
+    (lambda ip: ip.is_loopback, "a loopback address (this machine)"),
+    (lambda ip: ip.is_link_local, "a link-local address"),
+    (lambda ip: ip.is_multicast, "a multicast address"),
+    (lambda ip: ip in _CGNAT, "a carrier-grade NAT address"),
+    (lambda ip: ip.is_private, "a private-network address"),
+    (lambda ip: ip.is_reserved, "a reserved address"),
+    (lambda ip: not ip.is_global, "not a public address"),
+)
+
+
 def _why_blocked(ip: IPAddress) -> str | None:
-    """Why ``fetch_url`` must not connect to ``ip`` by default, or None for a public address."""
+    """Why ``fetch_url`` must not connect to ``ip`` by default, or None for a public address.
+
+    An IPv6 address that carries an IPv4 address (IPv4-mapped, NAT64, 6to4) is judged by the
+    IPv4 address it reaches."""
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.scope_id:
             ip = ipaddress.IPv6Address(str(ip).split("%", 1)[0])
-        embedded: ipaddress.IPv4Address | None = None
-        form = ""
-        if ip.ipv4_mapped is not None:
-            embedded, form = ip.ipv4_mapped, "the IPv4-mapped form of "
-        elif ip in _NAT64:
-            embedded, form = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "the NAT64 form of "
-        elif ip.sixtofour is not None:
-            embedded, form = ip.sixtofour, "the 6to4 form of "
+        embedded = _embedded_ipv4(ip)
         if embedded is not None:
-            why = _why_blocked(embedded)
-            return f"{form}{embedded}, {why}" if why else None
+            form, inner = embedded
+            why = _why_blocked(inner)
+            return f"{form}{inner}, {why}" if why else None
         if ip in _NAT64_LOCAL:
             return "a local-use NAT64 address"
         if ip.is_site_local:
             return "a site-local address"
-    if ip in _METADATA:
-        return "the cloud metadata service"
-    if ip.is_unspecified:
-        return "the unspecified address (this machine)"
-    if ip.is_loopback:
-        return "a loopback address (this machine)"
-    if ip.is_link_local:
-        return "a link-local address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if ip in _CGNAT:
-        return "a carrier-grade NAT address"
-    if ip.is_private:
-        return "a private-network address"
-    if ip.is_reserved:
-        return "a reserved address"
-    if not ip.is_global:
-        return "not a public address"
+    return next((why for matches, why in _BLOCKED if matches(ip)), None)
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> tuple[str, ipaddress.IPv4Address] | None:
+    """The IPv4 address an IPv6 address reaches, with the name of its form, if it has one."""
+    if ip.ipv4_mapped is not None:
+        return "the IPv4-mapped form of ", ip.ipv4_mapped
+    if ip in _NAT64:
+        return "the NAT64 form of ", ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return "the 6to4 form of ", ip.sixtofour
     return None
 
 
@@ -787,95 +805,114 @@ class Web(Capability):
 
     async def fetch(self, url: str, *, max_chars: int | None = None, start: int = 0) -> str:
         """``fetch_url``'s work: the page at ``url`` as text for the model; ``ToolError`` if not."""
-        import aiohttp
-
         url = url.strip()
         if "://" not in url and not urlsplit(url).scheme:
             url = "https://" + url
-        target = self._checked_url(url)
+        trail = [self._checked_url(url)]
         limit = max(200, min(max_chars or self.max_chars, self.max_chars_limit))
-        start = max(0, start)
+        page = await self._download(url, trail)
+        kind = page.kind
+        if kind == "unknown":
+            kind = _sniff(page.body)
+            if kind == "binary":
+                raise ToolError(_binary_message(page.url, "unlabelled binary"))
+        title, content = await asyncio.to_thread(_readable, page.body, page.charset, kind, page.url)
+        logger.debug("fetched %s: %d bytes, %d characters", page.url, len(page.body), len(content))
+        header = self._page_header(page, url, title, kind)
+        if not content:
+            header.append("The page has no readable text (it may need JavaScript).")
+            return "\n".join(header)
+        shown, note = _clip(content, max(0, start), limit)
+        return "\n".join(header) + "\n\n" + shown + (f"\n\n{note}" if note else "")
+
+    async def _download(self, url: str, trail: list[URL]) -> _Page:
+        """The page at ``trail[-1]``, following redirects (each hop checked like the first URL
+        and appended to ``trail``), within ``timeout``; failures become ``ToolError``."""
+        import aiohttp
+
         session = self._pool.session()
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._follow(session, url, trail)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise self._download_error(exc, url, trail[-1]) from None
+
+    async def _follow(self, session: aiohttp.ClientSession, url: str, trail: list[URL]) -> _Page:
         headers = {
             "User-Agent": self.user_agent,
             "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
         }
-        try:
-            async with asyncio.timeout(self.timeout):
-                for hop in range(self.max_redirects + 1):
-                    async with session.get(target, headers=headers, allow_redirects=False) as resp:
-                        location = resp.headers.get("Location")
-                        if resp.status in _REDIRECTS and location:
-                            if hop == self.max_redirects:
-                                raise ToolError(
-                                    f"{url} redirected more than {self.max_redirects} times; the "
-                                    "page cannot be read"
-                                )
-                            target = self._next_hop(url, resp.url, location)
-                            continue
-                        final = str(resp.url)
-                        if resp.status >= 400:
-                            reason = f" {resp.reason}" if resp.reason else ""
-                            raise ToolError(
-                                f"HTTP {resp.status}{reason} for {final}: {_http_hint(resp.status)}"
-                            )
-                        mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
-                        kind = _kind(mime)
-                        if kind == "binary":
-                            raise ToolError(_binary_message(final, mime))
-                        body, cut_download = await _read_capped(resp, self.max_bytes)
-                        if cut_download:
-                            resp.close()  # drop the connection rather than read the rest
-                        charset = resp.charset
-                        redirected = hop > 0
-                        break
-        except aiohttp.ClientConnectorError as exc:
+        while True:
+            async with session.get(trail[-1], headers=headers, allow_redirects=False) as resp:
+                location = resp.headers.get("Location")
+                if resp.status not in _REDIRECTS or not location:
+                    return await self._read_page(resp, redirected=len(trail) > 1)
+                if len(trail) > self.max_redirects:
+                    raise ToolError(
+                        f"{url} redirected more than {self.max_redirects} times; the page cannot "
+                        "be read"
+                    )
+                trail.append(self._next_hop(url, resp.url, location))
+
+    async def _read_page(self, resp: aiohttp.ClientResponse, *, redirected: bool) -> _Page:
+        """The body of a final (not redirecting) answer, if it is a page ``fetch_url`` reads."""
+        final = str(resp.url)
+        if resp.status >= 400:
+            reason = f" {resp.reason}" if resp.reason else ""
+            raise ToolError(f"HTTP {resp.status}{reason} for {final}: {_http_hint(resp.status)}")
+        mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
+        kind = _kind(mime)
+        if kind == "binary":
+            raise ToolError(_binary_message(final, mime))
+        body, cut = await _read_capped(resp, self.max_bytes)
+        if cut:
+            resp.close()  # drop the connection rather than read the rest
+        return _Page(final, mime, kind, body, resp.charset, cut, redirected)
+
+    def _download_error(
+        self, exc: aiohttp.ClientError | TimeoutError, url: str, target: URL
+    ) -> ToolError:
+        """What the model is told when the download of ``url`` failed at ``target``."""
+        import aiohttp
+
+        cannot = (
+            f"cannot fetch {url}: {type(exc).__name__}: {exc}; check the address or use "
+            "another source"
+        )
+        if isinstance(exc, aiohttp.ClientConnectorError):
             refused = exc.os_error
             if isinstance(refused, _Refused):
-                raise ToolError(
+                return ToolError(
                     _AddressGuard.message(
                         _display_url(str(target)), refused.host, refused.why, refused.address
                     )
-                ) from None
-            raise ToolError(
-                f"cannot fetch {url}: {type(exc).__name__}: {exc}; check the address or use "
-                "another source"
-            ) from None
-        except aiohttp.InvalidURL:
-            raise ToolError(f"{url[:200]!r} is not a valid URL") from None
-        except TimeoutError:
-            raise ToolError(
+                )
+            return ToolError(cannot)
+        if isinstance(exc, aiohttp.InvalidURL):
+            return ToolError(f"{url[:200]!r} is not a valid URL")
+        if isinstance(exc, TimeoutError):
+            return ToolError(
                 f"{url} did not answer within {self.timeout:g} s; try again later or use "
                 "another source"
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise ToolError(
-                f"cannot fetch {url}: {type(exc).__name__}: {exc}; check the address or use "
-                "another source"
-            ) from None
-        if kind == "unknown":
-            kind = _sniff(body)
-            if kind == "binary":
-                raise ToolError(_binary_message(final, "unlabelled binary"))
-        title, content = await asyncio.to_thread(_readable, body, charset, kind, final)
-        logger.debug("fetched %s: %d bytes, %d characters", final, len(body), len(content))
-        header = [f"URL: {final}"]
-        if redirected:
+            )
+        return ToolError(cannot)
+
+    def _page_header(self, page: _Page, url: str, title: str, kind: str) -> list[str]:
+        """The lines before a page's text: its URL (and where it was redirected from), title,
+        content type (of a text page) and a note when the download was cut."""
+        header = [f"URL: {page.url}"]
+        if page.redirected:
             header[0] += f" (redirected from {url})"
         if title:
             header.append(f"Title: {title}")
-        if kind == "text" and mime:
-            header.append(f"Content-Type: {mime}")
-        if cut_download:
+        if kind == "text" and page.mime:
+            header.append(f"Content-Type: {page.mime}")
+        if page.cut:
             header.append(
                 f"Note: the download stopped after {self.max_bytes:,} bytes; the end of the "
                 "page is missing."
             )
-        if not content:
-            header.append("The page has no readable text (it may need JavaScript).")
-            return "\n".join(header)
-        shown, note = _clip(content, start, limit)
-        return "\n".join(header) + "\n\n" + shown + (f"\n\n{note}" if note else "")
+        return header
 
     def _next_hop(self, url: str, current: URL, location: str) -> URL:
         """Where a redirect from ``current`` leads, checked like the first URL."""
