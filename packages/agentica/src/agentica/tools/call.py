@@ -67,6 +67,49 @@ def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
         return None, exc
 
 
+async def _call_entrypoint(
+    function: Function, kwargs: dict[str, Any], executor: Executor | None
+) -> tuple[Any, BaseException | None]:
+    """Call the tool: an ``async def`` awaited, a ``def`` run on ``executor``, and an awaitable
+    it returns awaited too. Its result, or what a blocking tool raised, as a value: raised from
+    this coroutine, a ``StopIteration`` would turn into ``RuntimeError`` (PEP 479). What an
+    async tool raises propagates."""
+    if function.is_async:
+        result = await function.entrypoint(**kwargs)
+    else:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(function.entrypoint, **kwargs)
+        run = functools.partial(contextvars.copy_context().run, _outcome, call)
+        result, raised = await loop.run_in_executor(executor, run)
+        if raised is not None:
+            return None, raised
+    if inspect.isawaitable(result):
+        result = await result
+    return result, None
+
+
+def _failure_message(
+    name: str,
+    exc: BaseException,
+    deadline: asyncio.Timeout,
+    timeout: float | None,
+    task: asyncio.Task[Any] | None,
+) -> str | None:
+    """What the model is told about the call of tool ``name`` that raised ``exc``; ``None``
+    when ``exc`` is a signal to the run (see ``_raised_by_the_tool``) that must propagate."""
+    if isinstance(exc, ToolError):
+        return str(exc) or f"tool '{name}' failed"
+    if isinstance(exc, TimeoutError):
+        if deadline.expired():
+            return f"Tool '{name}' timed out after {timeout:g} s and was abandoned."
+        return f"Tool '{name}' failed: TimeoutError: {exc}"
+    if isinstance(exc, Exception):
+        return f"Tool '{name}' failed: {_describe(exc)}"
+    if not _raised_by_the_tool(exc, task):
+        return None
+    return f"Tool '{name}' failed: {_describe(exc)} (raised by the tool itself; the run goes on)"
+
+
 def render_result(value: Any) -> str:
     """The text the model sees for a tool's return value (JSON unless it is already a string)."""
     if isinstance(value, str):
@@ -210,37 +253,14 @@ class FunctionCall:
         task = asyncio.current_task()
         try:
             async with deadline:
-                if function.is_async:
-                    result = await function.entrypoint(**kwargs)
-                else:
-                    loop = asyncio.get_running_loop()
-                    call = functools.partial(function.entrypoint, **kwargs)
-                    run = functools.partial(contextvars.copy_context().run, _outcome, call)
-                    result, raised = await loop.run_in_executor(executor, run)
-                    if raised is not None:
-                        raise raised
-                if inspect.isawaitable(result):
-                    result = await result
-        except ToolError as exc:
-            self.fail(str(exc) or f"tool '{function.name}' failed", exc)
-            return
-        except TimeoutError as exc:
-            if deadline.expired():
-                self.fail(
-                    f"Tool '{function.name}' timed out after {timeout:g} s and was abandoned.",
-                    exc,
-                )
-            else:
-                self.fail(f"Tool '{function.name}' failed: TimeoutError: {exc}", exc)
-            return
-        except Exception as exc:
-            self.fail(f"Tool '{function.name}' failed: {_describe(exc)}", exc)
-            return
+                result, raised = await _call_entrypoint(function, kwargs, executor)
+                if raised is not None:
+                    raise raised
         except BaseException as exc:
-            if not _raised_by_the_tool(exc, task):
+            message = _failure_message(function.name, exc, deadline, timeout, task)
+            if message is None:  # a signal to the run, not the tool's failure
                 raise
-            note = " (raised by the tool itself; the run goes on)"
-            self.fail(f"Tool '{function.name}' failed: {_describe(exc)}{note}", exc)
+            self.fail(message, exc)
             return
         if isinstance(result, Retry):
             self.control = result
