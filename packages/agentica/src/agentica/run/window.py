@@ -171,7 +171,7 @@ class Prepared:
 
 
 class ContextWindow:
-    """One run's context management; built by ``open()``. Before every model call it
+    """One run's context management; built by ``open()``. It
 
     - counts the request (messages, this turn's system slots and the tool schemas) with the
       model's own tokenizer when one is available offline (``load_counter``), caching each
