@@ -554,6 +554,28 @@ def test_validation_error_messages_name_the_argument_and_ask_for_a_new_call() ->
         optional.validate_arguments('{"days": 1}')
 
 
+async def test_arguments_error_is_a_tool_error_of_the_tree_and_carries_the_call() -> None:
+    from agentica import errors
+    from agentica.tools import function
+
+    assert ArgumentsError is errors.ArgumentsError is function.ArgumentsError
+    assert "ArgumentsError" in errors.__all__
+    with pytest.raises(errors.AgenticaError) as caught:
+        square.validate_arguments('{"n": "abc"}')
+    wrong = caught.value
+    # bad input from the model, shown to the model like a tool's own failure; not a code mistake
+    assert isinstance(wrong, ArgumentsError) and isinstance(wrong, errors.ToolError)
+    assert not isinstance(wrong, errors.UsageError)
+    assert wrong.tool == "square"
+    assert wrong.arguments == '{"n": "abc"}'
+    assert str(wrong).startswith("Invalid arguments for tool 'square':")
+    # what the model sees for the call is the same message
+    model = ScriptedModel([tool_calls(call("square", '{"n": "abc"}')), "done"])
+    await Agent(model=model, tools=[square]).run("go")
+    (result,) = tool_messages(model, 1)
+    assert result.is_error and result.content == str(wrong)
+
+
 @pytest.mark.parametrize("raw", ["", "   ", "\n", "{}"])
 def test_empty_arguments_are_an_empty_object(raw: str) -> None:
     @tool

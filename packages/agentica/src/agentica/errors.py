@@ -12,6 +12,7 @@ AgenticaError
 │   ├── ModelTimeoutError      the provider did not answer in time
 │   └── ModelResponseError     the provider answered something that is not a valid reply
 ├── ToolError                  raised by a tool to report a failure; the message goes to the model
+│   └── ArgumentsError         the model's arguments for a tool did not validate; it did not run
 ├── GuardrailTripped           a guardrail stopped the run
 ├── LimitExceeded              a run limit (turns, tokens, tool calls, time, ...) was reached
 ├── OutputValidationError      the model's final answer never matched the requested output type
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgenticaError",
+    "ArgumentsError",
     "ConcurrentRunError",
     "ContextOverflowError",
     "GuardrailTripped",
@@ -136,6 +138,24 @@ class ToolError(AgenticaError):
     Any other exception a tool raises is reported to the model too (with its type name); raise
     ``ToolError`` when the message is written for the model and should be shown as is.
     """
+
+
+class ArgumentsError(ToolError):
+    """The arguments the model sent for a tool did not validate (``Function.validate_arguments``).
+
+    The tool does not run: the message, written for the model, is the call's result (what was
+    wrong, the arguments the tool expects), and the model may call again. Bad input from the
+    model, not a mistake in the code (that is ``UsageError``).
+
+    Attributes:
+        tool: the name of the tool.
+        arguments: the arguments as the model sent them (JSON text).
+    """
+
+    def __init__(self, message: str, *, tool: str = "", arguments: str = "") -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.arguments = arguments
 
 
 class GuardrailTripped(AgenticaError):

@@ -24,17 +24,13 @@ from typing import Any, overload
 import pydantic
 from pydantic import ValidationError
 
-from agentica.errors import UsageError
+from agentica.errors import ArgumentsError, UsageError
 from agentica.messages import ToolDefinition
 from agentica.tools.context import RunContext
 
 __all__ = ["ArgumentsError", "Function", "tool"]
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-class ArgumentsError(Exception):
-    """The model's arguments did not validate; ``str(self)`` is the message for the model."""
 
 
 def _is_async_callable(fn: Any) -> bool:
@@ -111,6 +107,57 @@ def _type_hints(source: Any) -> dict[str, Any]:
                 annotation = base
         hints[name] = annotation
     return hints
+
+
+def _argument_fields(
+    params: list[inspect.Parameter], hints: dict[str, Any], param_docs: dict[str, str]
+) -> tuple[dict[str, Any], str | None]:
+    """The pydantic fields of the arguments the model gives (``*args`` and ``**kwargs`` left
+    out), and the name of the parameter that receives the ``RunContext``, if any."""
+    fields: dict[str, Any] = {}
+    context_param = None
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        annotation = hints.get(p.name, p.annotation)
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        if _is_context_annotation(annotation):
+            context_param = p.name
+            continue
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        options: dict[str, Any] = {}
+        if doc := param_docs.get(p.name):
+            options["description"] = doc
+        attr = p.name
+        if _reserved(p.name):
+            attr, options["alias"] = f"arg_{len(fields)}_{p.name.strip('_')}", p.name
+        fields[attr] = (annotation, pydantic.Field(default, **options))
+    return fields, context_param
+
+
+def _arguments_model(
+    tool_name: str, fields: dict[str, Any]
+) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
+    """The pydantic model validating a tool's arguments, and the JSON schema the model sees;
+    ``UsageError`` when the type hints cannot make one."""
+    try:
+        args_model = pydantic.create_model(
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(arbitrary_types_allowed=True),
+            **fields,
+        )
+        schema = _strip_titles(args_model.model_json_schema())
+    except (
+        pydantic.PydanticUserError,
+        pydantic.PydanticSchemaGenerationError,
+        TypeError,
+    ) as exc:
+        raise UsageError(
+            f"cannot build a JSON schema for tool {tool_name!r}: {exc}. Use JSON-compatible "
+            "type hints (str, int, float, bool, list, dict, Literal, pydantic models)."
+        ) from exc
+    return args_model, schema
 
 
 def _nests_a_call(arguments: str, properties: dict[str, Any]) -> bool:
@@ -234,41 +281,8 @@ class Function:
         is_method = bool(params) and params[0].name in ("self", "cls") and inspect.isfunction(fn)
         if is_method:
             params = params[1:]
-        fields: dict[str, Any] = {}
-        context_param = None
-        for p in params:
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            annotation = hints.get(p.name, p.annotation)
-            if annotation is inspect.Parameter.empty:
-                annotation = Any
-            if _is_context_annotation(annotation):
-                context_param = p.name
-                continue
-            default = ... if p.default is inspect.Parameter.empty else p.default
-            options: dict[str, Any] = {}
-            if doc := param_docs.get(p.name):
-                options["description"] = doc
-            attr = p.name
-            if _reserved(p.name):
-                attr, options["alias"] = f"arg_{len(fields)}_{p.name.strip('_')}", p.name
-            fields[attr] = (annotation, pydantic.Field(default, **options))
-        try:
-            args_model = pydantic.create_model(
-                f"{tool_name}_arguments",
-                __config__=pydantic.ConfigDict(arbitrary_types_allowed=True),
-                **fields,
-            )
-            schema = _strip_titles(args_model.model_json_schema())
-        except (
-            pydantic.PydanticUserError,
-            pydantic.PydanticSchemaGenerationError,
-            TypeError,
-        ) as exc:
-            raise UsageError(
-                f"cannot build a JSON schema for tool {tool_name!r}: {exc}. Use JSON-compatible "
-                "type hints (str, int, float, bool, list, dict, Literal, pydantic models)."
-            ) from exc
+        fields, context_param = _argument_fields(params, hints, param_docs)
+        args_model, schema = _arguments_model(tool_name, fields)
         schema.setdefault("properties", {})
         return cls(
             name=tool_name,
@@ -329,7 +343,8 @@ class Function:
         try:
             obj = self._args_model.model_validate_json(arguments.strip() or "{}")
         except ValidationError as exc:
-            raise ArgumentsError(self._describe_error(exc, arguments)) from None
+            message = self._describe_error(exc, arguments)
+            raise ArgumentsError(message, tool=self.name, arguments=arguments) from None
         return {name: getattr(obj, attr) for name, attr in self._field_names}
 
     def _describe_error(self, exc: ValidationError, arguments: str) -> str:
