@@ -1,0 +1,154 @@
+"""What the model is told about its commands: refused input (``check_command``,
+``check_python``), advice after a failure (``hint``), and mistyped brackets put right in Python
+code (``repair_brackets``)."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_SHELL_START = re.compile(r"^(?:\$\s|python3?\s|pip3?\s|sh\s|bash\s|cd\s)")
+_PYTHON_START = re.compile(
+    r"^\s*(import\s+[\w.]+|from\s+[\w.]+\s+import\s|def\s+\w+\s*\(|class\s+\w+|print\s*\()"
+)
+
+
+def check_command(command: str) -> str | None:
+    """Why ``command`` is no shell command to run (for the model), or None."""
+    if not command.strip():
+        return "The command is empty. Pass a shell command, e.g. execute('ls -la')."
+    if "\0" in command:
+        return "The command contains a NUL character; remove it."
+    if _PYTHON_START.match(command):
+        return (
+            "This is Python code, not a shell command. Write it to a file and run "
+            "`python file.py`, or pass it as `python -c '...'`."
+        )
+    return None
+
+
+def check_python(code: str) -> str | None:
+    """Why ``code`` is no Python source to run (for the model), or None."""
+    stripped = code.strip()
+    if not stripped:
+        return "The code is empty. Pass Python source code, e.g. print(1 + 1)."
+    if _SHELL_START.match(stripped):
+        return (
+            "run_python takes Python source code, not a shell command. Pass the code itself "
+            "(e.g. print(open('data.csv').read())), or run the command with execute."
+        )
+    if "\0" in code:
+        return "The code contains a NUL character; remove it."
+    return None
+
+
+def hint(code: int | None, output: str) -> str:
+    """Advice for a small model about a failed command."""
+    if code == 127:
+        return (
+            "\nThe command was not found (exit code 127): check its spelling, or the program is "
+            "not installed here (check with: which NAME)."
+        )
+    if code == 126:
+        return (
+            "\nThe file could not be executed (exit code 126): run scripts as `sh file.sh` or "
+            "`python file.py`, or make them executable with chmod +x."
+        )
+    if code == 2 and "syntax error" in output.lower():
+        return "\nThe shell could not parse the command: check quotes and brackets."
+    if not code:
+        return ""
+    for error, advice in _PYTHON_ERRORS:
+        if (found := error.search(output)) is not None:
+            return "\n" + advice.format(*found.groups())
+    return ""
+
+
+# Python errors small models make and then repeat unchanged, with what to do about each (the
+# first that matches is shown; ``{0}`` is the pattern's group)
+_PYTHON_ERRORS = tuple(
+    (re.compile(pattern), advice)
+    for pattern, advice in (
+        (
+            r"No module named '(\w+)",
+            "The Python module {0!r} is not installed here. Rewrite the code with the standard "
+            "library instead (for a CSV file, the csv module).",
+        ),
+        (
+            r"SyntaxError",
+            "The code has a syntax error: fix the line shown, then run the corrected code.",
+        ),
+        (
+            r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
+            r"'([A-Za-z_][\w ]{0,40})'",
+            "{0!r} is text, not a number. If it is a column name, the code read the header row "
+            "as data: skip it (next(reader)) or use csv.DictReader.",
+        ),
+        (
+            r"TypeError: list indices must be integers or slices, not str",
+            "A list was indexed with a string (row['amount'] on a row from csv.reader, which is "
+            "a list): index it by position (row[2]), or read the rows with csv.DictReader to use "
+            "the column names.",
+        ),
+        (
+            r"ValueError: too many values to unpack",
+            "A row has more values than the names it was unpacked into (a, b = row on a row of "
+            "three): unpack every column (a, b, c = row) or index the row (row[0], row[2]).",
+        ),
+    )
+)
+_MISMATCH = re.compile(r"closing parenthesis '(.)' does not match opening parenthesis '(.)'")
+_NEVER_CLOSED = re.compile(r"'(.)' was never closed")
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+_MAX_REPAIR = 20_000  # characters of code the bracket repair parses (on the event loop: ~ms)
+COMMON_PACKAGES = ("numpy", "pandas")
+"""Packages models often assume; ``run_python``'s description names those not installed."""
+
+
+def repair_brackets(code: str) -> tuple[str, list[str]]:
+    """``code`` with mistyped closing brackets put right, and one note per change.
+
+    Small models write ``print(f(x)}`` for ``print(f(x))`` (a ``}`` that belongs to the JSON
+    of their tool call ends up inside the code string): a closing bracket that does not match
+    its opening one is replaced by the matching one, and a bracket left open on the last line is
+    closed at the end, but only when the code then parses. Anything else, and code that already
+    parses, is returned unchanged with no notes. Parsing only: nothing is run.
+    """
+    if len(code) > _MAX_REPAIR:
+        return code, []
+    fixed, notes = code, []
+    for _ in range(3):
+        try:
+            ast.parse(fixed)
+        except SyntaxError as exc:
+            lines = fixed.splitlines(keepends=True)
+            number = exc.lineno or 0
+            if not 0 < number <= len(lines):
+                return code, []
+            line = lines[number - 1]
+            message = str(exc.msg)
+            if (found := _MISMATCH.search(message)) is not None:
+                closer, opener = found.groups()
+                column = (exc.offset or 0) - 1
+                if not (0 <= column < len(line) and line[column] == closer):
+                    return code, []
+                right = _CLOSER[opener]
+                lines[number - 1] = line[:column] + right + line[column + 1 :]
+                notes.append(f"line {number} had {closer!r} where {right!r} belongs")
+            elif (found := _NEVER_CLOSED.search(message)) is not None and not "".join(
+                lines[number:]
+            ).strip():
+                right = _CLOSER.get(found.group(1), "")
+                if not right:
+                    return code, []
+                stripped = line.rstrip()
+                lines[number - 1] = stripped + right + line[len(stripped) :]
+                notes.append(f"line {number} left {found.group(1)!r} open; {right!r} was added")
+            else:
+                return code, []
+            fixed = "".join(lines)
+        except (ValueError, OverflowError, RecursionError, MemoryError):
+            return code, []
+        else:
+            return (fixed, notes) if notes else (code, [])
+    return code, []
