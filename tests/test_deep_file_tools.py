@@ -365,3 +365,34 @@ async def test_agent_with_composite_backend_keeps_memories_across_sessions(
     # another user does not see ada's memories
     other = StoreBackend(storage, "bob", "agent")
     assert await other.ls("/") == []
+
+
+async def test_a_capability_reaches_the_agents_files_through_the_run_context(
+    tmp_path: Path,
+) -> None:
+    from agentica.run.capability import Capability
+
+    (tmp_path / "plan.md").write_text("1. measure\n")
+    seen: list[str] = []
+
+    class Plan(Capability):
+        name = "plan"
+
+        async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+            assert ctx.files is not None
+            text = await ctx.files.read("/plan.md")
+            seen.append(text)
+            return f"The plan:\n{text}"
+
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="/plan.md", content="1. measure\n2. fix\n")),
+        "Planned.",
+    ])  # fmt: skip
+    tools = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[tools], capabilities=[Plan()])
+    assert (await agent.run("Plan")).content == "Planned."
+    assert seen == ["1. measure\n", "1. measure\n2. fix\n"]  # the slot reads the same files
+    assert "2. fix" in str(model.requests[-1].messages[-1].content)
+    # without file tools there are no files to reach
+    bare = RunContext(run_id="r", deps=None, usage=RunUsage())
+    assert bare.files is None

@@ -92,6 +92,9 @@ class FileTools(Tool):
         self.max_line_chars = max_line_chars
         super().__init__(name)
 
+    def file_backend(self, ctx: RunContext[Any]) -> FileBackend:
+        return self.resolve(ctx)
+
     def resolve(self, ctx: RunContext[Any]) -> FileBackend:
         """The backend for a call of run ``ctx``; tool results evicted from the conversation
         (``agentica.run.window``) appear under ``/.results/``."""

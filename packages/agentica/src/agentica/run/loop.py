@@ -188,6 +188,7 @@ async def _start(
         model=agent.model,
         functions=agent.functions,
         session_state=agent.memory.state,
+        toolkits=agent.toolkits,
     )
     system = await _instructions(agent, ctx)
     window = getattr(agent.model, "context_window", None)
@@ -762,7 +763,7 @@ async def pending_calls(agent: Agent) -> list[PendingCall]:
         run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
         user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
         input=record.input, model=agent.model, functions=agent.functions,
-        session_state=agent.memory.state,
+        session_state=agent.memory.state, toolkits=agent.toolkits,
     )  # fmt: skip
     return await _pending_of(agent, ctx, record)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from agentica.limits import RunBudget
@@ -18,7 +18,9 @@ from agentica.models.base import Model
 from agentica.storage.base import Storage
 
 if TYPE_CHECKING:
+    from agentica.tools.files import FileBackend
     from agentica.tools.function import Function
+    from agentica.tools.toolkit import Tool
 
 __all__ = ["RunContext"]
 
@@ -46,12 +48,15 @@ class RunContext(Generic[DepsT]):
         storage: the agent's ``Storage``, or ``None``.
         budget: the ``RunBudget`` of the run tree (the top-level run and its subagent runs):
             what the tree used so far, and its limits; ``None`` outside a run.
+        files: the ``FileBackend`` the agent's file tools work on for this run (its workspace,
+            see ``Tool.file_backend``), or ``None`` when the agent has none.
     """
 
     __slots__ = (
         "_agent",
         "_cancel",
         "_progress",
+        "_toolkits",
         "budget",
         "deps",
         "functions",
@@ -82,6 +87,7 @@ class RunContext(Generic[DepsT]):
         model: Model | None = None,
         functions: Mapping[str, Function] | None = None,
         session_state: dict[str, Any] | None = None,
+        toolkits: Sequence[Tool] = (),
     ) -> None:
         self.run_id = run_id
         self.deps = deps
@@ -96,6 +102,7 @@ class RunContext(Generic[DepsT]):
         self.offered: Mapping[str, Function] = self.functions
         self.session_state: dict[str, Any] = session_state if session_state is not None else {}
         self.state: dict[str, Any] = {}
+        self._toolkits = tuple(toolkits)
         self._agent: weakref.ReferenceType[Any] | None = (
             weakref.ref(agent) if agent is not None else None
         )
@@ -110,6 +117,15 @@ class RunContext(Generic[DepsT]):
         the typed attributes above instead.
         """
         return self._agent() if self._agent is not None else None
+
+    @property
+    def files(self) -> FileBackend | None:
+        """The file backend of the agent's file tools for this run, or ``None``."""
+        for toolkit in self._toolkits:
+            backend = toolkit.file_backend(self)
+            if backend is not None:
+                return backend
+        return None
 
     def report(self, source: str, update: object) -> None:
         """Send a progress update of a running tool to whoever streams the run.

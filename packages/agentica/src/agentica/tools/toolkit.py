@@ -9,10 +9,14 @@ groups) into one name -> ``Function`` map and rejects duplicate names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from agentica.errors import UsageError
 from agentica.tools.function import Function
+
+if TYPE_CHECKING:
+    from agentica.tools.context import RunContext
+    from agentica.tools.files import FileBackend
 
 __all__ = ["Tool", "ToolLike", "resolve_functions"]
 
@@ -48,6 +52,14 @@ class Tool:
         function = Function.from_callable(fn, **options)
         self._add(function)
         return function
+
+    def file_backend(self, ctx: RunContext[Any]) -> FileBackend | None:
+        """The ``FileBackend`` this group's tools work on in run ``ctx``, if it works on files.
+
+        A group of file tools returns its backend, so capabilities and other tools reach the same
+        files through ``RunContext.files``; the default is ``None``.
+        """
+        return None
 
     def _add(self, function: Function) -> None:
         self.functions[function.name] = function
