@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentica.errors import AgenticaError, ModelError, ModelHTTPError
 from agentica.messages import ReasoningDelta, TextDelta, ToolCallDelta
-from agentica.models.base import Model, ResponseDone
+from agentica.models.base import Model, ModelRequest, ResponseDone
 from agentica.models.openai_wire import chunk_body, completion_body, request_from_wire
 
 if TYPE_CHECKING:
@@ -36,17 +36,33 @@ def build_app(model: Model, *, api_key: str | None = None) -> web.Application:
     """The aiohttp application serving ``model``."""
     from aiohttp import web
 
-    ids = itertools.count(1)
+    server = _Server(model, api_key)
+    app = web.Application(client_max_size=32 * 1024 * 1024)
+    app.router.add_get("/v1/models", server.models)
+    app.router.add_post("/v1/chat/completions", server.chat)
+    return app
 
-    def authorised(request: web.Request) -> bool:
-        if not api_key:
+
+class _Server:
+    """The handlers of ``build_app``: ``model`` behind the OpenAI wire format."""
+
+    def __init__(self, model: Model, api_key: str | None) -> None:
+        self.model = model
+        self.api_key = api_key
+        self.ids = itertools.count(1)
+
+    def authorised(self, request: web.Request) -> bool:
+        if not self.api_key:
             return True
         sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(sent.encode(), api_key.encode())
+        return hmac.compare_digest(sent.encode(), self.api_key.encode())
 
-    async def models(request: web.Request) -> web.Response:
-        if not authorised(request):
+    async def models(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
+        if not self.authorised(request):
             return _error(401, "missing or wrong API key", "authentication_error")
+        model = self.model
         return web.json_response(
             {
                 "object": "list",
@@ -56,56 +72,62 @@ def build_app(model: Model, *, api_key: str | None = None) -> web.Application:
             }
         )
 
-    async def chat(request: web.Request) -> web.StreamResponse:
-        if not authorised(request):
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        if not self.authorised(request):
             return _error(401, "missing or wrong API key", "authentication_error")
         try:
             body = await request.json()
             model_request = request_from_wire(body)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, f"invalid request: {exc}")
-        rid = f"chatcmpl-{next(ids)}"
-        name = str(body.get("model") or model.id)
-        if not body.get("stream"):
-            try:
-                response = await model.response(model_request)
-            except ModelError as exc:
-                status = exc.status if isinstance(exc, ModelHTTPError) else 502
-                return _error(status, str(exc), "server_error")
-            return web.json_response(completion_body(response.message, model=name, response_id=rid))
+        rid = f"chatcmpl-{next(self.ids)}"
+        name = str(body.get("model") or self.model.id)
+        if body.get("stream"):
+            options = body.get("stream_options")
+            return await self._stream(request, model_request, rid, name, options=options)
+        return await self._complete(model_request, rid, name)
+
+    async def _complete(self, model_request: ModelRequest, rid: str, name: str) -> web.Response:
+        """The whole reply as one chat completion (or the provider's error)."""
+        from aiohttp import web
+
+        try:
+            response = await self.model.response(model_request)
+        except ModelError as exc:
+            status = exc.status if isinstance(exc, ModelHTTPError) else 502
+            return _error(status, str(exc), "server_error")
+        return web.json_response(completion_body(response.message, model=name, response_id=rid))
+
+    async def _stream(
+        self,
+        request: web.Request,
+        model_request: ModelRequest,
+        rid: str,
+        name: str,
+        *,
+        options: Any,
+    ) -> web.StreamResponse:
+        """The reply as server-sent chunks, ending with ``[DONE]`` (an error as a last chunk);
+        ``options``: the request's ``stream_options`` (``include_usage``)."""
+        from aiohttp import web
+
         stream = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await stream.prepare(request)
         await stream.write(chunk_body(response_id=rid, model=name, delta={"role": "assistant"}))
         try:
-            async for event in model.response_stream(model_request):
-                if isinstance(event, TextDelta):
-                    delta: dict[str, Any] = {"content": event.text}
-                elif isinstance(event, ReasoningDelta):
-                    delta = {"reasoning_content": event.text}
-                elif isinstance(event, ToolCallDelta):
-                    call: dict[str, Any] = {"index": event.index, "function": {}}
-                    if event.id:
-                        call |= {"id": event.id, "type": "function"}
-                    if event.name:
-                        call["function"]["name"] = event.name
-                    call["function"]["arguments"] = event.arguments
-                    delta = {"tool_calls": [call]}
-                elif isinstance(event, ResponseDone):
-                    message = event.response.message
-                    await stream.write(
-                        chunk_body(
-                            response_id=rid,
-                            model=name,
-                            delta={},
-                            finish_reason=message.finish_reason or "stop",
-                        )
-                    )
-                    if (body.get("stream_options") or {}).get("include_usage"):
-                        await stream.write(
-                            chunk_body(response_id=rid, model=name, usage=event.response.usage)
-                        )
+            async for event in self.model.response_stream(model_request):
+                if not isinstance(event, ResponseDone):
+                    delta = _wire_delta(event)
+                    await stream.write(chunk_body(response_id=rid, model=name, delta=delta))
                     continue
-                await stream.write(chunk_body(response_id=rid, model=name, delta=delta))
+                finish = event.response.message.finish_reason or "stop"
+                await stream.write(
+                    chunk_body(response_id=rid, model=name, delta={}, finish_reason=finish)
+                )
+                if (options or {}).get("include_usage"):
+                    await stream.write(
+                        chunk_body(response_id=rid, model=name, usage=event.response.usage)
+                    )
         except AgenticaError as exc:
             error = {"error": {"message": str(exc), "type": "server_error"}}
             await stream.write(b"data: " + json.dumps(error).encode() + b"\n\n")
@@ -113,7 +135,17 @@ def build_app(model: Model, *, api_key: str | None = None) -> web.Application:
         await stream.write_eof()
         return stream
 
-    app = web.Application(client_max_size=32 * 1024 * 1024)
-    app.router.add_get("/v1/models", models)
-    app.router.add_post("/v1/chat/completions", chat)
-    return app
+
+def _wire_delta(event: TextDelta | ReasoningDelta | ToolCallDelta) -> dict[str, Any]:
+    """A streamed piece of the reply as the ``delta`` of an OpenAI chunk."""
+    if isinstance(event, TextDelta):
+        return {"content": event.text}
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text}
+    call: dict[str, Any] = {"index": event.index, "function": {}}
+    if event.id:
+        call |= {"id": event.id, "type": "function"}
+    if event.name:
+        call["function"]["name"] = event.name
+    call["function"]["arguments"] = event.arguments
+    return {"tool_calls": [call]}
