@@ -13,12 +13,13 @@ import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from agentica.deep.backends import BackendError, FilesystemBackend
-from agentica.memory import WorkspaceError
+from agentica.memory import Workspace, WorkspaceError
 from benchmarks.hostile_races import (
     DEPTH,
     SECRET,
@@ -35,6 +36,63 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symbolic links 
 RACE_SECONDS = 3.0
 
 
+@dataclass
+class Findings:
+    """What the loops saw: outside content or untyped errors (``seen``), and rounds per loop."""
+
+    seen: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"grep": 0, "read": 0, "memory": 0})
+
+
+async def grep_loop(fs: FilesystemBackend, deadline: float, found: Findings) -> None:
+    while time.monotonic() < deadline:
+        for line in await fs.grep("needle"):
+            if SECRET in line.text:
+                found.seen.append(f"grep {line.path}: {line.text}")
+        found.counts["grep"] += 1
+
+
+async def read_loop(fs: FilesystemBackend, deadline: float, found: Findings) -> None:
+    while time.monotonic() < deadline:
+        for path in ("/f.txt", "/d3/x.txt", "/d3/f1.txt"):
+            try:
+                text = await fs.read(path)
+            except BackendError:
+                continue
+            except Exception as exc:  # an untyped error is a finding too
+                found.seen.append(f"read {path}: {exc!r}")
+                continue
+            if SECRET in text:
+                found.seen.append(f"read {path}: {text}")
+        found.counts["read"] += 1
+
+
+async def memory_loop(ws: Workspace, deadline: float, user: str, found: Findings) -> None:
+    while time.monotonic() < deadline:
+        for read in (
+            ws.daily_notes(user),
+            ws.user_file(user, "MEMORY.md"),
+            ws.context_prompt(user, budget_tokens=500),
+        ):
+            try:
+                text = await read
+            except WorkspaceError:
+                continue
+            except Exception as exc:
+                found.seen.append(f"memory read: {exc!r}")
+                continue
+            if SECRET in text:
+                found.seen.append(f"memory: {text}")
+        for write in (ws.write_note(user, "they wrote"), ws.save_memory(user, "x")):
+            try:
+                await write
+            except WorkspaceError:
+                pass
+            except Exception as exc:
+                found.seen.append(f"memory write: {exc!r}")
+        found.counts["memory"] += 1
+
+
 async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path) -> None:
     if shutil.which("rg") is None:
         pytest.skip("ripgrep (rg) is not installed: the race is about its path")
@@ -46,55 +104,7 @@ async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path
     ws, bob = await make_workspace(ws_root)
     bob_before = await asyncio.to_thread(files, bob)
     outside_before = await asyncio.to_thread(files, outside)
-    counts = {"grep": 0, "read": 0, "memory": 0}
-    seen: list[str] = []
-
-    async def grep_loop(deadline: float) -> None:
-        while time.monotonic() < deadline:
-            for line in await fs.grep("needle"):
-                if SECRET in line.text:
-                    seen.append(f"grep {line.path}: {line.text}")
-            counts["grep"] += 1
-
-    async def read_loop(deadline: float) -> None:
-        while time.monotonic() < deadline:
-            for path in ("/f.txt", "/d3/x.txt", "/d3/f1.txt"):
-                try:
-                    text = await fs.read(path)
-                except BackendError:
-                    continue
-                except Exception as exc:  # an untyped error is a finding too
-                    seen.append(f"read {path}: {exc!r}")
-                    continue
-                if SECRET in text:
-                    seen.append(f"read {path}: {text}")
-            counts["read"] += 1
-
-    async def memory_loop(deadline: float, user: str) -> None:
-        while time.monotonic() < deadline:
-            for read in (
-                ws.daily_notes(user),
-                ws.user_file(user, "MEMORY.md"),
-                ws.context_prompt(user, budget_tokens=500),
-            ):
-                try:
-                    text = await read
-                except WorkspaceError:
-                    continue
-                except Exception as exc:
-                    seen.append(f"memory read: {exc!r}")
-                    continue
-                if SECRET in text:
-                    seen.append(f"memory: {text}")
-            for write in (ws.write_note(user, "they wrote"), ws.save_memory(user, "x")):
-                try:
-                    await write
-                except WorkspaceError:
-                    pass
-                except Exception as exc:
-                    seen.append(f"memory write: {exc!r}")
-            counts["memory"] += 1
-
+    found = Findings()
     pairs = [
         (root / "d3", outside),
         (root / "f.txt", outside / "x.txt"),
@@ -104,16 +114,17 @@ async def test_links_swapped_in_a_loop_never_show_outside_content(tmp_path: Path
     swapper = await start_swapping(RACE_SECONDS, pairs)
     deadline = time.monotonic() + RACE_SECONDS
     await asyncio.gather(
-        grep_loop(deadline),
-        read_loop(deadline),
-        memory_loop(deadline, "mallory"),
-        memory_loop(deadline, "eve"),
+        grep_loop(fs, deadline, found),
+        read_loop(fs, deadline, found),
+        memory_loop(ws, deadline, "mallory", found),
+        memory_loop(ws, deadline, "eve", found),
     )
     out, _ = await swapper.communicate()
     swaps = int(out)
-    assert swaps > 100 and min(counts.values()) > 5, (swaps, counts)
-    assert seen == [], (
-        f"{len(seen)} outside reads or untyped errors, such as {sorted(set(s[:60] for s in seen))}"
+    assert swaps > 100 and min(found.counts.values()) > 5, (swaps, found.counts)
+    assert found.seen == [], (
+        f"{len(found.seen)} outside reads or untyped errors, such as "
+        f"{sorted(set(s[:60] for s in found.seen))}"
     )
     assert await asyncio.to_thread(files, bob) == bob_before  # nothing written into bob's
     assert await asyncio.to_thread(files, outside) == outside_before
