@@ -1,19 +1,15 @@
-"""agentica: an async-first agent framework.
+"""agentica: an async-first agent framework; its public surface is what this module exports.
 
 ```python
-from agentica import Agent, OpenAILike, tool
+from agentica import Agent, tool
 
 @tool
 async def fetch(url: str) -> str:
-    "Fetch a web page."
-    ...
+    "Fetch a web page."  # ...
 
-agent = Agent(tools=[fetch])   # the embedded local model; or model="deepseek:deepseek-chat",
-print((await agent.run("Summarise example.org")).content)   # OpenAILike(...), Claude(...)
+agent = Agent(tools=[fetch])  # the embedded local model; or model="deepseek:deepseek-chat"
+print((await agent.run("Summarise example.org")).content)
 ```
-
-The public surface is what this module exports (guarded by a test); the submodules ``messages``,
-``errors``, ``models``, ``tools``, ``run``, ``context`` and ``testing`` hold the rest.
 """
 
 from agentica.agent import Agent

@@ -1,4 +1,4 @@
-"""``agentica`` command-line entry point.
+"""``agentica`` command-line entry point: the argument parser and the ``run`` command.
 
 ```
 agentica run "task" [--model M] [--base-url URL] [--api-key KEY] [--tool module:function ...]
@@ -6,11 +6,7 @@ agentica demo [--model M]                 an agent solves a small task on the em
 agentica models list | pull | where | serve
 agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
-``run`` streams the run to the terminal (text as it arrives, one line per tool call, a summary
-line). ``--model`` takes a model string (``deepseek:deepseek-chat``, ``local``) or, with
-``--base-url``, a model id on that OpenAI-compatible server; without it, ``$AGENTICA_MODEL`` or
-the embedded model is used. Exit status: 0 on success, 1 when the run failed (the typed error is
-printed), 2 on bad usage.
+The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``).
 """
 
 from __future__ import annotations
@@ -63,6 +59,13 @@ def _load_tool(spec: str) -> Any:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """``agentica run``: stream the run to the terminal (text as it arrives, one line per tool
+    call, a summary line); 1 when the run failed (the typed error is printed), else 0.
+
+    ``--model`` takes a model string (``deepseek:deepseek-chat``, ``local``) or, with
+    ``--base-url``, a model id on that OpenAI-compatible server; without it, ``$AGENTICA_MODEL``
+    or the embedded model is used (``build_model``).
+    """
     from rich.console import Console
 
     from agentica.cli.render import EventPrinter
@@ -165,6 +168,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command in ``argv`` and exit with its status: 0 on success, 1 when the run
+    failed, 2 on bad usage, 130 when interrupted."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "run":

@@ -1,13 +1,8 @@
 """Token-budgeted history assembly and tool-call pairing repair.
 
 ``assemble_history`` builds the part of the prompt that replays earlier runs of a conversation
-(the agent-as-session memory): newest runs first, tool results of older runs truncated more
-aggressively (the full limit for the last run, half of it for the one before, and so on), stopping
-when the token budget is spent. Messages are taken in groups (an assistant message together with
-the results of its tool calls), so a tool call is never separated from its result.
-
-``repair_tool_pairs`` makes any message list valid for providers: a tool call without a result gets
-a synthetic "cancelled" result, and a result without its call is dropped.
+(the agent-as-session memory) within a token budget, ``HistoryPolicy`` says how much of them;
+``repair_tool_pairs`` makes any message list valid for providers (every tool call with its result).
 """
 
 from __future__ import annotations
@@ -85,7 +80,13 @@ def assemble_history(
     policy: HistoryPolicy = HistoryPolicy(),
     counter: TokenCounter | None = None,
 ) -> list[Message]:
-    """The messages of earlier ``runs`` (oldest first) that fit ``budget_tokens``."""
+    """The messages of earlier ``runs`` (oldest first) that fit ``budget_tokens``.
+
+    Newest runs are taken first, tool results of older runs truncated more aggressively (the full
+    limit for the last run, half of it for the one before, and so on), stopping when the token
+    budget is spent. Messages are taken in groups (an assistant message together with the
+    results of its tool calls), so a tool call is never separated from its result.
+    """
     count = counter or EstimateCounter()
     # count_messages includes the request's fixed part (reply priming, a default system prompt);
     # a group's share of the budget is what it adds on top of that.
@@ -132,7 +133,9 @@ def tool_pairs_ok(messages: Sequence[Message]) -> bool:
 
 
 def repair_tool_pairs(messages: Sequence[Message], *, reason: str = "cancelled") -> list[Message]:
-    """A copy of ``messages`` in which every tool call has a result and every result its call."""
+    """A copy of ``messages`` in which every tool call has a result and every result its call:
+    a tool call without a result gets a synthetic result saying ``reason`` ("cancelled"), and a
+    result without its call is dropped."""
     out: list[Message] = []
     pending: dict[str, str] = {}
 

@@ -1,20 +1,9 @@
 """The deep-agent harness: ``DeepAgent`` and the capabilities and tools for long, multi-step work.
 
-- ``DeepAgent``: an ``Agent`` assembled from the parts below (agent.py)
-- ``FileBackend`` and its implementations ``StateBackend``, ``FilesystemBackend``,
-  ``StoreBackend``, ``CompositeBackend`` (backends.py); ``FileTools``: ``ls``, ``read_file``,
-  ``write_file``, ``edit_file``, ``glob``, ``grep`` over a backend (files.py)
-- ``Shell``: ``execute``, ``run_python`` and interruptible ``start/wait/stop_command`` in a
-  workspace, optionally sandboxed with bubblewrap, never leaving a process behind; ``CodeNotRun``:
-  an answer that shows code instead of running it is sent back (shell.py)
-- ``Todos``: a structured task list in the session, shown to the model each turn (todos.py)
-- ``SubAgents`` / ``SubAgent``: the ``task`` tool, subagents with typed privileges (subagents.py)
-- ``Skills``: Markdown skills with YAML front matter, activated by a trigger (skills.py)
-- ``Web``: ``fetch_url`` and, when a search provider is configured, ``web_search`` (web.py)
-- ``AnswerCheck``: before a run ends, the model checks its work against the task and the tool
-  calls it made (checks.py)
-- ``Heartbeat``: a checkpoint every few steps and a bounded "continue" on an early answer;
-  ``Reflection``: a short self-assessment after tool results (heartbeat.py)
+- ``DeepAgent`` (agent.py): an ``Agent`` assembled from the parts below
+- ``FileBackend`` and its implementations (backends); ``FileTools`` over a backend (files)
+- ``Shell`` and ``CodeNotRun`` (shell), ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills``
+  (skills), ``Web`` (web), ``AnswerCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
 
 Human approval (``HumanApproval``, ``Decision``), the ``RepetitionGuard`` and context management
 (eviction, dual-threshold compaction, ``ContextPolicy``) live below, in ``agentica.run`` and

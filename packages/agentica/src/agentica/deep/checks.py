@@ -3,9 +3,7 @@
 Small models often answer "done" after computing a result without doing the last step the user
 asked for (writing the file, saving the code). Before the run may end, the model is asked, a
 bounded number of times per run, to compare what was asked with what its tool calls did and to
-finish the missing steps. The request lists the tool calls the run made (name, short arguments,
-short result), because a small model checks evidence it is shown far better than its memory of
-the conversation. A model that really is done repeats its answer and the run ends.
+finish the missing steps. A model that really is done repeats its answer and the run ends.
 """
 
 from __future__ import annotations
@@ -33,6 +31,9 @@ DEFAULT_PROMPT = (
 
 class AnswerCheck(Capability):
     """Send the model back once (``max_checks``) to verify its work before the run ends.
+
+    The request lists the tool calls the run made (name, short arguments, short result), because
+    a small model checks evidence it is shown far better than its memory of the conversation.
 
     Args:
         max_checks: how many times per run the model is asked (0 disables the check).

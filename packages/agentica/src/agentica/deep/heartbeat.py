@@ -1,20 +1,10 @@
 """``Heartbeat`` checkpoints and ``Reflection``: keep a long task on track, and finish it.
 
 Models stop early: they answer "done" with todos still open or right after changing a file they
-never checked. ``Heartbeat`` counts the run's model calls; every ``every`` calls (default 5) the
-model sees a short checkpoint before its next step: the step number, the todos still open, the
-files changed and not verified since (written or edited, and not read back or run since), and
-the question whether the task is really done. A subagent's calls (through the ``task`` tool)
-count like the agent's own: a subagent that reads a changed file back has checked it. When the
-model gives its final answer while todos are open or changes are unverified, it is told to
-continue, at most ``max_continues`` times per run, so a model that cannot finish still ends.
-
-``Reflection`` (off by default in ``DeepAgent``) asks for a one-sentence self-assessment after
-tool results every ``every`` calls: did the last results move the task forward, and what is the
-next step.
-
-Both are capabilities with per-run state in ``ctx.state``; ``DeepAgent(heartbeat=False,
-reflection=...)`` switches them.
+never checked. ``Heartbeat`` shows the model a short checkpoint every few model calls and sends
+an early final answer back, a bounded number of times; ``Reflection`` asks for a one-sentence
+self-assessment after tool results. Both are capabilities with per-run state in ``ctx.state``;
+``DeepAgent(heartbeat=False, reflection=...)`` switches them.
 """
 
 from __future__ import annotations
@@ -54,6 +44,15 @@ def _path_of(call: FunctionCall) -> str | None:
 
 class Heartbeat(Capability):
     """A checkpoint every ``every`` model calls and a bounded "continue" on an early answer.
+
+    The heartbeat counts the run's model calls; every ``every`` calls (default 5) the model sees
+    a short checkpoint before its next step: the step number, the todos still open, the files
+    changed and not verified since (written or edited, and not read back or run since), and the
+    question whether the task is really done. A subagent's calls (through the ``task`` tool)
+    count like the agent's own: a subagent that reads a changed file back has checked it. When
+    the model gives its final answer while todos are open or changes are unverified, it is told
+    to continue, at most ``max_continues`` times per run, so a model that cannot finish still
+    ends.
 
     Args:
         every: model calls between checkpoints (at least 1).
@@ -172,7 +171,9 @@ class Heartbeat(Capability):
 
 
 class Reflection(Capability):
-    """Ask for a one-sentence self-assessment after tool results, every ``every`` model calls.
+    """Ask for a one-sentence self-assessment after tool results, every ``every`` model calls:
+    did the last results move the task forward, and what is the next step. Off by default in
+    ``DeepAgent``.
 
     Args:
         every: model calls between reflections (at least 1).

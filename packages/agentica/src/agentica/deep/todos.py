@@ -1,15 +1,8 @@
 """``Todos``: the agent's to-do list, a plan it writes, updates and sees every turn.
 
-Long tasks go better when the model writes its plan down and ticks steps off. ``write_todos``
-replaces the whole list (each item has a ``content`` and a ``status``: ``pending``,
-``in_progress`` or ``completed``); ``read_todos`` returns it. The list lives in the session's
-state (``agent.memory.state["todos"]``, plain JSON), so it is saved with the session and is still
-there after a restart, and while it is not empty the model sees it before every call in one
-compact line: ``Todos: [x] done  [>] doing  [ ] to do``.
-
-Small models get some slack: a JSON string instead of a list, a bare string instead of an item,
-and common spellings of a status (``done``, ``in progress``, ``todo``) are accepted; anything else
-is refused with an error that says which item is wrong and what is expected.
+Long tasks go better when the model writes its plan down and ticks steps off. ``Todos`` gives it
+``write_todos`` and ``read_todos``; the list (``TodoItem``s) lives in the session's state as plain
+JSON, so it is saved with the session and is still there after a restart.
 """
 
 from __future__ import annotations
@@ -54,7 +47,13 @@ def _no_description(schema: dict[str, Any]) -> None:
 
 
 class TodoItem(BaseModel):
-    """One step of the plan: what to do and how far it is."""
+    """One step of the plan: what to do (``content``) and how far it is (``status``:
+    ``pending``, ``in_progress`` or ``completed``).
+
+    Small models get some slack: a bare string instead of an item, and common spellings of a
+    status (``done``, ``in progress``, ``todo``) are accepted; anything else is refused with an
+    error that says which item is wrong and what is expected.
+    """
 
     model_config = ConfigDict(
         extra="ignore", str_strip_whitespace=True, json_schema_extra=_no_description
@@ -131,6 +130,11 @@ def _next_step(items: list[dict[str, Any]]) -> str:
 
 class Todos(Capability):
     """A to-do list the model keeps with ``write_todos``/``read_todos`` and sees every turn.
+
+    ``write_todos`` replaces the whole list (a JSON string instead of a list is accepted too);
+    ``read_todos`` returns it. The list lives in ``agent.memory.state[key]`` (plain JSON), and
+    while it is not empty the model sees it before every call in one compact line:
+    ``Todos: [x] done  [>] doing  [ ] to do``.
 
     Args:
         key: the key of the list in ``agent.memory.state``.
