@@ -247,6 +247,24 @@ async def test_an_unreachable_host_is_a_tool_error(serve: Any, tools: Any) -> No
         await tools().fetch(url)
 
 
+async def test_a_page_that_does_not_answer_in_time_is_a_tool_error(serve: Any, tools: Any) -> None:
+    release = asyncio.Event()
+
+    async def stall(request: web.Request) -> web.StreamResponse:
+        await release.wait()
+        return web.Response(text="too late")
+
+    site = await serve({"/slow": stall})
+    try:
+        with pytest.raises(ToolError) as info:
+            await tools(timeout=0.3).fetch(site.url("/slow"))
+    finally:
+        release.set()
+    assert str(info.value) == (
+        f"{site.url('/slow')} did not answer within 0.3 s; try again later or use another source"
+    )
+
+
 @pytest.mark.parametrize(
     "url",
     ["file:///etc/passwd", "ftp://127.0.0.1/x", "javascript:alert(1)", "data:text/plain,hi",
