@@ -1,19 +1,14 @@
 """Guardrails on runs and on tool calls: the public names (implemented in ``tools/guardrails.py``).
 
 ```python
-from agentica.guardrails import GuardrailOutput, input_guardrail, tool_input_guardrail
-
-@input_guardrail
-async def no_secrets(ctx, agent, text):
-    if "password" in text.lower():
-        return GuardrailOutput.stop("the message contains a password; remove it and ask again")
+from agentica.guardrails import GuardrailOutput, tool_input_guardrail
 
 @tool_input_guardrail(tools=["execute"])
 def no_sudo(ctx, call):
     if "sudo" in call.arguments["command"]:
         return GuardrailOutput.reject("sudo is not allowed here; run the command without it")
 
-agent = Agent(tools=[...], guardrails=[no_secrets, no_sudo])
+agent = Agent(tools=[...], guardrails=[no_sudo])
 ```
 """
 

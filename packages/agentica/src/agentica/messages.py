@@ -1,16 +1,9 @@
 """The conversation model: messages, content parts, tool calls, token usage and stream deltas.
 
 This module is the one owner of what a conversation is. Provider adapters translate these
-objects to and from their wire formats; nothing else knows a wire format.
-
-- ``SystemMessage``, ``UserMessage``, ``AssistantMessage``, ``ToolMessage`` (union: ``Message``)
-- ``TextPart``, ``ImagePart`` (union: ``ContentPart``) for multi-part user content
-- ``ToolCall``: one call the model asked for, with its id and raw JSON arguments
-- ``ToolDefinition``: what the model is told about a tool it may call
-- ``Usage``: tokens of one or more model calls; ``RunUsage``: a run's or session's totals and cost
-- ``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``: pieces of a streamed model reply
-
-All are plain slotted dataclasses: cheap to build, easy to compare in tests, and serialisable with
+objects to and from their wire formats; nothing else knows a wire format. ``Message`` is the
+union of ``SystemMessage``, ``UserMessage``, ``AssistantMessage`` and ``ToolMessage``. All are
+plain slotted dataclasses: cheap to build, easy to compare in tests, and serialisable with
 ``pydantic.TypeAdapter(Message)`` (the ``role`` field discriminates the union).
 """
 

@@ -1,15 +1,9 @@
-"""Workspace memory: an agent's long-term memory as a folder of Markdown files.
+"""Agent memory beyond one conversation: workspace memory and the variable space.
 
-Global files (``AGENTS.md`` instructions, ``PERSONA.md``, ``TOOLS.md``) and one folder per user
-(``users/{user_id}/USER.md``, ``MEMORY.md``, daily notes in ``memory/YYYY-MM-DD.md``): readable,
-editable and versioned with git, no database. All file I/O runs in worker threads; users are
-isolated (a user id cannot leave its folder, symbolic links pointing outside are refused).
-
-- ``Workspace``: read the files, build the prompt within a token budget, save memories
-  (workspace.py)
+- ``Workspace``: an agent's long-term memory as a folder of Markdown files (``AGENTS.md``, one
+  folder per user with ``USER.md``, ``MEMORY.md`` and daily notes), no database (workspace.py)
 - ``WorkspaceMemory``: the ``Capability`` that puts a workspace in an agent's system prompt and
   gives it the ``save_memory`` and ``read_daily_notes`` tools (capability.py)
-
 - ``VariableSpace``: the variable space and evidence archive, a ``Capability`` that gives the
   agent ``var_*`` tools and archives every tool output as citable evidence (variables.py)
 """

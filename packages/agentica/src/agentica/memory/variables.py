@@ -1,16 +1,8 @@
 """The variable space and evidence archive (the Synthos design): results the agent can cite.
 
-``VariableSpace`` is a capability that gives the agent four tools (``var_set``, ``var_get``,
-``var_list``, ``var_delete``) over JSON values kept in the agent's storage, per (user, session).
-Before every model call a system-message slot shows the directory of variables (keys and
-summaries, within a token budget); it is replaced each turn, never appended to the history.
-
-With ``archive=True`` (the default) every tool call's output is archived automatically as
-``evidence.tool_call.<id>`` (tool, arguments, success, output or error, time) and the tool
-message the model sees ends with ``[__ref: evidence.tool_call.<id>]``, so a conclusion can cite
-the exact output it rests on, and ``var_get(ref)`` returns that original output even after the
-conversation was compacted. Evidence is read-only for the model. With ``require_archive=True``
-a call whose output could not be archived fails instead of producing an unauditable result.
+``VariableSpace`` is a capability that gives the agent ``var_*`` tools over JSON values kept in
+the agent's storage, shows it a directory of them each turn, and archives every tool call's output
+as read-only evidence, so a conclusion can cite the exact output it rests on.
 """
 
 from __future__ import annotations
@@ -45,6 +37,19 @@ def _preview(value: Any, limit: int = 60) -> str:
 
 class VariableSpace(Capability):
     """Variables and archived tool outputs the agent can list, read and cite.
+
+    The agent gets four tools (``var_set``, ``var_get``, ``var_list``, ``var_delete``) over JSON
+    values kept in the storage, per (user, session). Before every model call a system-message
+    slot shows the directory of variables (keys and summaries, within ``directory_tokens``); it
+    is replaced each turn, never appended to the history.
+
+    With ``archive=True`` (the default) every tool call's output is archived automatically as
+    ``evidence.tool_call.<id>`` (tool, arguments, success, output or error, time) and the tool
+    message the model sees ends with ``[__ref: evidence.tool_call.<id>]``, so a conclusion can
+    cite the exact output it rests on, and ``var_get(ref)`` returns that original output even
+    after the conversation was compacted. Evidence is read-only for the model. With
+    ``require_archive=True`` a call whose output could not be archived fails instead of
+    producing an unauditable result.
 
     Args:
         storage: where values live; default: the agent's storage, or a private in-memory store.

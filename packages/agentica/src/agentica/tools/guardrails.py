@@ -1,25 +1,11 @@
 """Guardrails: checks that run around an agent's run and around each tool call.
 
-Two levels (the paper's section 3.7), four kinds:
-
-- agent level: ``InputGuardrail`` sees the user's message before the first model call;
-  ``OutputGuardrail`` sees the final answer before the run ends;
-- tool level: ``ToolInputGuardrail`` sees a call's arguments before the tool runs;
-  ``ToolOutputGuardrail`` sees the tool's result before the model does.
-
-A guardrail is a function (``def`` or ``async def``) decorated with ``@input_guardrail``,
-``@output_guardrail``, ``@tool_input_guardrail`` or ``@tool_output_guardrail`` and passed to
-``Agent(guardrails=[...])``. It returns a ``GuardrailOutput`` (``None`` means allow):
-
-- ``GuardrailOutput.allow()``: nothing to say;
-- ``GuardrailOutput.reject(message)``: the model sees ``message`` and the run continues (the tool
-  is not run, or its result is replaced; an input note is added after the user's message; an
-  answer is sent back for another try);
-- ``GuardrailOutput.stop(message)``: the run ends with ``GuardrailTripped``.
-
-Guardrails of one kind run concurrently, each with its own timeout; a guardrail that raises or
-times out fails closed (its ``on_error`` decides: ``"stop"`` by default, or ``"reject"``).
-Tool guardrails run inside the call's own task, so they never delay or cancel sibling calls.
+Two levels (the paper's section 3.7), four kinds: ``InputGuardrail`` and ``OutputGuardrail`` see
+the user's message and the final answer; ``ToolInputGuardrail`` and ``ToolOutputGuardrail`` see a
+call's arguments before the tool runs and its result before the model does. A guardrail is a
+function made one by ``@input_guardrail`` (or one of the three other decorators), passed to
+``Agent(guardrails=[...])``, that returns a ``GuardrailOutput``; ``run_guardrails`` runs those of
+one kind. The public names are re-exported by ``agentica.guardrails``.
 """
 
 from __future__ import annotations
@@ -58,6 +44,12 @@ Action = Literal["allow", "reject", "stop"]
 class GuardrailOutput:
     """What a guardrail decided: ``allow``, ``reject`` (tell the model) or ``stop`` the run.
 
+    - ``GuardrailOutput.allow()`` (or returning ``None``): nothing to say;
+    - ``GuardrailOutput.reject(message)``: the model sees ``message`` and the run continues (the
+      tool is not run, or its result is replaced; an input note is added after the user's
+      message; an answer is sent back for another try);
+    - ``GuardrailOutput.stop(message)``: the run ends with ``GuardrailTripped``.
+
     Attributes:
         action: the decision.
         message: for ``reject``, the text the model sees; for ``stop``, the error's message.
@@ -95,7 +87,12 @@ SubjectT = TypeVar("SubjectT")
 
 
 class _Guardrail(Generic[SubjectT]):
-    """A named check with a timeout; the four public kinds differ in what they are given."""
+    """A named check with a timeout; the four public kinds differ in what they are given.
+
+    The function may be ``def`` (run in a worker thread) or ``async def``. A guardrail that
+    raises or times out fails closed: ``on_error`` decides, ``"stop"`` by default, or
+    ``"reject"``.
+    """
 
     kind = "guardrail"
 
@@ -229,8 +226,8 @@ class GuardrailVerdict:
 async def run_guardrails(
     guardrails: Sequence[_Guardrail[SubjectT]], ctx: RunContext[Any], subject: SubjectT
 ) -> GuardrailVerdict | None:
-    """Run ``guardrails`` concurrently; the first ``stop`` verdict in order, else the first
-    ``reject``, else ``None`` (all allowed)."""
+    """Run ``guardrails`` concurrently, each with its own timeout; the first ``stop`` verdict in
+    order, else the first ``reject``, else ``None`` (all allowed)."""
     if not guardrails:
         return None
     if len(guardrails) == 1:
@@ -269,7 +266,15 @@ def input_guardrail(
 def input_guardrail(
     fn: GuardrailFn | None = None, /, **options: Any
 ) -> InputGuardrail | Callable[[GuardrailFn], InputGuardrail]:
-    """Make ``fn(ctx, agent, text)`` an agent-level input guardrail."""
+    """Make ``fn(ctx, agent, text)`` an agent-level input guardrail.
+
+    ```python
+    @input_guardrail
+    async def no_secrets(ctx, agent, text):
+        if "password" in text.lower():
+            return GuardrailOutput.stop("the message contains a password; remove it and ask again")
+    ```
+    """
     return _decorator(InputGuardrail, fn, options)
 
 
@@ -359,7 +364,8 @@ class AgentGuardrails:
 
 @dataclass(frozen=True, slots=True)
 class ToolGuardrails:
-    """The tool-level guardrails of an agent, as the execution engine uses them."""
+    """The tool-level guardrails of an agent, as the execution engine uses them: they run inside
+    the call's own task, so they never delay or cancel sibling calls."""
 
     inputs: tuple[ToolInputGuardrail, ...] = ()
     outputs: tuple[ToolOutputGuardrail, ...] = ()
