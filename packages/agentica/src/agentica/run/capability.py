@@ -1,29 +1,9 @@
 """``Capability``: cross-cutting behaviour plugged into the run loop, one object per concern.
 
-A capability bundles what one feature needs (its tools, its prompt text, its hooks) instead of
-adding keywords to ``Agent``: workspace memory, the variable space and evidence archive, and the
-deep-agent harness's features are capabilities. Pass them as ``Agent(capabilities=[...])``.
-
-Hooks, all optional (the defaults do nothing):
-
-- ``tools()``: tools the capability gives the agent;
-- ``instructions(ctx)``: text added to the system prompt once per run;
-- ``allowed_tools(ctx)``: the names of the tools the model may use for the next call, or
-  ``None`` for no restriction (a skill's allowed tools); several restrictions intersect;
-- ``system_slot(ctx)``: text shown to the model before every model call, in a system message at
-  the end of the request that is replaced each turn rather than appended to the history (for
-  example the variable directory); at the end it leaves the prompt cache of the rest intact;
-- ``after_tools(ctx, calls)``: called after a turn's tool calls ran and before the model sees their
-  results (archive them, annotate them, or fail them);
-- ``needs_approval(ctx, call)``: a ``PendingCall`` when the call must wait for a person's
-  decision (the run pauses before the turn's calls run; see approval.py), else ``None``;
-- ``review_answer(ctx, message)``: called when the model gives a final answer; returning text sends
-  the model back to work with that text as the next user message (a checkpoint: "is it really
-  done?"); the capability itself bounds how often it does so;
-- ``after_run(ctx, record)``: called when the run ended, with its record.
-
-A capability object is configuration: it may be shared by many agents and runs. Per-run state
-belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's name.
+A capability bundles what one feature needs (its tools, its prompt text, its hooks into the run
+loop) instead of adding keywords to ``Agent``: workspace memory, the variable space and evidence
+archive, and the deep-agent harness's features are capabilities. Pass them as
+``Agent(capabilities=[...])``; the ``Capability`` class lists the hooks.
 """
 
 from __future__ import annotations
@@ -44,7 +24,14 @@ __all__ = ["Capability"]
 
 
 class Capability:
-    """Base class of capabilities; override the hooks you need."""
+    """Base class of capabilities; override the hooks you need (the defaults do nothing).
+
+    Hooks: ``tools``, ``instructions``, ``allowed_tools``, ``system_slot``, ``after_tools``,
+    ``needs_approval``, ``review_answer`` and ``after_run``; each method says when it is called.
+
+    A capability object is configuration: it may be shared by many agents and runs. Per-run
+    state belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's name.
+    """
 
     name: str = "capability"
 
@@ -57,27 +44,43 @@ class Capability:
         return None
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
-        """Names of the tools offered for the next model call, or ``None`` (no restriction)."""
+        """Names of the tools offered for the next model call, or ``None`` (no restriction).
+
+        For example a skill's allowed tools; the restrictions of several capabilities intersect.
+        """
         return None
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:
-        """Text for the model before each model call, replaced every turn."""
+        """Text for the model before each model call, replaced every turn.
+
+        It goes in a system message at the end of the request that is replaced each turn rather
+        than appended to the history (for example the variable directory); at the end it leaves
+        the prompt cache of the rest intact.
+        """
         return None
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
-        """After the turn's calls ran, before their results are sent to the model."""
+        """After the turn's calls ran, before their results are sent to the model: archive
+        them, annotate them, or fail them."""
         return
 
     async def needs_approval(self, ctx: RunContext[Any], call: FunctionCall) -> PendingCall | None:
-        """A ``PendingCall`` if ``call`` must wait for a person's decision, else ``None``."""
+        """A ``PendingCall`` if ``call`` must wait for a person's decision, else ``None``.
+
+        The run pauses before the turn's calls run; see ``agentica.run.approval``.
+        """
         return None
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
-        """Return text to send the model back to work instead of finishing, or ``None``."""
+        """Return text to send the model back to work instead of finishing, or ``None``.
+
+        Called when the model gives a final answer; the text becomes the next user message (a
+        checkpoint: "is it really done?"). The capability itself bounds how often it does so.
+        """
         return None
 
     async def after_run(self, ctx: RunContext[Any], record: RunRecord) -> None:
-        """When the run ended (completed, failed or cancelled)."""
+        """When the run ended (completed, failed or cancelled), with its record."""
         return
 
     def __repr__(self) -> str:

@@ -1,25 +1,9 @@
 """``RepetitionGuard``: notice when the model repeats itself, and make it change course.
 
 Small models loop: after a ``SyntaxError`` they re-send the byte-identical code until the step
-cap, or they alternate between two calls (read, write, read, write). The guard keeps a sliding
-window of the run's recent tool calls, each reduced to a key (tool name and its arguments
-normalised: JSON re-serialised with sorted keys, whitespace runs collapsed) and whether it
-failed. A call that *returned* an error as output (``exit code 1`` with a traceback) counts as a
-failure like one that raised: that is the commonest loop.
-
-- ``k`` identical calls in a row (default 3): the result the model sees gets a warning note
-  saying the call was repeated, that repeating it will not change the result, and what to do.
-- ``2k`` in a row: the tool is refused for the next ``cooldown`` model calls (it is not offered)
-  and the note says so.
-- A failed call identical to one that already failed in the window (not necessarily just
-  before) gets a warning at once: a deterministic failure (a missing module, a bad path) does
-  not change on a retry, and small models retry it between other calls.
-- A cycle (``A B A B`` or ``A B C A B C``) seen twice gets the warning; seen ``k`` times, the
-  cycle's tools are refused the same way.
-- A model that calls a refused tool anyway is offered no tools at all for its next call, so it
-  has to answer with what it knows.
-
-The guard is per run (its state is in ``ctx.state``), so two runs never see each other's calls.
+cap, or they alternate between two calls (read, write, read, write). The guard watches the run's
+recent tool calls (``call_key``, ``returned_error``), warns the model in the result it sees, and
+refuses a tool the model keeps repeating for a few model calls.
 """
 
 from __future__ import annotations
@@ -46,7 +30,8 @@ _FAILED_OUTPUT = re.compile(
 
 
 def call_key(call: FunctionCall) -> str:
-    """The call's tool name and normalised arguments: equal for calls that do the same thing."""
+    """The call's tool name and normalised arguments: equal for calls that do the same thing
+    (JSON re-serialised with sorted keys, whitespace runs collapsed)."""
     raw = call.call.arguments
     try:
         arguments = json.dumps(json.loads(raw), sort_keys=True, ensure_ascii=False)
@@ -74,6 +59,25 @@ class _State:
 
 class RepetitionGuard(Capability):
     """Warn on repeated tool calls and refuse a tool that the model keeps repeating.
+
+    The guard keeps a sliding window of the run's recent tool calls, each reduced to a key
+    (``call_key``) and whether it failed (``returned_error``: a call that *returned* an error as
+    output, ``exit code 1`` with a traceback, counts as a failure like one that raised; that is
+    the commonest loop).
+
+    - ``k`` identical calls in a row (default 3): the result the model sees gets a warning note
+      saying the call was repeated, that repeating it will not change the result, and what to do.
+    - ``2k`` in a row: the tool is refused for the next ``cooldown`` model calls (it is not
+      offered) and the note says so.
+    - A failed call identical to one that already failed in the window (not necessarily just
+      before) gets a warning at once: a deterministic failure (a missing module, a bad path) does
+      not change on a retry, and small models retry it between other calls.
+    - A cycle (``A B A B`` or ``A B C A B C``) seen twice gets the warning; seen ``k`` times, the
+      cycle's tools are refused the same way.
+    - A model that calls a refused tool anyway is offered no tools at all for its next call, so
+      it has to answer with what it knows.
+
+    The guard's state is per run (in ``ctx.state``), so two runs never see each other's calls.
 
     Args:
         k: identical calls in a row that trigger a warning; ``2 * k`` refuse the tool.
