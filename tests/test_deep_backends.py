@@ -123,6 +123,21 @@ async def test_every_backend_refuses_escapes_and_unicode_tricks(
     assert await backend.glob("**") == []  # nothing was written anywhere
 
 
+def test_the_old_import_path_gives_the_same_objects() -> None:
+    """``agentica.deep.backends`` became a package; its names and the interface moved to
+    ``agentica.tools.files`` are the same objects."""
+    import agentica.deep.backends as backends
+    import agentica.tools.files as interface
+
+    assert sorted(backends.__all__) == [
+        "BackendError", "CompositeBackend", "FileBackend", "FileInfo", "FilesystemBackend",
+        "GrepLine", "StateBackend", "StoreBackend", "normalize_path",
+    ]  # fmt: skip
+    for name in interface.__all__:
+        assert getattr(backends, name) is getattr(interface, name)
+    assert BackendError is interface.BackendError and FileBackend is interface.FileBackend
+
+
 def test_normalize_path_gives_one_canonical_form() -> None:
     assert normalize_path("") == "/"
     assert normalize_path("  a//b/./c/  ") == "/a/b/c"

@@ -731,7 +731,17 @@ async def check_file_backend(
     factory: FileBackendFactory, checks: Sequence[FileBackendCheck] = FILE_BACKEND_CHECKS
 ) -> list[str]:
     """Run ``checks``, each on a fresh case from ``factory``; raise ``AssertionError`` listing
-    every failure, else return the names of the checks that did not apply."""
+    every failure, else return the names of the checks that did not apply.
+
+    In a pytest suite, parametrize over the checks instead, to see each one::
+
+        @pytest.mark.parametrize("check", FILE_BACKEND_CHECKS, ids=lambda c: c.__name__)
+        async def test_my_backend(check: FileBackendCheck) -> None:
+            try:
+                await check(FileBackendCase(MyBackend(...), max_write_bytes=1_000_000))
+            except NotApplicable as exc:
+                pytest.skip(str(exc))
+    """
     failures: list[str] = []
     skipped: list[str] = []
     for check in checks:
