@@ -86,21 +86,24 @@ class FileBackend(Protocol):
     letter (``C:``), ``~``, a slash look-alike (U+2215, U+FF0F...) or characters that NFKC
     normalisation changes is refused with ``BackendError``, so two accepted paths never name
     the same file. Nothing outside the file area may be read, written, listed or searched: a
-    path that only looks absolute on the host (``/etc/passwd``) is a path inside the area, and a
+    path that looks like a host path (``/etc/passwd``) is a path inside the area (a backend may
+    refuse one naming its own root on the host, saying which virtual path to use), and a
     symbolic link (or any other kind of redirection) that points outside it is never followed:
     using it raises ``BackendError``, and listings and walks leave it out. Returned paths are
     normalised and absolute (``/src/main.py``).
 
     **Errors.** Every failure the model could act on (no such file, a directory where a file
     was expected, a bad pattern, a path refused, a limit) raises ``BackendError`` with a
-    message for the model. A failure of the backend itself that the model cannot fix (the
-    remote machine is unreachable) should be a ``BackendError`` too, saying so; any other
-    exception is reported to the model with its type name and counts as a bug.
+    message for the model, naming paths through ``{path}`` fields (see ``BackendError``). A
+    failure of the backend itself that the model cannot fix (the remote machine is
+    unreachable) should be a ``BackendError`` too, saying so; any other exception is reported
+    to the model with its type name and counts as a bug.
 
     **Text only.** Files are UTF-8 text. ``write`` refuses content that is not ``str``, holds
     NUL characters or cannot be encoded (lone surrogates). ``read`` refuses a *binary* file (it
     holds a NUL byte, or is not valid UTF-8) with ``BackendError``; ``grep`` silently skips
-    binary files.
+    files holding a NUL byte (other text that is not UTF-8 may be searched with U+FFFD for the
+    bytes it cannot decode).
 
     **Size limits.** A backend has a write limit in UTF-8 bytes (``max_write_bytes`` or
     ``max_file_bytes`` on the built-in ones): content up to it is written whole, larger content
