@@ -1,16 +1,10 @@
 """Storage: durable sessions and variable spaces, keyed by (user, session).
 
-- ``Storage``: the async protocol every backend implements (base.py); every save bumps a
-  session's ``revision`` and ``append_run(expected_revision=...)`` refuses a save based on an
-  outdated copy with ``agentica.errors.SessionConflictError`` (``merge_state``: the three-way
-  merge agents use to combine their changes with another writer's)
-- ``RunRecord``, ``ToolCallRecord``, ``SessionInfo``, ``SessionData``: what is stored (records.py)
-- ``encode_run`` / ``decode_run``: the versioned JSON format (codec.py)
-- ``InMemoryStorage``: a dict, for tests and throw-away sessions (memory.py)
-- ``SQLStorage`` / ``SQLiteStorage``: SQLite (the default, ``default_sqlite_path()``) or
-  PostgreSQL through SQLAlchemy's async Core, schema managed by alembic (sql.py, migrations/)
-- ``JSONFileStorage``: one directory per session, one JSON file per run, for debugging
-  (jsonfile.py)
+- ``Storage``: the async protocol every backend implements; ``merge_state`` (base.py)
+- ``RunRecord``, ``ToolCallRecord``, ``SessionInfo``, ``SessionData``: what is stored
+  (records.py), in a versioned JSON format (``encode_run`` / ``decode_run``, codec.py)
+- backends: ``InMemoryStorage`` (memory.py), ``SQLStorage`` / ``SQLiteStorage`` (sql.py, schema
+  managed by alembic), ``JSONFileStorage`` (jsonfile.py, for debugging)
 - ``open_storage``: a backend from ``"memory"``, a URL, a ``.db`` path or a directory (factory.py)
 
 SQLAlchemy and alembic are imported on a storage's first use, in a worker thread: importing this

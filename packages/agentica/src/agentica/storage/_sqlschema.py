@@ -1,16 +1,14 @@
 """The SQL schema of ``SQLStorage`` as SQLAlchemy Core tables (SQLite and PostgreSQL).
 
 - ``sessions``: one row per (user, session): title, times, summary, state (JSON text),
-  ``run_count``, the sequence number of its last run (``append_run`` increments it atomically),
-  and ``revision``, bumped by every save (a save based on another revision is refused).
+  ``run_count`` (the sequence number of its last run) and ``revision``, bumped by every save.
 - ``runs``: one row per run, ``record`` is ``codec.encode_run`` text; key (user, session, seq).
 - ``variables``: the per-session variable index (key, summary, size, time) pointing at a blob.
 - ``blobs``: variable values (JSON text) keyed by the SHA-256 of that text: identical values are
   stored once, whatever session or user they belong to.
 
-This module imports SQLAlchemy at import time: ``agentica.storage.sql`` imports it lazily, off the
-event loop. The migrations in ``migrations/versions`` create exactly these tables (a test checks
-that alembic's autogenerate finds no difference).
+SQLAlchemy is imported at import time (``agentica.storage.sql`` imports this module lazily, off
+the event loop); the migrations in ``migrations/versions`` create exactly these tables (tested).
 """
 
 from __future__ import annotations

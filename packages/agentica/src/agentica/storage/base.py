@@ -1,19 +1,8 @@
 """The storage protocol: durable sessions and variable spaces, keyed by (user, session).
 
-Every backend (in-memory, SQLite, PostgreSQL, JSON files) implements ``Storage``. Everything is
-keyed by ``(user_id, session_id)``: one user never reads another user's sessions or variables,
-whatever ids they pass. A run is written atomically with the session's summary and state
-(``append_run``): after a crash a session holds every completed run or none of a half-written one.
-
-Several agents or processes may use one session. Every save bumps the session's ``revision``;
-a writer passes the revision it loaded (``append_run(expected_revision=...)``) and the backend
-compares and writes atomically, raising ``SessionConflictError`` if someone else saved in
-between, so state saved as a whole (files of the state backend, todo lists, the summary) is never
-overwritten silently. ``merge_state`` is the three-way merge an agent uses to combine its changes
-with the other writer's before saving again.
-
-Variables hold JSON values with an optional one-line summary; backends keep a per-session index
-(no scans of the whole store) and store large values once, by content hash.
+``Storage`` is what every backend (in-memory, SQLite, PostgreSQL, JSON files) implements: atomic,
+revisioned saves of a session's runs, summary and state, and a per-session variable store.
+``merge_state`` is the three-way merge an agent uses when another writer saved first.
 """
 
 from __future__ import annotations
@@ -137,7 +126,23 @@ def _merge(base: Any, mine: Any, theirs: Any, path: str, conflicts: list[str]) -
 
 @runtime_checkable
 class Storage(Protocol):
-    """Async storage of sessions and variables. See ``agentica.storage`` for the backends."""
+    """Async storage of sessions and variables. See ``agentica.storage`` for the backends.
+
+    Everything is keyed by ``(user_id, session_id)``: one user never reads another user's
+    sessions or variables, whatever ids they pass. A run is written atomically with the session's
+    summary and state (``append_run``): after a crash a session holds every completed run or none
+    of a half-written one.
+
+    Several agents or processes may use one session. Every save bumps the session's ``revision``;
+    a writer passes the revision it loaded (``append_run(expected_revision=...)``) and the backend
+    compares and writes atomically, raising ``SessionConflictError`` if someone else saved in
+    between, so state saved as a whole (files of the state backend, todo lists, the summary) is
+    never overwritten silently. ``merge_state`` is the three-way merge an agent uses to combine
+    its changes with the other writer's before saving again.
+
+    Variables hold JSON values with an optional one-line summary; backends keep a per-session
+    index (no scans of the whole store) and store large values once, by content hash.
+    """
 
     async def load_session(self, user_id: str, session_id: str) -> SessionData | None:
         """The session's info, runs (oldest first), summary and state; ``None`` if it is new."""

@@ -1,13 +1,5 @@
-"""``open_storage``: pick a storage backend from a URL or a path (what a CLI flag or setting holds).
-
-- ``None``, ``"sqlite"`` or ``"default"``: the default SQLite file (``default_sqlite_path()``)
-- ``"memory"``: ``InMemoryStorage``
-- ``sqlite:///...``, ``sqlite+aiosqlite:///...``, ``postgresql://...``,
-  ``postgresql+asyncpg://...``: ``SQLStorage``
-- a path ending in ``.db``, ``.sqlite`` or ``.sqlite3``, or an existing SQLite file:
-  ``SQLiteStorage``
-- any other path: a directory of JSON files (``JSONFileStorage``)
-"""
+"""``open_storage``: pick a storage backend from a URL or a path (what a CLI flag or setting
+holds)."""
 
 from __future__ import annotations
 
@@ -35,7 +27,16 @@ def _is_sqlite_file(path: Path) -> bool:
 
 
 def open_storage(url_or_path: str | os.PathLike[str] | None = None) -> Storage:
-    """The storage named by ``url_or_path`` (see the module docstring); nothing is opened yet."""
+    """The storage named by ``url_or_path``; nothing is opened yet.
+
+    - ``None``, ``"sqlite"`` or ``"default"``: the default SQLite file (``default_sqlite_path()``)
+    - ``"memory"``: ``InMemoryStorage``
+    - ``sqlite:///...``, ``sqlite+aiosqlite:///...``, ``postgresql://...``,
+      ``postgresql+asyncpg://...``: ``SQLStorage``
+    - a path ending in ``.db``, ``.sqlite`` or ``.sqlite3``, or an existing SQLite file:
+      ``SQLiteStorage``
+    - any other path: a directory of JSON files (``JSONFileStorage``)
+    """
     if url_or_path is None:
         return SQLiteStorage()
     text = os.fspath(url_or_path)

@@ -1,22 +1,8 @@
 """``JSONFileStorage``: sessions and variables as JSON files in a directory, for debugging.
 
-Layout, every name percent-encoded by ``file_name`` (no id can name ``..`` or contain ``/``)::
-
-    <directory>/.lock                                  held (flock) by the process writing
-    <directory>/<user>/<session>/session.json          ids, title, times, run count, revision,
-                                                       summary, state
-                                 runs/00000001.json     one run record (the codec's envelope)
-                                 variables/<key>.json   key, summary, size, time and value hash
-                                 values/<sha256>.json   a value, shared by keys holding equal values
-
-Every file is written atomically (temporary file, fsync, ``os.replace``, fsync of the directory).
-``session.json`` is written last and its run count is what a load reads, so a crash in the middle
-of ``append_run`` leaves the session as it was. A fork hard-links the runs and values (stored
-once). All file I/O runs in worker threads, never on the event loop. Writes are serialised by a
-lock of the storage object and, between processes, by ``flock`` on ``<directory>/.lock`` (on
-Windows: one process at a time should write to a directory). ``append_run`` with
-``expected_revision`` compares the revision in ``session.json`` under that lock and raises
-``SessionConflictError`` if another writer saved first.
+One folder per (user, session) with ``session.json``, one file per run and per variable, values
+stored once by hash; every file is written atomically and a crash leaves a session as it was.
+``file_name`` makes any id or key a safe file name.
 """
 
 from __future__ import annotations
@@ -228,7 +214,26 @@ class _VariableFile:
 
 
 class JSONFileStorage:
-    """Sessions and variables as JSON files under ``directory`` (created on first write)."""
+    """Sessions and variables as JSON files under ``directory`` (created on first write).
+
+    Layout, every name percent-encoded by ``file_name`` (no id can name ``..`` or contain ``/``)::
+
+        <directory>/.lock                                  held (flock) by the process writing
+        <directory>/<user>/<session>/session.json          ids, title, times, run count, revision,
+                                                           summary, state
+                                     runs/00000001.json    one run record (the codec's envelope)
+                                     variables/<key>.json  key, summary, size, time, value hash
+                                     values/<sha256>.json  a value, shared by keys with equal values
+
+    Every file is written atomically (temporary file, fsync, ``os.replace``, fsync of the
+    directory). ``session.json`` is written last and its run count is what a load reads, so a
+    crash in the middle of ``append_run`` leaves the session as it was. A fork hard-links the
+    runs and values (stored once). All file I/O runs in worker threads, never on the event loop.
+    Writes are serialised by a lock of the storage object and, between processes, by ``flock``
+    on ``<directory>/.lock`` (on Windows: one process at a time should write to a directory).
+    ``append_run`` with ``expected_revision`` compares the revision in ``session.json`` under
+    that lock and raises ``SessionConflictError`` if another writer saved first.
+    """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser().absolute()

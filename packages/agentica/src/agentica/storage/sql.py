@@ -4,25 +4,7 @@
   ``sqlite://`` and ``postgresql://`` are accepted and given the async driver).
 - ``SQLiteStorage(path=None)``: a SQLite file, by default ``default_sqlite_path()``.
 
-Tables (``_sqlschema.py``): ``sessions``, ``runs`` (one ``codec.encode_run`` record per run),
-``variables`` (the per-session index) and ``blobs`` (values stored once by SHA-256; a blob is
-deleted in the transaction that removes its last reference). Every statement is filtered by
-``user_id`` and ``session_id``. ``append_run`` is one transaction: it bumps the session's
-``run_count`` (the run's sequence number) and ``revision`` and inserts the run, so a crash leaves
-all of a run or none of it. With ``expected_revision`` the bump is ``UPDATE ... WHERE revision =
-:expected`` (compare-and-set in one statement): a writer that lost the race changes nothing and
-gets ``SessionConflictError``. Damaged rows raise ``SessionFormatError`` naming the user, session
-and run.
-
-The schema is managed by alembic (``migrations/``): on first use the storage upgrades the database
-to the newest revision (``create=True``) or checks that it is there (``create=False``); a database
-written by a newer agentica raises ``StorageError`` instead of being misread.
-
-SQLAlchemy and alembic cost ~0.5 s to import: they are imported in a worker thread on first use,
-never at ``import agentica`` and never on the event loop. Engines are created lazily, one per
-storage object and event loop (asyncpg connections belong to a loop); ``aclose()`` disposes of the
-running loop's engine. SQLite connections use WAL, a busy timeout, foreign keys and
-``BEGIN IMMEDIATE`` for writes (one writer at a time per process, others wait, none deadlocks).
+The tables are in ``_sqlschema.py``, the schema's history in alembic ``migrations/``.
 """
 
 from __future__ import annotations
@@ -200,7 +182,30 @@ def _key_upper_bound(prefix: str) -> str | None:
 
 
 class SQLStorage:
-    """Sessions and variables in a SQL database (SQLite or PostgreSQL), safe for concurrent use."""
+    """Sessions and variables in a SQL database (SQLite or PostgreSQL), safe for concurrent use.
+
+    Tables (``_sqlschema.py``): ``sessions``, ``runs`` (one ``codec.encode_run`` record per run),
+    ``variables`` (the per-session index) and ``blobs`` (values stored once by SHA-256; a blob is
+    deleted in the transaction that removes its last reference). Every statement is filtered by
+    ``user_id`` and ``session_id``. ``append_run`` is one transaction: it bumps the session's
+    ``run_count`` (the run's sequence number) and ``revision`` and inserts the run, so a crash
+    leaves all of a run or none of it. With ``expected_revision`` the bump is ``UPDATE ... WHERE
+    revision = :expected`` (compare-and-set in one statement): a writer that lost the race
+    changes nothing and gets ``SessionConflictError``. Damaged rows raise ``SessionFormatError``
+    naming the user, session and run.
+
+    The schema is managed by alembic (``migrations/``): on first use the storage upgrades the
+    database to the newest revision (``create=True``) or checks that it is there
+    (``create=False``); a database written by a newer agentica raises ``StorageError`` instead of
+    being misread.
+
+    SQLAlchemy and alembic cost ~0.5 s to import: they are imported in a worker thread on first
+    use, never at ``import agentica`` and never on the event loop. Engines are created lazily,
+    one per storage object and event loop (asyncpg connections belong to a loop); ``aclose()``
+    disposes of the running loop's engine. SQLite connections use WAL, a busy timeout, foreign
+    keys and ``BEGIN IMMEDIATE`` for writes (one writer at a time per process, others wait, none
+    deadlocks).
+    """
 
     def __init__(self, url: str, *, create: bool = True) -> None:
         self.url = _normalise_url(url)
