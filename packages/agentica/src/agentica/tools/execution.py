@@ -1,18 +1,9 @@
 """The tool execution engine: phase 2 of the three-phase protocol.
 
 The run loop (1) emits ``started`` events in call order, (2) calls ``execute_calls``, which runs
-every call of the turn concurrently in an ``asyncio.TaskGroup``, and (3) processes the results in
-call order. Here:
-
-- each task catches its own exceptions (``FunctionCall.execute`` turns them into error results),
-  so one failure never cancels a sibling or loses its result;
-- at most ``max_concurrency`` calls run at once (a semaphore), however many the model asked for;
-- a call whose tool is ``exclusive`` runs alone: the turn is split into batches at exclusive
-  calls and the batches run one after another, in call order;
-- blocking (``def``) tools run on a dedicated thread pool sized for I/O, one per event loop,
-  rather than asyncio's default executor (6 threads on a 2-core machine);
-- cancelling the run cancels every running call and marks the ``RunContext`` cancelled, which is
-  the signal blocking tools can poll to stop their thread early.
+every call of the turn concurrently, and (3) processes the results in call order. This module owns
+phase 2: ``execute_calls`` (its docstring has the rules), ``ToolSettings`` (concurrency, timeout,
+threads) and ``tool_thread_pool``, the thread pool blocking tools run on.
 """
 
 from __future__ import annotations
@@ -96,7 +87,20 @@ async def execute_calls(
     known_tools: tuple[str, ...] = (),
     guardrails: ToolGuardrails | None = None,
 ) -> None:
-    """Run ``calls`` (phase 2); each ``FunctionCall`` records its own result or error."""
+    """Run ``calls`` (phase 2); each ``FunctionCall`` records its own result or error.
+
+    - The calls run concurrently in an ``asyncio.TaskGroup``; each task catches its own
+      exceptions (``FunctionCall.execute`` turns them into error results), so one failure never
+      cancels a sibling or loses its result.
+    - At most ``settings.max_concurrency`` calls run at once (a semaphore), however many the
+      model asked for.
+    - A call whose tool is ``exclusive`` runs alone: the turn is split into batches at exclusive
+      calls and the batches run one after another, in call order.
+    - Blocking (``def``) tools run on ``tool_thread_pool``, sized for I/O, one per event loop,
+      rather than asyncio's default executor (6 threads on a 2-core machine).
+    - Cancelling the run cancels every running call and marks the ``RunContext`` cancelled, which
+      is the signal blocking tools can poll to stop their thread early.
+    """
     if not calls:
         return
     needs_threads = any(c.function is not None and not c.function.is_async for c in calls)
