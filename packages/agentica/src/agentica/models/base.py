@@ -3,10 +3,8 @@
 A model turns a ``ModelRequest`` (messages, tool definitions, settings, an optional output schema)
 into a ``ModelResponse``, either at once (``response``) or as a stream of deltas ending with a
 ``ResponseDone`` (``response_stream``). Adapters for real providers, the embedded local model and
-the scripted models of ``agentica.testing`` all implement this protocol and nothing more.
-
-``StreamAssembler`` turns a sequence of deltas into the final ``AssistantMessage``; every adapter
-that streams uses it, so a streamed reply and a non-streamed one are built the same way.
+the scripted models of ``agentica.testing`` all implement this protocol and nothing more;
+``StreamAssembler`` builds the final message of a stream.
 """
 
 from __future__ import annotations
@@ -162,6 +160,9 @@ def new_tool_call_id() -> str:
 
 class StreamAssembler:
     """Accumulates stream deltas into one ``AssistantMessage``.
+
+    Every adapter that streams uses it, so a streamed reply and a non-streamed one are built the
+    same way.
 
     Tool-call deltas are grouped by ``index``; a call whose id never arrived gets a fresh one.
     """

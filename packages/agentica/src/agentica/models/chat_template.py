@@ -1,14 +1,10 @@
 """Prompt rendering for the embedded Qwen2.5 models (ChatML) with bare-JSON tool calls.
 
-These small models do not reliably produce the ``<tool_call>`` tags of their own template, and
-llama.cpp's strict server-side parser then fails the whole request. So agentica renders the prompt
-itself: tools are described in the system turn with an instruction to answer a call with only a
-JSON object ``{"name": ..., "arguments": {...}}``; earlier tool calls are shown in that same form;
-tool results come back in ``<tool_response>`` blocks of a user turn (the form these models were
-trained on). The reply is parsed on the client by ``agentica.models.toolparse``.
-
-``prompted_messages`` does the same conversion on message objects, for OpenAI-compatible servers
-whose models have no native tool calling (``OpenAIChat(tool_mode="text")``).
+``render_chatml`` renders the whole prompt (its docstring says why agentica renders it itself);
+``tool_instructions`` is the system section that offers the tools; ``prompted_messages`` does the
+same conversion on message objects, for OpenAI-compatible servers whose models have no native
+tool calling (``OpenAIChat(tool_mode="text")``). Replies are parsed by
+``agentica.models.toolparse``.
 """
 
 from __future__ import annotations
@@ -136,7 +132,16 @@ def prompted_messages(
 def render_chatml(
     messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *, parallel: bool = True
 ) -> str:
-    """The full ChatML prompt for ``messages``, ending with an open assistant turn."""
+    """The full ChatML prompt for ``messages``, ending with an open assistant turn.
+
+    The embedded models do not reliably produce the ``<tool_call>`` tags of their own template,
+    and llama.cpp's strict server-side parser then fails the whole request. So agentica renders
+    the prompt itself: tools are described in the system turn with an instruction to answer a
+    call with only a JSON object ``{"name": ..., "arguments": {...}}``; earlier tool calls are
+    shown in that same form; tool results come back in ``<tool_response>`` blocks of a user turn
+    (the form these models were trained on). The reply is parsed on the client by
+    ``agentica.models.toolparse``.
+    """
     out = []
     for message in prompted_messages(messages, tools, parallel=parallel):
         if isinstance(message, UserMessage) and not isinstance(message.content, str):

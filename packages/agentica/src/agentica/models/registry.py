@@ -1,16 +1,8 @@
 """Naming models by string, provider presets, and the default-model rule.
 
 ``model_from_string("deepseek:deepseek-chat")`` builds the right adapter from a preset (base URL,
-environment variable of the key, context window). Strings: ``"openai:gpt-4o"``,
-``"anthropic:claude-sonnet-4-5"``, ``"deepseek:deepseek-chat"``, ``"qwen:qwen-plus"``,
-``"moonshot:kimi-k2-0905-preview"``, ``"zhipu:glm-4.6"``, ``"doubao:doubao-seed-1-6"``,
-``"vllm:MODEL"``, ``"ollama:qwen2.5"``, ``"llamacpp:MODEL"``, ``"local"`` or
-``"local:qwen2.5-coder-0.5b-instruct"``. A preset's base URL can be changed with its
-``*_BASE_URL`` variable.
-
-The default model (``resolve_model(None)``): an explicit model wins; else ``$AGENTICA_MODEL`` (a
-model string; with ``$AGENTICA_BASE_URL`` it names a model on that OpenAI-compatible server);
-else the embedded local model.
+environment variable of the key, context window); ``resolve_model`` picks the model an agent uses
+when none is given (``$AGENTICA_MODEL``, else the embedded local model).
 """
 
 from __future__ import annotations
@@ -97,7 +89,14 @@ def _price(preset: ProviderPreset, model_id: str) -> ModelPrice | None:
 
 
 def model_from_string(spec: str, **options: Any) -> Model:
-    """The model named by ``"provider:model-id"`` (or ``"local"``); ``options`` go to its class."""
+    """The model named by ``"provider:model-id"`` (or ``"local"``); ``options`` go to its class.
+
+    Strings: ``"openai:gpt-4o"``, ``"anthropic:claude-sonnet-4-5"``, ``"deepseek:deepseek-chat"``,
+    ``"qwen:qwen-plus"``, ``"moonshot:kimi-k2-0905-preview"``, ``"zhipu:glm-4.6"``,
+    ``"doubao:doubao-seed-1-6"``, ``"vllm:MODEL"``, ``"ollama:qwen2.5"``, ``"llamacpp:MODEL"``,
+    ``"local"`` or ``"local:qwen2.5-coder-0.5b-instruct"``; a bare id is an OpenAI model. A
+    preset's base URL can be changed with its ``*_BASE_URL`` variable.
+    """
     provider, sep, model_id = spec.strip().partition(":")
     if not sep and provider != "local":
         provider, model_id = "openai", provider  # a bare id means an OpenAI model
@@ -140,7 +139,11 @@ def model_from_string(spec: str, **options: Any) -> Model:
 
 
 def resolve_model(model: Model | str | None) -> Model:
-    """The model an agent uses: explicit > ``$AGENTICA_MODEL`` > the embedded local model."""
+    """The model an agent uses: explicit > ``$AGENTICA_MODEL`` > the embedded local model.
+
+    ``$AGENTICA_MODEL`` is a model string; with ``$AGENTICA_BASE_URL`` it names a model on that
+    OpenAI-compatible server.
+    """
     if model is not None and not isinstance(model, str):
         return model
     spec = model or os.environ.get("AGENTICA_MODEL", "").strip()

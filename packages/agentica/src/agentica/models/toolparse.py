@@ -1,16 +1,9 @@
 """Text tool calls: tool calls a model wrote as text instead of using native tool calling.
 
-Small local models (the embedded Qwen2.5-Coder ones among them) answer tool calls as text: JSON
-``{"name": ..., "arguments": {...}}``, bare, fenced or in ``<tool_call>`` tags, one or several or a
-list, with Python triple-quoted strings (taken verbatim), raw newlines, trailing commas, comments,
-keys without quotes as in JavaScript (``{name: "f", arguments: {a: 1}}``), stray closing brackets
-(one "}" too many, fenced or not).
-``parse_tool_calls`` splits a reply into prose, calls and ``MalformedCall``s (whose ``reason`` is
-written for the model); ``ToolCallStreamSplitter`` does it for a stream, showing prose early.
-
-Only JSON naming one of the tools is a call; other JSON stays text. A call-shaped object naming an
-unknown tool, or an attempted call that cannot be parsed even leniently, is malformed rather than
-shown as the answer. Nothing here raises on any input, and scanning work is bounded.
+Small local models (the embedded Qwen2.5-Coder ones among them) answer tool calls as text, in
+many loose forms. ``parse_tool_calls`` splits a reply into prose, calls and ``MalformedCall``s
+(whose ``reason`` is written for the model); ``ToolCallStreamSplitter`` does it for a stream,
+showing prose early. Nothing here raises on any input, and scanning work is bounded.
 """
 
 from __future__ import annotations
@@ -541,7 +534,18 @@ def _parse(text: str, tools: _Tools) -> tuple[str, list[ToolCall], list[Malforme
 
 
 def parse_tool_calls(text: str, tool_names: Collection[str]) -> ParsedReply:
-    """Split a model reply into its prose, the tool calls written in it, and failed attempts."""
+    """Split a model reply into its prose, the tool calls written in it, and failed attempts.
+
+    Accepted: JSON ``{"name": ..., "arguments": {...}}``, bare, fenced or in ``<tool_call>``
+    tags, one or several or a list, with Python triple-quoted strings (taken verbatim), raw
+    newlines, trailing commas, comments, keys without quotes as in JavaScript
+    (``{name: "f", arguments: {a: 1}}``), stray closing brackets (one "}" too many, fenced or
+    not).
+
+    Only JSON naming one of ``tool_names`` is a call; other JSON stays text. A call-shaped object
+    naming an unknown tool, or an attempted call that cannot be parsed even leniently, is
+    malformed rather than shown as the answer.
+    """
     body, calls, malformed = _parse(text, _index_tools(tool_names))
     return ParsedReply(text=body.strip(), calls=calls, malformed=malformed)
 

