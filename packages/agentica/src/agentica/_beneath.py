@@ -1,19 +1,8 @@
 """Opening files beneath a directory so that no part of a path can be swapped for a link.
 
-``locate`` walks a path from a directory descriptor one name at a time: every folder is opened
-relative to the previous one with ``openat(..., O_DIRECTORY | O_NOFOLLOW)``, so nothing that
-another process renames or replaces while the walk runs can lead it out of the directory. A
-symbolic link met on the way is never opened: its target is taken as a path inside the
-directory (from the link's folder when relative; an absolute target must name the directory or
-something in it) and the walk starts again from the top; a target outside raises ``Escape``.
-The last name is left to the caller, which opens it relative to the returned folder with
-``O_NOFOLLOW``: a link put there after the walk is refused, never followed. ``open_strict`` and
-``enter`` follow no link at all. Whatever changes during a walk (a folder replaced by a
-link, removed, renamed) makes it look again, a bounded number of times, then raise ``Changed``.
-
-Both users of a directory as a sandbox go through it: the file backend of the deep agent
-(``agentica.deep.backends.FilesystemBackend``) and workspace memory
-(``agentica.memory.workspace``). POSIX only (``dir_fd``).
+``locate`` walks a path from a directory descriptor one name at a time without ever following a
+link out of it (see ``locate``); ``open_strict`` and ``enter`` follow no link at all. Used by
+``FilesystemBackend`` and workspace memory. POSIX only (``dir_fd``).
 """
 
 from __future__ import annotations
@@ -126,6 +115,17 @@ def locate(
 
     The last part need not exist; it is not opened, but a link there is resolved unless
     ``follow_last`` is false. ``make_parents`` creates missing folders on the way.
+
+    ``locate`` walks a path from a directory descriptor one name at a time: every folder is opened
+    relative to the previous one with ``openat(..., O_DIRECTORY | O_NOFOLLOW)``, so nothing that
+    another process renames or replaces while the walk runs can lead it out of the directory. A
+    symbolic link met on the way is never opened: its target is taken as a path inside the directory
+    (from the link's folder when relative; an absolute target must name the directory or something
+    in it) and the walk starts again from the top; a target outside raises ``Escape``. The last name
+    is left to the caller, which opens it relative to the returned folder with ``O_NOFOLLOW``: a
+    link put there after the walk is refused, never followed. ``open_strict`` and ``enter`` follow
+    no link at all. Whatever changes during a walk (a folder replaced by a link, removed, renamed)
+    makes it look again, a bounded number of times, then raise ``Changed``.
     """
     walk = _Walk(top, list(parts), tops, follow_last=follow_last, make_parents=make_parents)
     try:

@@ -4,32 +4,9 @@
 agent = Agent(model=..., capabilities=[Web()])  # fetch_url, plus web_search if configured
 ```
 
-- ``fetch_url`` downloads one http(s) page through the capability's pooled HTTP client (redirects
-  followed up to ``max_redirects``, ``timeout`` seconds in all, at most ``max_bytes`` read) and
-  returns it as Markdown (HTML, converted in a thread without scripts, styles, navigation and
-  footers) or as text (other text types); binary content is refused. The output is cut at
-  ``max_chars`` and says where to continue (``start=``).
-- Where ``fetch_url`` may connect (the address guard): only to public addresses unless
-  ``allow_hosts`` names the host or its network. Loopback, private, link-local (cloud metadata
-  169.254.169.254), carrier-grade NAT, multicast, reserved and unspecified addresses, IPv6
-  site-local and unique-local (metadata fd00:ec2::254), and the IPv4-mapped, NAT64 and 6to4 forms
-  of blocked IPv4 addresses are refused. A name is resolved once by the session's own resolver,
-  which refuses it if any of its addresses is blocked and hands the connector exactly the
-  addresses it checked (no second lookup that DNS rebinding could change). Redirects are followed
-  by hand, each hop checked the same way; user names in URLs and legacy numeric host forms
-  (``2130706433``, ``0x7f.1``, ``0177.0.0.1``) are refused.
-- ``web_search`` asks a ``SearchProvider`` and lists titles, URLs and snippets. It is offered only
-  when a provider is configured, so the model is never given a tool that cannot work.
-
-Search providers: ``SearxngProvider`` (self-hosted, no key), ``TavilyProvider`` and
-``BraveProvider`` (API keys, never shown in tool results, errors or logs). ``provider_from_env``
-picks one from the environment, in this order:
-
-1. ``AGENTICA_SEARCH_PROVIDER`` = ``searxng``, ``tavily``, ``brave`` or ``none``: that choice (its
-   variable below must then be set);
-2. otherwise the first one configured of ``SEARXNG_URL``, ``TAVILY_API_KEY``, ``BRAVE_API_KEY``
-   (the self-hosted engine first: no key, no cost, no queries sent to a third party);
-3. otherwise none (no ``web_search`` tool).
+``fetch_url`` reads one http(s) page as Markdown or text, connecting only to public addresses
+unless ``allow_hosts`` says otherwise; ``web_search`` asks a ``SearchProvider`` (SearXNG, Tavily,
+Brave; ``provider_from_env``) and is offered only when one is configured. ``Web`` has the details.
 """
 
 from __future__ import annotations
@@ -682,6 +659,33 @@ class _GuardedResolver:
 class Web(Capability):
     """Web tools: ``fetch_url`` always, ``web_search`` when a search provider is configured.
 
+    - ``fetch_url`` downloads one http(s) page through the capability's pooled HTTP client
+      (redirects followed up to ``max_redirects``, ``timeout`` seconds in all, at most ``max_bytes``
+      read) and returns it as Markdown (HTML, converted in a thread without scripts, styles,
+      navigation and footers) or as text (other text types); binary content is refused. The output
+      is cut at ``max_chars`` and says where to continue (``start=``).
+    - Where ``fetch_url`` may connect (the address guard): only to public addresses unless
+      ``allow_hosts`` names the host or its network. Loopback, private, link-local (cloud metadata
+      169.254.169.254), carrier-grade NAT, multicast, reserved and unspecified addresses, IPv6
+      site-local and unique-local (metadata fd00:ec2::254), and the IPv4-mapped, NAT64 and 6to4
+      forms of blocked IPv4 addresses are refused. A name is resolved once by the session's own
+      resolver, which refuses it if any of its addresses is blocked and hands the connector exactly
+      the addresses it checked (no second lookup that DNS rebinding could change). Redirects are
+      followed by hand, each hop checked the same way; user names in URLs and legacy numeric host
+      forms (``2130706433``, ``0x7f.1``, ``0177.0.0.1``) are refused.
+    - ``web_search`` asks a ``SearchProvider`` and lists titles, URLs and snippets. It is offered
+      only when a provider is configured, so the model is never given a tool that cannot work.
+
+    Search providers: ``SearxngProvider`` (self-hosted, no key), ``TavilyProvider`` and
+    ``BraveProvider`` (API keys, never shown in tool results, errors or logs). ``provider_from_env``
+    picks one from the environment, in this order:
+
+    1. ``AGENTICA_SEARCH_PROVIDER`` = ``searxng``, ``tavily``, ``brave`` or ``none``: that choice
+       (its variable below must then be set);
+    2. otherwise the first one configured of ``SEARXNG_URL``, ``TAVILY_API_KEY``, ``BRAVE_API_KEY``
+       (the self-hosted engine first: no key, no cost, no queries sent to a third party);
+    3. otherwise none (no ``web_search`` tool).
+
     Args:
         provider: the search engine; default: ``provider_from_env(env)``.
         env: the environment to read the provider from (default ``os.environ``; ``{}`` for no
@@ -696,7 +700,7 @@ class Web(Capability):
             names (``"intranet.example"``, ``"localhost"``: any address they resolve to) and
             addresses or networks (``"127.0.0.1"``, ``"10.0.0.0/8"``, ``"::1"``). By default
             loopback, private, link-local, cloud metadata and other non-public addresses are
-            refused (see the module docstring).
+            refused (see above).
     """
 
     name = "web"

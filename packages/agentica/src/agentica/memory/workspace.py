@@ -14,43 +14,9 @@ workspace/
     └── {user_id}/         one folder per user
 ```
 
-Every file is optional and UTF-8 Markdown a person can read, edit and keep in git: writes only
-append whole lines (a missing final newline is added first), so a diff shows exactly what the agent
-learnt. ``AGENT.md`` (the name in the paper) is read when ``AGENTS.md`` is missing.
-
-**No blocking.** Every file operation runs in a worker thread (``asyncio.to_thread``), so the event
-loop never waits for the disk. Appends hold an exclusive ``flock`` on the file (a process-wide lock
-on Windows), so concurrent saves from many tasks or processes never lose or interleave lines.
-
-**Isolation.** A user id becomes one folder name under ``users/`` (``user_folder``): simple ids
-(lowercase letters, digits, ``.``, ``_``, ``-``, at most 64 characters, such as ``alice`` or
-``user-42``) are used as they are; any other id becomes a readable slug plus a hash of the exact id
-(``Bob Smith`` -> ``bob-smith~1f0c...``), which can never equal a simple id or another user's
-folder. Ids that are empty, contain ``/``, ``\\`` or control characters, or are ``.`` or ``..``
-are refused. Files are opened through directory descriptors from the workspace folder, one name
-at a time with ``O_NOFOLLOW`` (``agentica._beneath``, POSIX only), so nothing renamed or swapped
-for a symbolic link while a file is opened can lead anywhere else. The user's folder
-(``users/<folder>``) must be a real folder, with no link on the way to it; inside it (or inside the
-workspace, for global files) a link is followed only as a path inside it, and a link pointing
-elsewhere is refused with ``WorkspaceError``, and so is a global file leading into ``users/``.
-Nothing is ever written through a symbolic link. A user's file with more than one hard link is
-refused (a hard link could share it with a file outside the folder).
-
-**Runs without a user id.** ``users/default/`` belongs to the user id ``"default"``, and runs
-without a user id use it: an ``Agent`` made without ``user_id`` has the id ``"default"`` (for its
-stored sessions too), and ``WorkspaceMemory`` gives a run whose user id is empty its
-``default_user``, ``"default"`` unless given. So ``None``, ``""`` and ``"default"`` are one user
-with one memory: never give a real person the id ``"default"``. ``Workspace`` itself takes no
-empty id.
-
-**Budget.** ``context_prompt`` puts the files in a fixed order of priority (global files, then
-``USER.md``, ``MEMORY.md``, today's and yesterday's notes), each under a heading naming it, and
-counts the exact text with a ``TokenCounter``. When they do not all fit, it keeps the first ones
-whole, cuts the first one that does not fit (with a note saying so and naming the files left out)
-and stops: the result never exceeds the budget. Append-only files (``MEMORY.md``, daily notes)
-keep their end, where the newest entries are; the others keep their beginning.
-
-Dates come from ``today`` (``date.today``, the local date, unless another clock is given).
+Every file is optional, UTF-8 Markdown a person can read and keep in git; writes only append whole
+lines. ``Workspace`` says how files are opened (never through a link out of a user's folder), how
+user ids map to folders and how ``context_prompt`` keeps within its token budget.
 """
 
 from __future__ import annotations
@@ -527,6 +493,45 @@ def _check_days(days: int) -> None:
 
 class Workspace:
     """A folder of Markdown files holding instructions, a persona and each user's memory.
+
+    Every file is optional and UTF-8 Markdown a person can read, edit and keep in git: writes only
+    append whole lines (a missing final newline is added first), so a diff shows exactly what the
+    agent learnt. ``AGENT.md`` (the name in the paper) is read when ``AGENTS.md`` is missing.
+
+    **No blocking.** Every file operation runs in a worker thread (``asyncio.to_thread``), so the
+    event loop never waits for the disk. Appends hold an exclusive ``flock`` on the file (a
+    process-wide lock on Windows), so concurrent saves from many tasks or processes never lose or
+    interleave lines.
+
+    **Isolation.** A user id becomes one folder name under ``users/`` (``user_folder``): simple ids
+    (lowercase letters, digits, ``.``, ``_``, ``-``, at most 64 characters, such as ``alice`` or
+    ``user-42``) are used as they are; any other id becomes a readable slug plus a hash of the exact
+    id (``Bob Smith`` -> ``bob-smith~1f0c...``), which can never equal a simple id or another user's
+    folder. Ids that are empty, contain ``/``, ``\\`` or control characters, or are ``.`` or ``..``
+    are refused. Files are opened through directory descriptors from the workspace folder, one name
+    at a time with ``O_NOFOLLOW`` (``agentica._beneath``, POSIX only), so nothing renamed or swapped
+    for a symbolic link while a file is opened can lead anywhere else. The user's folder
+    (``users/<folder>``) must be a real folder, with no link on the way to it; inside it (or inside
+    the workspace, for global files) a link is followed only as a path inside it, and a link
+    pointing elsewhere is refused with ``WorkspaceError``, and so is a global file leading into
+    ``users/``. Nothing is ever written through a symbolic link. A user's file with more than one
+    hard link is refused (a hard link could share it with a file outside the folder).
+
+    **Runs without a user id.** ``users/default/`` belongs to the user id ``"default"``, and runs
+    without a user id use it: an ``Agent`` made without ``user_id`` has the id ``"default"`` (for
+    its stored sessions too), and ``WorkspaceMemory`` gives a run whose user id is empty its
+    ``default_user``, ``"default"`` unless given. So ``None``, ``""`` and ``"default"`` are one user
+    with one memory: never give a real person the id ``"default"``. ``Workspace`` itself takes no
+    empty id.
+
+    **Budget.** ``context_prompt`` puts the files in a fixed order of priority (global files, then
+    ``USER.md``, ``MEMORY.md``, today's and yesterday's notes), each under a heading naming it, and
+    counts the exact text with a ``TokenCounter``. When they do not all fit, it keeps the first ones
+    whole, cuts the first one that does not fit (with a note saying so and naming the files left
+    out) and stops: the result never exceeds the budget. Append-only files (``MEMORY.md``, daily
+    notes) keep their end, where the newest entries are; the others keep their beginning.
+
+    Dates come from ``today`` (``date.today``, the local date, unless another clock is given).
 
     Args:
         root: the workspace folder (created on the first write).

@@ -8,10 +8,7 @@
 - ``FallbackModel``: a chain of models tried in order (fallback.py)
 - ``model_from_string``, ``resolve_model``, ``PRESETS``: model strings and the default-model
   rule (registry.py)
-- ``RetryPolicy``: backoff for failed requests (retry.py)
-- ``ModelPrice``, ``price_for``: prices and cost (pricing.py)
-
-No adapter imports its HTTP library until its first request, so ``import agentica`` stays fast.
+- ``RetryPolicy`` (retry.py); ``ModelPrice``, ``price_for``: prices and cost (pricing.py)
 """
 
 from __future__ import annotations
