@@ -326,7 +326,8 @@ class Shell(Capability):
             raise ToolError(problem)
         code, repairs = repair_brackets(code)
         python = self.backend.python or "python3"
-        result = await self._run(shlex.join([python, "-E", "-s", "-c", code]), timeout)
+        command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
+        result = await self._run(command, timeout)
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
         if repairs:

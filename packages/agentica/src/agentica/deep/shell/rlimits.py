@@ -1,15 +1,17 @@
 """Run inside the sandbox before the command: ``python -I -S -c SOURCE NPROC DATA ARGV...``.
 
-Lowers the resource limits for good (no capability is left to raise them): the most processes
-(and threads), the most bytes of data memory per process, no core files; then executes the
-command. The sandbox shows no agentica file, so its source text is passed with ``-c``: standard
-library only.
+Lowers the resource limits for good (no capability is left to raise them): processes (and
+threads), bytes of data memory per process, no core files; gives SIGPIPE and SIGXFSZ back their
+default action (Python ignores them, and an ignored signal stays ignored across exec); then
+executes the command. The sandbox shows no agentica file, so the source text is passed with
+``-c``: standard library only.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import signal
 import sys
 
 
@@ -24,6 +26,8 @@ def main(args: list[str]) -> None:
     lower(resource.RLIMIT_NPROC, int(args[0]))
     lower(resource.RLIMIT_DATA, int(args[1]))
     lower(resource.RLIMIT_CORE, 0)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
     try:
         os.execv(args[2], args[2:])
     except OSError as exc:

@@ -100,7 +100,11 @@ def _check(check: CommandBackendCheck) -> CommandBackendCheck:
 
 
 async def _start(
-    case: CommandBackendCase, command: str, *, timeout: float | None = None, max_output: int = 10_000
+    case: CommandBackendCase,
+    command: str,
+    *,
+    timeout: float | None = None,
+    max_output: int = 10_000,
 ) -> CommandHandle:
     return await case.backend.start(command, timeout=timeout, max_output=max_output)
 
@@ -164,9 +168,7 @@ async def _nothing_survives(case: CommandBackendCase, what: str) -> None:
     _require(not missing, f"{what}: the loops never started ({', '.join(missing)} missing)")
     await asyncio.sleep(1.0)
     after = await _beat_sizes(case)
-    survivors = [
-        name for name, old, new in zip(_BEATS, before, after, strict=True) if new != old
-    ]
+    survivors = [name for name, old, new in zip(_BEATS, before, after, strict=True) if new != old]
     _require(
         not survivors,
         f"{what}: processes the command started are still running (still writing: "
@@ -382,9 +384,7 @@ async def check_stop_kills_everything(case: CommandBackendCase) -> None:
     await _output_shows(handle, "started", "the command")
     started = time.monotonic()
     result = await handle.stop()
-    _require(
-        time.monotonic() - started < _KILL_TIME, f"stop() took more than {_KILL_TIME:g} s"
-    )
+    _require(time.monotonic() - started < _KILL_TIME, f"stop() took more than {_KILL_TIME:g} s")
     _equal("the status", (result.status, result.stopped, result.timed_out), (
         "stopped", True, False,
     ))  # fmt: skip
@@ -468,10 +468,14 @@ async def check_command_backend(
     return skipped
 
 
+def _new_folder() -> Path:
+    return Path(tempfile.mkdtemp(prefix="agentica-conformance-")).resolve()
+
+
 async def _run_one(factory: CommandBackendFactory, check: CommandBackendCheck) -> None:
-    folder = await asyncio.to_thread(tempfile.mkdtemp, prefix="agentica-conformance-")
+    folder = await asyncio.to_thread(_new_folder)
     try:
-        made = factory(Path(folder).resolve())
+        made = factory(folder)
         case = made if isinstance(made, CommandBackendCase) else await made
         try:
             await check(case)
