@@ -26,22 +26,26 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Generic, Self, overload
 
 from pydantic import TypeAdapter
 
 from agentica._http import aclose_loop_sessions
 from agentica.context import ContextPolicy, HistoryPolicy
-from agentica.errors import SessionConflictError, UsageError
+from agentica.errors import ConcurrentRunError, SessionConflictError, UsageError
 from agentica.limits import RunLimits
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
-from agentica.run.approval import Decision, PendingCall
+from agentica.run.approval import Decision, PendingCall, pending_calls
 from agentica.run.capability import Capability
-from agentica.run.loop import RunInput, output_schema_for, pending_calls, run_events
-from agentica.run.result import AgentMemory, RunRecord, RunResponse
+from agentica.run.child import run_child
+from agentica.run.loop import run_events
+from agentica.run.output import OutputSpec
+from agentica.run.result import AgentMemory, OutT, RunRecord, RunResponse
+from agentica.run.state import RunInput
 from agentica.run.stream import RunStream
 from agentica.storage.base import Storage, merge_state
 from agentica.storage.factory import open_storage
@@ -89,8 +93,16 @@ def _update_in_place(target: dict[str, Any], source: Mapping[str, Any], *, drop:
 _MISSING: Any = object()
 
 
-class Agent:
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+class Agent(Generic[OutT]):
     """An LLM agent: a model, tools and instructions, plus the memory of its conversation.
+
+    ``Agent[OutT]`` is generic in its output type: ``Agent(output_type=Invoice)`` is an
+    ``Agent[Invoice]`` whose ``run()`` returns a ``RunResponse[Invoice]``; without
+    ``output_type`` it is an ``Agent[str]``.
 
     Args:
         model: the model to call: a model object (``OpenAIChat``, ``OpenAILike``, ``Claude``,
@@ -127,7 +139,7 @@ class Agent:
         "__weakref__",
         "_functions",
         "_loaded",
-        "_output_adapter",
+        "_output",
         "_revision",
         "_running",
         "_saved",
@@ -149,6 +161,72 @@ class Agent:
         "tool_settings",
         "user_id",
     )
+
+    @overload
+    def __init__(
+        self: Agent[str],
+        *,
+        model: Model | str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        instructions: Instructions | None = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: None = None,
+        capabilities: Sequence[Capability] = ...,
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[OutT],
+        *,
+        model: Model | str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        instructions: Instructions | None = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: type[OutT],
+        capabilities: Sequence[Capability] = ...,
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Agent[Any],
+        *,
+        model: Model | str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        instructions: Instructions | None = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: Any,
+        capabilities: Sequence[Capability] = ...,
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -200,7 +278,7 @@ class Agent:
         self._revision = 0  # of the stored session, as last loaded or saved
         self._saved: tuple[str | None, str] = (None, "{}")  # its summary and state (JSON)
         self._functions: Mapping[str, Function] | None = None
-        self._output_adapter: tuple[TypeAdapter[Any], OutputSchema] | None = None
+        self._output: OutputSpec | None = None
         self._running = False
 
     # ----------------------------------------------------------------- configuration
@@ -225,24 +303,47 @@ class Agent:
 
     def output_adapter(self) -> tuple[TypeAdapter[Any], OutputSchema]:
         """The validator and schema for ``output_type`` (built once)."""
-        if self.output_type is None:
+        spec = self.output_spec()
+        if spec is None:
             raise UsageError(f"agent {self.name!r} has no output_type")
-        if self._output_adapter is None:
-            self._output_adapter = output_schema_for(self.output_type)
-        return self._output_adapter
+        return spec.adapter, spec.schema
+
+    def output_spec(self) -> OutputSpec | None:
+        """``output_type`` ready for runs (built once), or ``None`` for a text answer."""
+        if self.output_type is None:
+            return None
+        if self._output is None:
+            self._output = OutputSpec.of(self.output_type)
+        return self._output
 
     @property
     def is_running(self) -> bool:
         return self._running
+
+    @contextmanager
+    def _run_scope(self) -> Iterator[None]:
+        """Hold this conversation for one run (the run loop enters it): ``ConcurrentRunError``
+        when a run holds it already."""
+        if self._running:
+            raise ConcurrentRunError(
+                f"agent {self.name!r} is already running: an agent is one conversation. Await "
+                "the running run first, or use agent.clone() for an independent session."
+            )
+        self._running = True
+        try:
+            yield
+        finally:
+            self._running = False
 
     @property
     def usage(self) -> RunUsage:
         """Totals of every run of this conversation."""
         return self.memory.usage
 
-    def clone(self, **changes: Any) -> Agent:
-        """A new agent (a fresh conversation) with this configuration and ``changes`` applied."""
-        config: dict[str, Any] = {
+    def _config(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this agent's configuration (``clone()``); a
+        subclass with its own constructor returns its own arguments."""
+        return {
             "model": self.model,
             "tools": self._tools,
             "instructions": self.instructions,
@@ -257,18 +358,24 @@ class Agent:
             "capabilities": self.capabilities,
             "storage": self.storage,
             "user_id": self.user_id,
-            "session_id": uuid.uuid4().hex,
+            "session_id": self.session_id,
             "guardrails": self.guardrails.all,
         }
+
+    def clone(self, **changes: Any) -> Self:
+        """A new agent of the same class (a fresh conversation: a new ``session_id`` unless
+        given) with this configuration and ``changes`` applied."""
+        config = self._config()
         unknown = set(changes) - set(config)
         if unknown:
             raise UsageError(f"clone() got unknown settings: {', '.join(sorted(unknown))}")
+        config["session_id"] = uuid.uuid4().hex
         config.update(changes)
-        twin = Agent(**config)
-        if "tools" not in changes and "capabilities" not in changes:
-            twin._functions = self.functions
+        twin = type(self)(**config)
+        if _same(twin._tools, self._tools) and _same(twin.capabilities, self.capabilities):
+            twin._functions = self.functions  # the same tool objects: resolved once
         if "output_type" not in changes:
-            twin._output_adapter = self._output_adapter
+            twin._output = self._output
         return twin
 
     # ----------------------------------------------------------------- persistence
@@ -372,7 +479,7 @@ class Agent:
         limits: RunLimits | None = None,
         model_settings: ModelSettings | None = None,
         stream_model: bool = True,
-    ) -> RunStream:
+    ) -> RunStream[OutT]:
         """Start a run and return its ``RunStream`` of events (the run starts when iterated)."""
         return RunStream(
             run_events(
@@ -392,7 +499,7 @@ class Agent:
         deps: Any = None,
         limits: RunLimits | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> RunResponse:
+    ) -> RunResponse[OutT]:
         """Run to completion and return the ``RunResponse`` (consumes ``run_stream``)."""
         stream = self.run_stream(
             input, deps=deps, limits=limits, model_settings=model_settings, stream_model=False
@@ -409,7 +516,7 @@ class Agent:
         deps: Any = None,
         limits: RunLimits | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> RunResponse:
+    ) -> RunResponse[OutT]:
         """``run()`` for scripts: starts an event loop, runs, closes the loop's connections."""
         try:
             asyncio.get_running_loop()
@@ -421,7 +528,7 @@ class Agent:
                 "use `await agent.run(...)` instead"
             )
 
-        async def main() -> RunResponse:
+        async def main() -> RunResponse[OutT]:
             try:
                 return await self.run(
                     input, deps=deps, limits=limits, model_settings=model_settings
@@ -439,7 +546,7 @@ class Agent:
         limits: RunLimits | None = None,
         model_settings: ModelSettings | None = None,
         stream_model: bool = True,
-    ) -> RunStream:
+    ) -> RunStream[OutT]:
         """Continue the paused run with a ``Decision`` per pending call id (streamed)."""
         return RunStream(
             run_events(
@@ -460,7 +567,7 @@ class Agent:
         deps: Any = None,
         limits: RunLimits | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> RunResponse:
+    ) -> RunResponse[OutT]:
         """Continue the paused run with a ``Decision`` per pending call id.
 
         Works in a new process too: the paused run is part of the saved session.
@@ -492,18 +599,8 @@ class Agent:
             Args:
                 task: the complete task, with every detail the agent needs to do it alone.
             """
-            sub = template.clone()
-            # the sub-agent's run charges the caller's tree budget as it goes
-            stream = RunStream(
-                run_events(sub, task, deps=ctx.deps, stream=False, budget=ctx.budget)
-            )
-            try:
-                async with stream:
-                    async for _ in stream:
-                        pass
-            finally:
-                ctx.usage.merge(sub.memory.usage)
-            return stream.response.content or ""
+            response = await run_child(template.clone(), task, ctx)
+            return response.content or ""
 
         tool_name = name or re.sub(r"[^a-zA-Z0-9_-]", "_", self.name)[:64] or "agent"
         return Function.from_callable(

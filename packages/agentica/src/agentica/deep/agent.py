@@ -20,16 +20,19 @@ It is an ordinary ``Agent`` whose tools and capabilities are assembled from the 
 
 Every part can be switched off or replaced by passing ``False`` or an object; the harness adds
 one short paragraph to the instructions. Its fixed prompt cost (system prompt and tool schemas)
-is measured in ``benchmarks/deep_prompt.py``.
+is measured in ``benchmarks/deep_prompt.py``. ``clone()`` rebuilds the harness from the same
+arguments.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypeVar, overload
 
 from agentica.agent import Agent
+from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.deep.backends import FilesystemBackend
 from agentica.deep.checks import AnswerCheck
 from agentica.deep.files import BackendSource, FileTools, WorkspaceOverview
@@ -40,10 +43,15 @@ from agentica.deep.subagents import SubAgent, SubAgents
 from agentica.deep.todos import Todos
 from agentica.deep.web import Web
 from agentica.errors import UsageError
-from agentica.models.base import Model
+from agentica.limits import RunLimits
+from agentica.models.base import Model, ModelSettings
 from agentica.run.approval import HumanApproval, Rule
 from agentica.run.capability import Capability
 from agentica.run.repetition import RepetitionGuard
+from agentica.run.result import OutT
+from agentica.storage.base import Storage
+from agentica.tools.execution import ToolSettings
+from agentica.tools.guardrails import AnyGuardrail
 from agentica.tools.toolkit import ToolLike
 
 __all__ = ["HARNESS_INSTRUCTIONS", "DeepAgent"]
@@ -56,8 +64,126 @@ HARNESS_INSTRUCTIONS = (
     "short summary."
 )
 
+C = TypeVar("C", bound=Capability)
 
-class DeepAgent(Agent):
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Harness:
+    """The arguments only ``DeepAgent`` takes, as given (``clone()`` rebuilds from them)."""
+
+    workspace: str | os.PathLike[str] | None
+    backend: BackendSource | None
+    shell: Shell | bool
+    sandbox: Literal["none", "bwrap", "auto"]
+    background_commands: bool
+    todos: bool
+    subagents: Sequence[SubAgent] | bool
+    max_subagent_depth: int
+    skills: Skills | None
+    web: Web | bool
+    interrupt_on: Mapping[str, Rule] | None
+    answer_check: bool
+    overview: bool
+    repetition: RepetitionGuard | bool
+    heartbeat: Heartbeat | bool
+    reflection: Reflection | bool
+    instructions: str | None
+    tools: Sequence[ToolLike]
+    capabilities: Sequence[Capability]
+
+
+def _part(option: C | bool, kind: type[C], default: Callable[[], C]) -> list[Capability]:
+    """An optional part of the harness: the object given, ``default()`` for ``True``, or none."""
+    if isinstance(option, kind):
+        return [option]
+    return [default()] if option else []
+
+
+def _files(harness: _Harness) -> FileTools:
+    """The file tools: over ``backend``, else the workspace, else the session's state."""
+    workspace, backend = harness.workspace, harness.backend
+    if workspace is not None and not os.path.isdir(workspace):
+        raise UsageError(
+            f"DeepAgent workspace {os.fspath(workspace)!r} is not a directory; create it first"
+        )
+    if backend is None and workspace is not None:
+        backend = FilesystemBackend(workspace)
+    return FileTools(backend)
+
+
+def _shared(harness: _Harness, files: FileTools) -> list[Capability]:
+    """The parts subagents get too: the workspace overview and the repetition guard."""
+    overview: list[Capability] = [WorkspaceOverview(files)] if harness.overview else []
+    return [*overview, *_part(harness.repetition, RepetitionGuard, RepetitionGuard)]
+
+
+def _shell(harness: _Harness) -> list[Capability]:
+    """The shell given, or a default one in the workspace (none without a workspace)."""
+    if isinstance(harness.shell, Shell):
+        return [harness.shell]
+    if not harness.shell or harness.workspace is None:
+        return []
+    workspace = harness.workspace
+    return [
+        Shell(
+            workspace,
+            python=True,
+            sandbox=harness.sandbox,
+            background=harness.background_commands,
+        )
+    ]
+
+
+def _checkpoints(harness: _Harness) -> list[Capability]:
+    """The todo list, the heartbeat and the reflection."""
+    todos: list[Capability] = [Todos()] if harness.todos else []
+    # open todos are nudged by Todos itself
+    heartbeat = _part(harness.heartbeat, Heartbeat, lambda: Heartbeat(check_todos=not todos))
+    return [*todos, *heartbeat, *_part(harness.reflection, Reflection, Reflection)]
+
+
+def _subagents(harness: _Harness, shared: list[Capability]) -> list[Capability]:
+    """The ``task`` tool, unless ``subagents=False``."""
+    if harness.subagents is False:
+        return []
+    kinds = list(harness.subagents) if not isinstance(harness.subagents, bool) else []
+    # subagents get the shell's tools (by privilege) but not the Shell: it reminds them to run
+    # code they only wrote down
+    children = [*shared, CodeNotRun()] if harness.shell else shared
+    return [SubAgents(kinds, max_depth=harness.max_subagent_depth, shared=children)]
+
+
+def _extras(harness: _Harness) -> list[Capability]:
+    """Skills, web tools, human approval and the final answer check."""
+    skills: list[Capability] = [harness.skills] if harness.skills is not None else []
+    web = _part(harness.web, Web, Web)
+    approval: list[Capability] = (
+        [HumanApproval(harness.interrupt_on)] if harness.interrupt_on else []
+    )
+    check: list[Capability] = [AnswerCheck()] if harness.answer_check else []
+    return [*skills, *web, *approval, *check]
+
+
+def _capabilities(harness: _Harness, files: FileTools) -> list[Capability]:
+    """The harness's capabilities, in the order they act, then the caller's."""
+    shared = _shared(harness, files)
+    return [
+        *shared,
+        *_shell(harness),
+        *_checkpoints(harness),
+        *_subagents(harness, shared),
+        *_extras(harness),
+        *harness.capabilities,
+    ]
+
+
+def _instructions(harness: _Harness) -> str:
+    if not harness.instructions:
+        return HARNESS_INSTRUCTIONS
+    return f"{HARNESS_INSTRUCTIONS}\n\n{harness.instructions}"
+
+
+class DeepAgent(Agent[OutT]):
     """An ``Agent`` with file tools, shell, todos, subagents and checks for multi-step work.
 
     Args:
@@ -88,10 +214,126 @@ class DeepAgent(Agent):
             (``Reflection``; off by default).
         instructions: your instructions; the harness paragraph comes first.
         tools, capabilities: added to the harness's.
-        Other keyword arguments are ``Agent``'s (``model``, ``storage``, ``limits``, ...).
+        model, name, description, model_settings, limits, tool_settings, history, context,
+            output_type, storage, user_id, session_id, guardrails: as for ``Agent``
+            (``DeepAgent(output_type=Report)`` is a ``DeepAgent[Report]``).
     """
 
-    __slots__ = ()
+    __slots__ = ("_harness",)
+
+    @overload
+    def __init__(
+        self: DeepAgent[str],
+        *,
+        model: Model | str | None = ...,
+        workspace: str | os.PathLike[str] | None = ...,
+        backend: BackendSource | None = ...,
+        shell: Shell | bool = ...,
+        sandbox: Literal["none", "bwrap", "auto"] = ...,
+        background_commands: bool = ...,
+        todos: bool = ...,
+        subagents: Sequence[SubAgent] | bool = ...,
+        max_subagent_depth: int = ...,
+        skills: Skills | None = ...,
+        web: Web | bool = ...,
+        interrupt_on: Mapping[str, Rule] | None = ...,
+        answer_check: bool = ...,
+        overview: bool = ...,
+        repetition: RepetitionGuard | bool = ...,
+        heartbeat: Heartbeat | bool = ...,
+        reflection: Reflection | bool = ...,
+        instructions: str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        capabilities: Sequence[Capability] = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: None = None,
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: DeepAgent[OutT],
+        *,
+        model: Model | str | None = ...,
+        workspace: str | os.PathLike[str] | None = ...,
+        backend: BackendSource | None = ...,
+        shell: Shell | bool = ...,
+        sandbox: Literal["none", "bwrap", "auto"] = ...,
+        background_commands: bool = ...,
+        todos: bool = ...,
+        subagents: Sequence[SubAgent] | bool = ...,
+        max_subagent_depth: int = ...,
+        skills: Skills | None = ...,
+        web: Web | bool = ...,
+        interrupt_on: Mapping[str, Rule] | None = ...,
+        answer_check: bool = ...,
+        overview: bool = ...,
+        repetition: RepetitionGuard | bool = ...,
+        heartbeat: Heartbeat | bool = ...,
+        reflection: Reflection | bool = ...,
+        instructions: str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        capabilities: Sequence[Capability] = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: type[OutT],
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: DeepAgent[Any],
+        *,
+        model: Model | str | None = ...,
+        workspace: str | os.PathLike[str] | None = ...,
+        backend: BackendSource | None = ...,
+        shell: Shell | bool = ...,
+        sandbox: Literal["none", "bwrap", "auto"] = ...,
+        background_commands: bool = ...,
+        todos: bool = ...,
+        subagents: Sequence[SubAgent] | bool = ...,
+        max_subagent_depth: int = ...,
+        skills: Skills | None = ...,
+        web: Web | bool = ...,
+        interrupt_on: Mapping[str, Rule] | None = ...,
+        answer_check: bool = ...,
+        overview: bool = ...,
+        repetition: RepetitionGuard | bool = ...,
+        heartbeat: Heartbeat | bool = ...,
+        reflection: Reflection | bool = ...,
+        instructions: str | None = ...,
+        tools: Sequence[ToolLike] = ...,
+        capabilities: Sequence[Capability] = ...,
+        name: str = ...,
+        description: str | None = ...,
+        model_settings: ModelSettings | None = ...,
+        limits: RunLimits | None = ...,
+        tool_settings: ToolSettings | None = ...,
+        history: HistoryPolicy | None = ...,
+        context: ContextPolicy | None = ...,
+        output_type: Any,
+        storage: Storage | str | None = ...,
+        user_id: str | None = ...,
+        session_id: str | None = ...,
+        guardrails: Sequence[AnyGuardrail] = ...,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -117,66 +359,60 @@ class DeepAgent(Agent):
         tools: Sequence[ToolLike] = (),
         capabilities: Sequence[Capability] = (),
         name: str = "deep-agent",
-        **agent_options: Any,
+        description: str | None = None,
+        model_settings: ModelSettings | None = None,
+        limits: RunLimits | None = None,
+        tool_settings: ToolSettings | None = None,
+        history: HistoryPolicy | None = None,
+        context: ContextPolicy | None = None,
+        output_type: Any = None,
+        storage: Storage | str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        guardrails: Sequence[AnyGuardrail] = (),
     ) -> None:
-        if workspace is not None and not os.path.isdir(workspace):
-            raise UsageError(
-                f"DeepAgent workspace {os.fspath(workspace)!r} is not a directory; create it first"
-            )
-        if backend is None and workspace is not None:
-            backend = FilesystemBackend(workspace)
-        files = FileTools(backend)
-        harness_tools: list[ToolLike] = [files]
-        shared: list[Capability] = []  # what subagents get too
-        if overview:
-            shared.append(WorkspaceOverview(files))
-        if isinstance(repetition, RepetitionGuard):
-            shared.append(repetition)
-        elif repetition:
-            shared.append(RepetitionGuard())
-        harness: list[Capability] = list(shared)
-        if isinstance(shell, Shell):
-            harness.append(shell)
-        elif shell and workspace is not None:
-            harness.append(
-                Shell(workspace, python=True, sandbox=sandbox, background=background_commands)
-            )
-        if todos:
-            harness.append(Todos())
-        if isinstance(heartbeat, Heartbeat):
-            harness.append(heartbeat)
-        elif heartbeat:  # open todos are nudged by Todos itself
-            harness.append(Heartbeat(check_todos=not todos))
-        if isinstance(reflection, Reflection):
-            harness.append(reflection)
-        elif reflection:
-            harness.append(Reflection())
-        if subagents is not False:
-            kinds = list(subagents) if not isinstance(subagents, bool) else []
-            # subagents get the shell's tools (by privilege) but not the Shell: it reminds them
-            # to run code they only wrote down
-            children = [*shared, CodeNotRun()] if shell else shared
-            harness.append(SubAgents(kinds, max_depth=max_subagent_depth, shared=children))
-        if skills is not None:
-            harness.append(skills)
-        if isinstance(web, Web):
-            harness.append(web)
-        elif web:
-            harness.append(Web())
-        if interrupt_on:
-            harness.append(HumanApproval(interrupt_on))
-        if answer_check:
-            harness.append(AnswerCheck())
-        text = (
-            HARNESS_INSTRUCTIONS
-            if not instructions
-            else f"{HARNESS_INSTRUCTIONS}\n\n{instructions}"
+        harness = _Harness(
+            workspace=workspace,
+            backend=backend,
+            shell=shell,
+            sandbox=sandbox,
+            background_commands=background_commands,
+            todos=todos,
+            subagents=subagents,
+            max_subagent_depth=max_subagent_depth,
+            skills=skills,
+            web=web,
+            interrupt_on=interrupt_on,
+            answer_check=answer_check,
+            overview=overview,
+            repetition=repetition,
+            heartbeat=heartbeat,
+            reflection=reflection,
+            instructions=instructions,
+            tools=tools,
+            capabilities=capabilities,
         )
+        files = _files(harness)
         super().__init__(
             model=model,
-            tools=[*harness_tools, *tools],
-            instructions=text,
+            tools=[files, *tools],
+            instructions=_instructions(harness),
             name=name,
-            capabilities=[*harness, *capabilities],
-            **agent_options,
+            description=description,
+            model_settings=model_settings,
+            limits=limits,
+            tool_settings=tool_settings,
+            history=history,
+            context=context,
+            output_type=output_type,
+            capabilities=_capabilities(harness, files),
+            storage=storage,
+            user_id=user_id,
+            session_id=session_id,
+            guardrails=guardrails,
         )
+        self._harness = harness
+
+    def _config(self) -> dict[str, Any]:
+        harness = {f.name: getattr(self._harness, f.name) for f in fields(self._harness)}
+        return {**super()._config(), **harness}

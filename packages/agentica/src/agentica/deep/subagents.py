@@ -35,10 +35,10 @@ from agentica.agent import Agent
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.models.base import Model
 from agentica.run.capability import Capability
-from agentica.run.loop import run_events
+from agentica.run.child import run_child
+from agentica.run.events import RunEvent
 from agentica.run.repetition import returned_error
 from agentica.run.result import RunResponse
-from agentica.run.stream import RunStream
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -104,7 +104,7 @@ def _cut(text: str) -> str:
     return text[:_EVIDENCE_CHARS] + f" ... [{len(text) - _EVIDENCE_CHARS} more characters]"
 
 
-def _with_evidence(agent: str, report: str, response: RunResponse) -> str:
+def _with_evidence(agent: str, report: str, response: RunResponse[Any]) -> str:
     """The report, followed by the subagent's evidence, the result of its last successful tool
     call, unless the report quotes it.
 
@@ -234,7 +234,7 @@ class SubAgents(Capability):
             ),
         )
 
-    def _child(self, parent: Agent, spec: SubAgent) -> Agent:
+    def _child(self, parent: Agent[Any], spec: SubAgent) -> Agent[str]:
         if spec.tools is not None:
             tools: list[ToolLike] = list(spec.tools)
         else:
@@ -285,24 +285,19 @@ class SubAgents(Capability):
             raise ToolError("the task tool can only be used by an agent's run")
         child = self._child(parent, spec)
         source = f"task:{agent}"
+
+        def report(event: RunEvent) -> None:  # the parent's stream shows the subagent's steps
+            if event.kind in _REPORTED:
+                ctx.report(source, event)
+
         try:
-            # the child's run charges the tree's budget as it goes
-            stream = RunStream(
-                run_events(child, description, deps=ctx.deps, stream=False, budget=ctx.budget)
-            )
-            async with stream:
-                async for event in stream:  # the parent's stream shows the subagent's steps
-                    if event.kind in _REPORTED:
-                        ctx.report(source, event)
-            response = stream.response
-            _record(ctx, response.tool_calls)
+            response = await run_child(child, description, ctx, on_event=report)
         except AgenticaError as exc:
             raise ToolError(
                 f"the {agent} subagent failed: {type(exc).__name__}: {exc}. Do the subtask "
                 "yourself or give a smaller one."
             ) from exc
-        finally:
-            ctx.usage.merge(child.memory.usage)
+        _record(ctx, response.tool_calls)
         if response.stop_reason == "paused":
             raise ToolError(
                 f"the {agent} subagent needs approval for a call; do this subtask yourself"

@@ -1,6 +1,9 @@
 """The run: loop, events, limits, responses and the memory of a conversation.
 
-- ``run_events``: the one run loop (loop.py)
+- ``run_events``: the one run loop (loop.py): ``decide`` picks each step from the run's state
+  (steps.py, pure), a small handler performs it; a run starts from ``ActiveRun`` (state.py),
+  its outcome is built in records.py, structured output is parsed in output.py, and a tool
+  runs another agent with ``run_child`` (child.py)
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
 - ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
@@ -28,9 +31,11 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.loop import RunInput, output_schema_for, run_events
+from agentica.run.loop import run_events
+from agentica.run.output import output_schema_for
 from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import AgentMemory, RunRecord, RunResponse
+from agentica.run.state import RunInput
 from agentica.run.stream import RunStream
 from agentica.run.window import ContextWindow, model_summarizer
 

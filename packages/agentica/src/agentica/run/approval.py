@@ -15,6 +15,9 @@ does, no call of that turn runs: the run ends with ``stop_reason="paused"`` and 
 (``PendingCall``: id, tool, arguments, the decisions allowed). The paused run is saved with the
 session, so ``resume()`` works from another process too. Each decision approves a call, approves
 it with edited arguments, or rejects it with a message the model reads.
+
+This module owns both sides: the ``HumanApproval`` capability, and what the run engine does with
+approvals (asking the capabilities, finding the paused run, applying decisions on resume).
 """
 
 from __future__ import annotations
@@ -22,14 +25,29 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentica.errors import UsageError
+from agentica.errors import SessionFormatError, UsageError
+from agentica.messages import AssistantMessage, RunUsage
 from agentica.run.capability import Capability
+from agentica.storage.records import RunRecord
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 
-__all__ = ["Decision", "HumanApproval", "PendingCall"]
+if TYPE_CHECKING:
+    from agentica.agent import Agent
+
+__all__ = [
+    "Decision",
+    "HumanApproval",
+    "PendingCall",
+    "apply_decisions",
+    "approvals",
+    "paused_run",
+    "pending_calls",
+    "resumable_run",
+    "resumed_calls",
+]
 
 DecisionKind = Literal["approve", "edit", "reject"]
 _KINDS: tuple[DecisionKind, ...] = ("approve", "edit", "reject")
@@ -180,3 +198,105 @@ def apply_decisions(
             call.call.arguments = json.dumps(decision.arguments or {})
         elif decision.kind == "reject":
             call.fail(f"The user rejected this call: {decision.message}")
+
+
+# ----------------------------------------------------------------------------- the engine side
+
+
+async def _approval_for(
+    agent: Agent[Any], ctx: RunContext[Any], call: FunctionCall
+) -> PendingCall | None:
+    """The first capability's request for a decision on ``call``, if any."""
+    for capability in agent.capabilities:
+        request = await capability.needs_approval(ctx, call)
+        if request is not None:
+            return request
+    return None
+
+
+async def approvals(
+    agent: Agent[Any], ctx: RunContext[Any], calls: Sequence[FunctionCall]
+) -> list[PendingCall]:
+    """The calls of a turn that must wait for a person's decision."""
+    pending = []
+    for call in calls:
+        request = await _approval_for(agent, ctx, call)
+        if request is not None:
+            pending.append(request)
+    return pending
+
+
+def paused_run(agent: Agent[Any]) -> RunRecord | None:
+    """The agent's last run if it is paused waiting for decisions."""
+    runs = agent.memory.runs
+    return runs[-1] if runs and runs[-1].status == "paused" else None
+
+
+def resumable_run(agent: Agent[Any]) -> RunRecord:
+    """The paused run ``resume()`` continues (the session loaded); ``UsageError`` if none."""
+    record = paused_run(agent)
+    if record is None:
+        raise UsageError(
+            f"agent {agent.name!r} has no paused run to resume: resume() continues a run that "
+            "ended with stop_reason='paused'; start a new one with run()"
+        )
+    return record
+
+
+def _paused_message(record: RunRecord) -> AssistantMessage:
+    """The reply a paused run stopped at: the one whose calls wait."""
+    message = record.messages[-1] if record.messages else None
+    if not isinstance(message, AssistantMessage) or not message.tool_calls:
+        raise SessionFormatError(
+            f"run {record.run_id} is paused but does not end with the calls it paused on"
+        )
+    return message
+
+
+async def _pending_of(
+    agent: Agent[Any], ctx: RunContext[Any], record: RunRecord
+) -> list[PendingCall]:
+    """The pending calls of a paused run, with the decisions allowed by today's configuration."""
+    message = _paused_message(record)
+    functions = agent.functions
+    pending = []
+    for tool_call in message.tool_calls:
+        if tool_call.id not in record.approvals:
+            continue
+        call = FunctionCall(tool_call, functions.get(tool_call.name))
+        request = await _approval_for(agent, ctx, call)
+        pending.append(request or PendingCall(
+            call_id=tool_call.id, tool=tool_call.name, arguments=arguments_of(tool_call.arguments)
+        ))  # fmt: skip
+    return pending
+
+
+async def pending_calls(agent: Agent[Any]) -> list[PendingCall]:
+    """The calls the agent's paused run waits on (empty when it is not paused)."""
+    await agent.load()
+    record = paused_run(agent)
+    if record is None:
+        return []
+    ctx: RunContext[Any] = RunContext(
+        run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
+        user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
+        input=record.input, model=agent.model, functions=agent.functions,
+        session_state=agent.memory.state,
+    )  # fmt: skip
+    return await _pending_of(agent, ctx, record)
+
+
+async def resumed_calls(
+    agent: Agent[Any],
+    ctx: RunContext[Any],
+    record: RunRecord,
+    decisions: Mapping[str, Decision],
+) -> tuple[AssistantMessage, list[FunctionCall]]:
+    """The reply the paused run ``record`` stopped at and its calls with ``decisions`` applied
+    (``ctx`` is the resumed run's); ``UsageError`` when the decisions do not fit."""
+    pending = await _pending_of(agent, ctx, record)
+    message = _paused_message(record)
+    functions = agent.functions
+    calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
+    apply_decisions(calls, pending, decisions)
+    return message, calls

@@ -1,61 +1,31 @@
 """The run loop: the one code path every run takes, as an async generator of ``RunEvent``.
 
-One turn is: check the limits (the run's own and its tree's, ``RunBudget``), call the model
-(streamed or not), record the reply; if it asked for tools, run them with the three-phase
-protocol (started events in call order, concurrent execution, results in call order) and loop;
-otherwise validate the final answer and finish.
-``Agent.run()`` consumes this stream; nothing else drives a model.
+``run_events`` starts (or resumes) a run, then repeats one thing: ``decide`` (steps.py, pure)
+picks the next step from the run's state, and that step's handler below performs it, yielding
+the events it produces and recording what it learned. ``Agent.run()`` consumes this stream;
+nothing else drives a model.
 
-Each handler below is small and does one thing; the state of a run lives in ``_RunState``, never
-on the agent, so the agent object only carries configuration and memory.
+A turn is: ``CallModel`` (the run's and its tree's limits, the request within the context
+window, the reply charged), then for tool calls ``CheckCalls`` (counted, approvals asked) and
+``RunTools`` (the three-phase protocol: started events in call order, concurrent execution,
+results in call order), or for an answer ``ReviewAnswer`` and ``CheckOutput`` before it is sent
+back (``SendBack``) or ends the run (``Finish``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import json
-import re
 import time
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
-
-from agentica.context import assemble_history, repair_tool_pairs
-from agentica.errors import (
-    ConcurrentRunError,
-    ContextOverflowError,
-    LimitExceeded,
-    ModelResponseError,
-    OutputValidationError,
-    RunCancelled,
-    SessionFormatError,
-    StorageError,
-    UsageError,
-)
+from agentica.errors import ContextOverflowError, LimitExceeded, ModelResponseError, StorageError
 from agentica.limits import RunBudget, RunLimits
-from agentica.messages import (
-    AssistantMessage,
-    ContentPart,
-    Message,
-    RunUsage,
-    SystemMessage,
-    UserMessage,
-)
-from agentica.models.base import (
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ModelSettings,
-    OutputSchema,
-    ResponseDone,
-)
-from agentica.models.pricing import ModelPrice, cost_of, price_for
-from agentica.run.approval import Decision, PendingCall, apply_decisions, arguments_of
+from agentica.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from agentica.models.base import ModelRequest, ModelResponse, ModelSettings, ResponseDone
+from agentica.run import records
+from agentica.run.approval import Decision, approvals, resumable_run, resumed_calls
 from agentica.run.events import (
     AnswerSentBack,
     ContextCompacted,
@@ -68,263 +38,379 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.result import RunRecord, RunResponse, ToolCallRecord
-from agentica.run.window import FINAL_ANSWER_NOTE, ContextWindow, Prepared
-from agentica.tools.call import FunctionCall, render_result
+from agentica.run.state import ActiveRun, RunInput, start_run
+from agentica.run.steps import (
+    CallModel,
+    CheckCalls,
+    CheckOutput,
+    Fail,
+    Finish,
+    LimitReached,
+    Pause,
+    Reply,
+    ReviewAnswer,
+    RunTools,
+    SendBack,
+    Step,
+    decide,
+    is_empty,
+)
+from agentica.run.window import FINAL_ANSWER_NOTE, Prepared
+from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.control import StopRun
 from agentica.tools.execution import execute_calls
-from agentica.tools.function import Function, _strip_titles
 from agentica.tools.guardrails import run_guardrails
 
 if TYPE_CHECKING:
     from agentica.agent import Agent
 
-__all__ = ["RunInput", "output_schema_for", "paused_run", "pending_calls", "run_events"]
+__all__ = ["RunInput", "run_events"]
 
 T = TypeVar("T")
-RunInput = str | UserMessage | list[ContentPart]
-_UNSET: Any = object()
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
+S = TypeVar("S")
+Handler: TypeAlias = Callable[["Agent[Any]", ActiveRun, Any], AsyncGenerator[RunEvent, None]]
 
 
-@dataclass(slots=True, kw_only=True)
-class _RunState:
-    run_id: str
-    ctx: RunContext[Any]
-    limits: RunLimits
-    budget: RunBudget
-    settings: ModelSettings
-    request_tools: tuple[Any, ...]
-    output_schema: OutputSchema | None
-    price: ModelPrice | None
-    started_at: float
-    started: float
-    deadline: float | None
-    messages: list[Message]
-    new_messages: list[Message]
-    usage: RunUsage
-    window: ContextWindow
-    pinned: list[Message]
-    calls: list[FunctionCall] = field(default_factory=list)
-    allowed: frozenset[str] | None = None
-    turn: int = 0
-    output_retries: int = 0
-    empty_replies: int = 0
-
-
-def _user_message(user_input: RunInput) -> UserMessage:
-    if isinstance(user_input, UserMessage):
-        return user_input
-    if isinstance(user_input, str | list):
-        return UserMessage(content=user_input)
-    raise UsageError(
-        f"agent.run() takes a str, a UserMessage or a list of content parts, "
-        f"not {type(user_input).__name__}"
-    )
-
-
-def _price_of(model: Model) -> ModelPrice | None:
-    price = getattr(model, "price", _UNSET)
-    return price_for(model.id) if price is _UNSET else price
-
-
-def output_schema_for(output_type: Any) -> tuple[TypeAdapter[Any], OutputSchema]:
-    """The validator and the JSON schema the model is asked to follow for ``output_type``."""
-    try:
-        adapter: TypeAdapter[Any] = TypeAdapter(output_type)
-        schema = _strip_titles(adapter.json_schema())
-    except Exception as exc:
-        raise UsageError(f"cannot use {output_type!r} as output_type: {exc}") from exc
-    name = re.sub(r"[^a-zA-Z0-9_-]", "_", getattr(output_type, "__name__", "output"))[:64]
-    if schema.get("type") != "object":  # providers want an object at the top
-        schema = {"type": "object", "properties": {"value": schema}, "required": ["value"]}
-    return adapter, OutputSchema(name=name or "output", schema=schema)
-
-
-async def _instructions(agent: Agent, ctx: RunContext[Any]) -> str | None:
-    text = agent.instructions
-    if callable(text):
-        value = text(ctx)
-        text = await value if inspect.isawaitable(value) else value
-    parts = [text] if text else []
-    parts.extend(t.instructions for t in agent.toolkits if t.instructions)
-    for capability in agent.capabilities:
-        extra = await capability.instructions(ctx)
-        if extra:
-            parts.append(extra)
-    if agent.memory.summary:
-        parts.append(f"Summary of the earlier conversation:\n{agent.memory.summary}")
-    return "\n\n".join(str(p) for p in parts) or None
-
-
-async def _start(
-    agent: Agent,
-    user_input: RunInput,
-    deps: Any,
-    limits: RunLimits | None,
-    model_settings: ModelSettings | None,
+async def run_events(
+    agent: Agent[Any],
+    user_input: RunInput | None,
     *,
-    resuming: RunRecord | None = None,
+    deps: Any = None,
+    limits: RunLimits | None = None,
+    model_settings: ModelSettings | None = None,
+    stream: bool = True,
+    decisions: Mapping[str, Decision] | None = None,
     budget: RunBudget | None = None,
-) -> _RunState:
-    user = _user_message(user_input)
-    limits = limits or agent.limits
-    if budget is None:  # a top-level run: its limits are the budget of its whole tree
-        budget = RunBudget(limits)
-    await agent.load()
-    usage = RunUsage()
-    run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
-    ctx: RunContext[Any] = RunContext(
-        run_id=run_id,
-        deps=deps,
-        usage=usage,
-        agent=agent,
-        user_id=agent.user_id,
-        session_id=agent.session_id,
-        storage=agent.storage,
-        input=user.text,
-        budget=budget,
-        model=agent.model,
-        functions=agent.functions,
-        session_state=agent.memory.state,
-        toolkits=agent.toolkits,
-    )
-    system = await _instructions(agent, ctx)
-    window = getattr(agent.model, "context_window", None)
-    policy = agent.history
-    history_tokens = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
-    earlier = agent.memory.runs[:-1] if resuming is not None else agent.memory.runs
-    history = (
-        assemble_history([r.messages for r in earlier], budget_tokens=history_tokens, policy=policy)
-        if earlier
-        else []
-    )
-    # a paused run left behind (the user moved on) has calls without results: repair them
-    messages: list[Message] = [SystemMessage(content=system)] if system else []
-    messages.extend(repair_tool_pairs(history, reason="not approved"))
-    if resuming is not None:
-        messages.extend(resuming.messages)
-    else:
-        messages.append(user)
-    output_schema = agent.output_adapter()[1] if agent.output_type is not None else None
-    settings = agent.model_settings.merged(model_settings)
-    price = _price_of(agent.model)
+) -> AsyncGenerator[RunEvent, None]:
+    """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure.
 
-    def charge_summary(response: ModelResponse) -> None:
-        # a summary is a model call of this run: its tokens and cost count, in the tree too
-        cost = cost_of(response.usage, price)
-        usage.add_request(response.usage, cost)
-        budget.charge_response(response.usage, cost)
-
-    window = await ContextWindow.open(
-        agent.context,
-        agent.model,
-        settings,
-        state=agent.memory.state,
-        readable="read_file" in agent.functions,
-        on_summary=charge_summary,
-    )
-    task = resuming.messages[0] if resuming is not None and resuming.messages else user
-    started = time.monotonic()
-    deadline = (
-        asyncio.get_running_loop().time() + limits.max_wall_time
-        if limits.max_wall_time is not None
-        else None
-    )
-    if budget.deadline is not None:  # the tree's time runs from the top-level start
-        deadline = budget.deadline if deadline is None else min(deadline, budget.deadline)
-    return _RunState(
-        run_id=run_id,
-        ctx=ctx,
-        limits=limits,
-        budget=budget,
-        settings=settings,
-        request_tools=tuple(f.definition for f in agent.functions.values()),
-        output_schema=output_schema,
-        price=price,
-        started_at=time.time(),
-        started=started,
-        deadline=deadline,
-        messages=messages,
-        new_messages=[user] if resuming is None else [],
-        usage=usage,
-        window=window,
-        pinned=[task],
-    )
+    With ``decisions`` (and no input) the agent's paused run resumes instead (approval.py).
+    ``budget`` is the run tree's when this run is a subagent's (child.py); a top-level run
+    creates one from its limits.
+    """
+    with agent._run_scope():  # one run at a time: ConcurrentRunError otherwise
+        run: ActiveRun | None = None
+        try:
+            run = await _open(agent, user_input, decisions, deps, limits, model_settings, stream,
+                              budget)  # fmt: skip
+            yield RunStarted(run_id=run.run_id, agent=agent.name, input=run.ctx.input)
+            if decisions is None:
+                await _check_input(agent, run)
+            while not run.ended:
+                run.now = time.monotonic()
+                step = decide(run, run.reply)
+                async with aclosing(_HANDLERS[type(step)](agent, run, step)) as events:
+                    async for event in events:
+                        yield event
+        except BaseException as exc:
+            if run is not None and not run.ended:
+                await _end_failed(agent, run, exc)
+            raise
 
 
-async def _resume(
-    agent: Agent,
-    decisions: Mapping[str, Decision],
+async def _open(
+    agent: Agent[Any],
+    user_input: RunInput | None,
+    decisions: Mapping[str, Decision] | None,
     deps: Any,
     limits: RunLimits | None,
     model_settings: ModelSettings | None,
+    stream: bool,
     budget: RunBudget | None,
-) -> tuple[_RunState, list[FunctionCall]]:
-    """The state of the agent's paused run, and its calls with ``decisions`` applied."""
+) -> ActiveRun:
+    """A new run on ``user_input``, or with ``decisions`` the agent's paused run resumed: its
+    reply's calls decided, ready to run."""
+    if decisions is None:
+        assert user_input is not None
+        return await start_run(
+            agent, user_input, deps=deps, limits=limits, model_settings=model_settings,
+            stream=stream, budget=budget,
+        )  # fmt: skip
     await agent.load()
-    record = paused_run(agent)
-    if record is None:
-        raise UsageError(
-            f"agent {agent.name!r} has no paused run to resume: resume() continues a run that "
-            "ended with stop_reason='paused'; start a new one with run()"
-        )
+    record = resumable_run(agent)
     first = record.messages[0] if record.messages else None
-    user_input: RunInput = first if isinstance(first, UserMessage) else ""
-    state = await _start(
-        agent, user_input, deps, limits, model_settings, resuming=record, budget=budget
+    run = await start_run(
+        agent, first if isinstance(first, UserMessage) else "", deps=deps, limits=limits,
+        model_settings=model_settings, stream=stream, resuming=record, budget=budget,
+    )  # fmt: skip
+    message, calls = await resumed_calls(agent, run.ctx, record, decisions)
+    run.calls.extend(calls)
+    run.reply = Reply(message, calls=calls, pending=[])
+    return run
+
+
+async def _end_failed(agent: Agent[Any], run: ActiveRun, exc: BaseException) -> None:
+    """Remember the run as failed or cancelled; a storage error is noted on ``exc``, never
+    raised instead of it."""
+    run.ended = True
+    record = records.failed(run, exc)
+    try:
+        await asyncio.shield(records.remember(agent, run, record))
+    except StorageError as storage_error:
+        exc.add_note(f"and the failed run could not be saved: {storage_error}")
+
+
+def _current(run: ActiveRun) -> Reply:
+    assert run.reply is not None
+    return run.reply
+
+
+def _add(run: ActiveRun, message: Message) -> None:
+    """Add ``message`` to the conversation and to what this run added."""
+    run.messages.append(message)
+    run.new_messages.append(message)
+
+
+async def _check_input(agent: Agent[Any], run: ActiveRun) -> None:
+    """The input guardrails: ``stop`` raises; ``reject`` adds a note the model sees."""
+    verdict = await run_guardrails(agent.guardrails.inputs, run.ctx, run.ctx.input)
+    if verdict is None:
+        return
+    if verdict.output.action == "stop":
+        raise verdict.error()
+    _add(run, SystemMessage(content=f"Note on the user's message: {verdict.output.message}"))
+
+
+# ----------------------------------------------------------------------------- CallModel
+
+
+async def _call_model(
+    agent: Agent[Any], run: ActiveRun, step: CallModel
+) -> AsyncGenerator[RunEvent, None]:
+    """One model call: counted in the tree, the request prepared, the reply recorded."""
+    run.budget.start_turn()
+    run.turn += 1
+    await _offer(agent, run)
+    slots = await _slots(agent, run)
+    request, prepared = await _request(run, slots)
+    compacted = _compacted(run, prepared, "soft")
+    if compacted is not None:
+        yield compacted
+    window = run.window.budget
+    yield ModelRequestStarted(
+        turn=run.turn,
+        context_tokens=prepared.tokens,
+        context_limit=window.usable if window is not None else None,
+        final_only=prepared.final_only,
     )
-    pending = await _pending_of(agent, state.ctx, record)
-    message = record.messages[-1]
-    assert isinstance(message, AssistantMessage)
-    functions = agent.functions
-    calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
-    apply_decisions(calls, pending, decisions)
-    state.calls.extend(calls)
-    return state, calls
-
-
-def _start_turn(state: _RunState) -> None:
-    """Count the next model call, or raise ``LimitExceeded`` if it must not start: the tree's
-    budget is spent, or this run's own limits are reached."""
-    state.budget.check()
-    limits, usage = state.limits, state.usage
-    if limits.max_turns is not None and state.turn >= limits.max_turns:
-        raise LimitExceeded(
-            "max_turns", limits.max_turns, f"the model was called {state.turn} times"
+    response: ModelResponse | None = None
+    async with aclosing(_model_reply(agent, run, request, slots)) as model_events:
+        async for event in model_events:
+            if isinstance(event, ResponseDone):
+                response = event.response
+            else:
+                yield event
+    if response is None:
+        raise ModelResponseError(
+            f"the stream of model {agent.model.id!r} ended without a final reply",
+            provider=agent.model.provider,
+            model=agent.model.id,
+            retryable=True,
         )
-    if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
-        raise LimitExceeded("max_tokens", limits.max_tokens, f"{usage.total_tokens} tokens used")
-    if limits.max_cost is not None and usage.cost is not None and usage.cost >= limits.max_cost:
-        raise LimitExceeded("max_cost", limits.max_cost, f"${usage.cost:.4f} spent")
-    if (
-        limits.max_wall_time is not None
-        and time.monotonic() - state.started >= limits.max_wall_time
-    ):
-        raise LimitExceeded("max_wall_time", limits.max_wall_time, "the run took too long")
-    state.budget.start_turn()
-    state.turn += 1
+    message = _record_reply(run, response)
+    yield ModelResponseReceived(message=message, turn=run.turn)
 
 
-async def _within(state: _RunState, awaitable: Awaitable[T]) -> T:
+async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
+    """Offer this turn the tools the capabilities allow (their restrictions intersect)."""
+    allowed: frozenset[str] | None = None
+    for capability in agent.capabilities:
+        names = await capability.allowed_tools(run.ctx)
+        if names is not None:
+            allowed = frozenset(names) if allowed is None else allowed & frozenset(names)
+    functions = run.ctx.functions
+    if allowed is None:
+        run.offer(functions, run.request_tools)
+    else:
+        run.offer(
+            {n: f for n, f in functions.items() if n in allowed},
+            tuple(t for t in run.request_tools if t.name in allowed),
+        )
+
+
+async def _slots(agent: Agent[Any], run: ActiveRun) -> list[Message]:
+    """This turn's capability slots (system messages replaced each turn, never stored)."""
+    slots: list[Message] = []
+    for capability in agent.capabilities:
+        text = await capability.system_slot(run.ctx)
+        if text:
+            slots.append(SystemMessage(content=text))
+    return slots
+
+
+def _with_slots(messages: list[Message], slots: list[Message]) -> list[Message]:
+    """The request's messages: ``slots`` after the last message.
+
+    At the end, a slot that changes from turn to turn (the todo list, a checkpoint) leaves the
+    rest of the prompt as it was, so a provider's prompt cache (or llama.cpp's KV cache) still
+    covers the whole conversation; and the model reads it last, next to what it does now."""
+    return [*messages, *slots] if slots else list(messages)
+
+
+async def _request(
+    run: ActiveRun, slots: list[Message], *, overflow: bool = False
+) -> tuple[ModelRequest, Prepared]:
+    """The next model request: the conversation repaired and compacted if needed (context
+    management, window.py), this turn's slots inserted, the offered tools (none when only a
+    final answer may be given)."""
+    run.messages, prepared = await run.window.prepare(
+        run.messages, extra=slots, tools=run.tools, pinned=run.pinned, overflow=overflow
+    )
+    if prepared.final_only:
+        run.offer({}, ())
+        slots = [*slots, SystemMessage(content=FINAL_ANSWER_NOTE)]
+    request = ModelRequest(
+        messages=_with_slots(run.messages, slots),
+        tools=run.tools,
+        settings=run.settings,
+        output_schema=run.output.schema if run.output is not None else None,
+    )
+    return request, prepared
+
+
+def _compacted(
+    run: ActiveRun, prepared: Prepared, trigger: Literal["soft", "overflow"]
+) -> ContextCompacted | None:
+    done = prepared.compaction
+    if done is None:
+        return None
+    return ContextCompacted(
+        turn=run.turn,
+        trigger=trigger,
+        before=done.before,
+        after=done.after,
+        trimmed=done.trimmed,
+        summarized=done.summarized,
+    )
+
+
+async def _model_reply(
+    agent: Agent[Any], run: ActiveRun, request: ModelRequest, slots: list[Message]
+) -> AsyncGenerator[RunEvent | ResponseDone, None]:
+    """The model's events for ``request``; when the provider rejects it as too long, the
+    conversation is compacted and the call retried (as often as the context policy allows)."""
+    overflows = 0
+    while True:
+        try:
+            async with aclosing(_model_events(agent, run, request)) as events:
+                async for event in events:
+                    yield event
+            return
+        except ContextOverflowError:
+            policy = agent.context
+            if not (policy.overflow_retry and policy.compaction) or (
+                overflows >= policy.max_overflow_retries
+            ):
+                raise
+            overflows += 1
+            request, prepared = await _request(run, slots, overflow=True)
+            compacted = _compacted(run, prepared, "overflow")
+            if compacted is None:
+                raise
+            yield compacted
+
+
+async def _model_events(
+    agent: Agent[Any], run: ActiveRun, request: ModelRequest
+) -> AsyncGenerator[RunEvent | ResponseDone, None]:
+    if not run.stream:
+        yield ResponseDone(await _within(run, agent.model.response(request)))
+        return
+    events = agent.model.response_stream(request)
+    try:
+        while True:
+            try:
+                event = await _within(run, anext(events))
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _within(run: ActiveRun, awaitable: Awaitable[T]) -> T:
     """Await ``awaitable`` but no longer than the run's wall-time limit."""
-    if state.deadline is None:
+    if run.deadline is None:
         return await awaitable
-    scope = asyncio.timeout_at(state.deadline)
+    scope = asyncio.timeout_at(run.deadline)
     try:
         async with scope:
             return await awaitable
     except TimeoutError:
         if scope.expired():
-            tree = state.budget.deadline
-            if tree is not None and tree <= state.deadline:
-                raise state.budget.timed_out() from None
-            assert state.limits.max_wall_time is not None
+            tree = run.budget.deadline
+            if tree is not None and tree <= run.deadline:
+                raise run.budget.timed_out() from None
+            assert run.limits.max_wall_time is not None
             raise LimitExceeded(
-                "max_wall_time", state.limits.max_wall_time, "the run took too long"
+                "max_wall_time", run.limits.max_wall_time, "the run took too long"
             ) from None
         raise
+
+
+def _record_reply(run: ActiveRun, response: ModelResponse) -> AssistantMessage:
+    """Charge the reply; keep it in the conversation unless it is empty (an empty assistant
+    turn is rejected by providers; steps.py sends the model back instead)."""
+    message = response.message
+    run.charge(response)
+    if not is_empty(message):
+        run.empty_replies = 0  # only empty replies in a row count
+        _add(run, message)
+    run.reply = Reply(message)
+    return message
+
+
+# ----------------------------------------------------------------------------- tool calls
+
+
+async def _check_calls(agent: Agent[Any], run: ActiveRun, step: CheckCalls) -> None:
+    """Count the reply's calls (in the tree too: ``LimitExceeded`` when its budget is spent,
+    then none of them starts) and ask which ones wait for a person's decision."""
+    reply = _current(run)
+    tool_calls = reply.message.tool_calls
+    run.budget.charge_tool_calls(len(tool_calls))  # no call starts past the budget
+    calls = [FunctionCall(call, run.offered.get(call.name)) for call in tool_calls]
+    run.usage.tool_calls += len(calls)
+    run.calls.extend(calls)
+    reply.calls = calls
+    reply.pending = await approvals(agent, run.ctx, calls)
+
+
+async def _run_tools(
+    agent: Agent[Any], run: ActiveRun, step: RunTools
+) -> AsyncGenerator[RunEvent, None]:
+    """The three-phase protocol; the first ``StopRun`` a call returned is kept on the reply."""
+    calls = step.calls
+    for call in calls:  # phase 1: started events, in call order
+        yield ToolCallStarted(call=call)
+    work = _within(  # phase 2: all calls concurrently (not those already decided)
+        run,
+        execute_calls(
+            [c for c in calls if c.status == "pending"],
+            run.ctx,
+            agent.tool_settings,
+            known_tools=tuple(run.offered),
+            guardrails=agent.guardrails.tools,
+        ),
+    )
+    async with aclosing(_with_progress(run.ctx, work)) as updates:
+        async for progress in updates:
+            yield progress
+    for capability in agent.capabilities:
+        await capability.after_tools(run.ctx, calls)
+    run.window.evict(calls)
+    stop = _record_results(run, calls)  # phase 3: results, in call order
+    for call in calls:
+        yield ToolCallCompleted(call=call)
+    for call in calls:
+        if call.tripped is not None:
+            raise call.tripped
+    run.budget.check()  # a subagent of this turn may have spent the tree's budget
+    reply = _current(run)
+    reply.ran, reply.stop = True, stop
 
 
 async def _with_progress(
@@ -357,576 +443,111 @@ async def _with_progress(
             task.exception()  # seen: the run ends with its own error, not a warning
 
 
-async def _model_events(
-    agent: Agent, state: _RunState, request: ModelRequest, stream: bool
-) -> AsyncGenerator[RunEvent | ResponseDone, None]:
-    if not stream:
-        yield ResponseDone(await _within(state, agent.model.response(request)))
-        return
-    events = agent.model.response_stream(request)
-    try:
-        while True:
-            try:
-                event = await _within(state, anext(events))
-            except StopAsyncIteration:
-                return
-            yield event
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
-
-
-async def _request(
-    agent: Agent, state: _RunState, slots: list[Message], *, overflow: bool = False
-) -> tuple[ModelRequest, Prepared]:
-    """The next model request: the conversation repaired and compacted if needed (context
-    management, window.py), this turn's slots inserted, the allowed tools offered."""
-    tools = state.request_tools
-    if state.allowed is not None:
-        tools = tuple(t for t in tools if t.name in state.allowed)
-    state.messages, prepared = await state.window.prepare(
-        state.messages, extra=slots, tools=tools, pinned=state.pinned, overflow=overflow
-    )
-    if prepared.final_only:
-        tools = ()
-        state.allowed = frozenset()
-        slots = [*slots, SystemMessage(content=FINAL_ANSWER_NOTE)]
-    request = ModelRequest(
-        messages=_with_slots(state.messages, slots),
-        tools=tools,
-        settings=state.settings,
-        output_schema=state.output_schema,
-    )
-    return request, prepared
-
-
-def _compacted(
-    state: _RunState, prepared: Prepared, trigger: Literal["soft", "overflow"]
-) -> ContextCompacted | None:
-    done = prepared.compaction
-    if done is None:
-        return None
-    return ContextCompacted(
-        turn=state.turn,
-        trigger=trigger,
-        before=done.before,
-        after=done.after,
-        trimmed=done.trimmed,
-        summarized=done.summarized,
-    )
-
-
-async def _allowed_tools(agent: Agent, state: _RunState) -> frozenset[str] | None:
-    """The tools the capabilities allow for the next call (intersected), or ``None`` for all."""
-    allowed: frozenset[str] | None = None
-    for capability in agent.capabilities:
-        names = await capability.allowed_tools(state.ctx)
-        if names is not None:
-            allowed = frozenset(names) if allowed is None else allowed & frozenset(names)
-    return allowed
-
-
-async def _slots(agent: Agent, state: _RunState) -> list[Message]:
-    """This turn's capability slots (system messages replaced each turn, never stored)."""
-    slots: list[Message] = []
-    for capability in agent.capabilities:
-        text = await capability.system_slot(state.ctx)
-        if text:
-            slots.append(SystemMessage(content=text))
-    return slots
-
-
-def _with_slots(messages: list[Message], slots: list[Message]) -> list[Message]:
-    """The request's messages: ``slots`` after the last message.
-
-    At the end, a slot that changes from turn to turn (the todo list, a checkpoint) leaves the
-    rest of the prompt as it was, so a provider's prompt cache (or llama.cpp's KV cache) still
-    covers the whole conversation; and the model reads it last, next to what it does now."""
-    return [*messages, *slots] if slots else list(messages)
-
-
-async def _review(
-    agent: Agent, state: _RunState, message: AssistantMessage
-) -> AnswerSentBack | None:
-    """The first capability's request to keep working instead of finishing, if any."""
-    for capability in agent.capabilities:
-        text = await capability.review_answer(state.ctx, message)
-        if text:
-            return AnswerSentBack(turn=state.turn, source=capability.name, message=text)
-    return None
-
-
-def _send_back(state: _RunState, text: str) -> None:
-    """The model's answer did not end the run: ``text`` is what the model reads next."""
-    message = UserMessage(content=text)
-    state.messages.append(message)
-    state.new_messages.append(message)
-
-
-async def _check_input(agent: Agent, state: _RunState) -> None:
-    """The input guardrails: ``stop`` raises; ``reject`` adds a note the model sees."""
-    verdict = await run_guardrails(agent.guardrails.inputs, state.ctx, state.ctx.input)
-    if verdict is None:
-        return
-    if verdict.output.action == "stop":
-        raise verdict.error()
-    note = SystemMessage(content=f"Note on the user's message: {verdict.output.message}")
-    state.messages.append(note)
-    state.new_messages.append(note)
-
-
-async def _check_output(
-    agent: Agent, state: _RunState, message: AssistantMessage
-) -> AnswerSentBack | None:
-    """The output guardrails: ``stop`` raises; ``reject`` sends the model back (bounded)."""
-    verdict = await run_guardrails(agent.guardrails.outputs, state.ctx, message.content or "")
-    if verdict is None:
-        return None
-    if verdict.output.action == "stop" or state.output_retries >= state.limits.max_output_retries:
-        raise verdict.error()
-    state.output_retries += 1
-    text = f"Your answer was refused: {verdict.output.message} Answer again."
-    return AnswerSentBack(turn=state.turn, source="output_guardrail", message=text)
-
-
-def _record_reply(state: _RunState, response: ModelResponse) -> AssistantMessage:
-    """Charge the reply; keep it in the conversation unless it is empty (see ``_empty_reply``)."""
-    message = response.message
-    cost = cost_of(response.usage, state.price)
-    state.usage.add_request(response.usage, cost)
-    state.budget.charge_response(response.usage, cost)
-    if not _is_empty(message):
-        state.empty_replies = 0  # only empty replies in a row count (see ``_empty_reply``)
-        state.messages.append(message)
-        state.new_messages.append(message)
-    return message
-
-
-def _is_empty(message: AssistantMessage) -> bool:
-    return not message.tool_calls and not (message.content and message.content.strip())
-
-
-_EMPTY_REPLY = "Your reply was empty. Give your answer to the task, or call a tool."
-
-
-def _empty_reply(agent: Agent, state: _RunState) -> AnswerSentBack:
-    """A reply with no text and no tool calls is no answer: sent back (Claude may end its turn
-    with nothing after tool results); a second one in a row raises. The empty reply is left out
-    of the conversation (providers reject an empty assistant turn) but was charged."""
-    state.empty_replies += 1
-    if state.empty_replies > 1:
-        raise ModelResponseError(
-            f"model {agent.model.id!r} returned two empty replies in a row (no text, no tool "
-            "calls), the second after being told its reply was empty; try another model, or "
-            "check the instructions and the prompt (a chat template or a stop sequence that "
-            "ends the reply at once)",
-            provider=agent.model.provider,
-            model=agent.model.id,
-            retryable=False,
-        )
-    return AnswerSentBack(turn=state.turn, source="empty_reply", message=_EMPTY_REPLY)
-
-
-def _prepare_calls(agent: Agent, state: _RunState, message: AssistantMessage) -> list[FunctionCall]:
-    """The reply's calls, counted; ``LimitExceeded`` when the tree's tokens, cost or time are
-    spent or the calls would pass a tool-call limit (then none of them starts)."""
-    state.budget.check()
-    limit = state.limits.max_tool_calls
-    if limit is not None and state.usage.tool_calls + len(message.tool_calls) > limit:
-        raise LimitExceeded(
-            "max_tool_calls",
-            limit,
-            f"{state.usage.tool_calls} calls made and {len(message.tool_calls)} more requested",
-        )
-    state.budget.charge_tool_calls(len(message.tool_calls))  # no call starts past the budget
-    functions = _offered(agent, state)
-    calls = [FunctionCall(call, functions.get(call.name)) for call in message.tool_calls]
-    state.usage.tool_calls += len(calls)
-    state.calls.extend(calls)
-    return calls
-
-
-def _offered(agent: Agent, state: _RunState) -> Mapping[str, Function]:
-    """The functions the model may call this turn."""
-    if state.allowed is None:
-        return agent.functions
-    return {n: f for n, f in agent.functions.items() if n in state.allowed}
-
-
-def _record_results(state: _RunState, calls: Sequence[FunctionCall]) -> StopRun | None:
+def _record_results(run: ActiveRun, calls: Sequence[FunctionCall]) -> StopRun | None:
     stop = None
     for call in calls:
-        result = call.to_message()
-        state.messages.append(result)
-        state.new_messages.append(result)
+        _add(run, call.to_message())
         if stop is None and isinstance(call.control, StopRun):
             stop = call.control
     return stop
 
 
-def _parse_output(agent: Agent, state: _RunState, text: str | None) -> tuple[bool, Any]:
-    """(True, value) when the answer matches ``output_type``; else (False, retry prompt)."""
-    adapter = agent.output_adapter()[0]
-    raw = (text or "").strip()
-    fenced = _FENCE.match(raw)
-    if fenced:
-        raw = fenced.group(1)
-    wrapped = (
-        state.output_schema is not None
-        and "value" in state.output_schema.schema.get("required", ())
-        and state.output_schema.schema.get("properties", {}).keys() == {"value"}
-    )
-    try:
-        if wrapped:
-            data = json.loads(raw)
-            value = adapter.validate_python(data["value"] if isinstance(data, dict) else data)
-        else:
-            value = adapter.validate_json(raw)
-        return True, value
-    except (ValidationError, ValueError, KeyError) as exc:
-        return False, (
-            f"Your final answer does not match the required output schema: {exc}. "
-            "Reply again with only a JSON value that matches the schema."
-        )
+# ----------------------------------------------------------------------------- answers
 
 
-def _tool_records(calls: Sequence[FunctionCall]) -> list[ToolCallRecord]:
-    return [
-        ToolCallRecord(
-            id=c.id, name=c.name, arguments=c.call.arguments, status=c.status,
-            content=c.content, duration=c.duration, ref=c.ref,
-        )
-        for c in calls
-    ]  # fmt: skip
+async def _review_answer(agent: Agent[Any], run: ActiveRun, step: ReviewAnswer) -> None:
+    """Ask the capabilities whether the answer ends the run."""
+    reply = _current(run)
+    reply.review = await _first_review(agent, run.ctx, reply.message)
+    reply.reviewed = True
 
 
-def _finish(
-    agent: Agent,
-    state: _RunState,
-    message: AssistantMessage | None,
-    stop: StopRun | None,
-    output: Any = _UNSET,
-) -> tuple[RunResponse, RunRecord]:
-    if stop is not None:
-        content = None if stop.content is None else render_result(stop.content)
-        output = stop.content
-        reason: Literal["completed", "stopped"] = "stopped"
-    else:
-        content = message.content if message is not None else None
-        output = content if output is _UNSET else output
-        reason = "completed"
-    duration = time.monotonic() - state.started
-    record = RunRecord(
-        run_id=state.run_id,
-        messages=state.new_messages,
-        usage=state.usage,
-        status="completed",
-        started_at=state.started_at,
-        duration=duration,
-        output=content,
-        model=agent.model.id,
-        tool_calls=_tool_records(state.calls),
-    )
-    response = RunResponse(
-        run_id=state.run_id,
-        content=content,
-        output=output,
-        messages=state.new_messages,
-        tool_calls=state.calls,
-        usage=state.usage,
-        model=agent.model.id,
-        stop_reason=reason,
-        duration=duration,
-    )
-    return response, record
-
-
-def _failure_record(agent: Agent, state: _RunState, exc: BaseException) -> RunRecord:
-    cancelled = isinstance(exc, asyncio.CancelledError | GeneratorExit | RunCancelled)
-    return RunRecord(
-        run_id=state.run_id,
-        messages=repair_tool_pairs(
-            state.new_messages, reason="cancelled" if cancelled else "interrupted"
-        ),
-        usage=state.usage,
-        status="cancelled" if cancelled else "failed",
-        started_at=state.started_at,
-        duration=time.monotonic() - state.started,
-        error=f"{type(exc).__name__}: {exc}",
-        model=agent.model.id,
-        tool_calls=_tool_records(state.calls),
-    )
-
-
-async def _end_run(
-    agent: Agent, state: _RunState, record: RunRecord, *, hooks: bool = True
-) -> None:
-    """Remember the run: in memory, through the capabilities' hooks, and in storage."""
-    agent.memory.runs.append(record)
-    if hooks:  # a paused run is not over: its capabilities' after_run waits for the end
-        for capability in agent.capabilities:
-            await capability.after_run(state.ctx, record)
-    await agent.save(record)
-
-
-async def _approvals(
-    agent: Agent, state: _RunState, calls: Sequence[FunctionCall]
-) -> list[PendingCall]:
-    """The calls of this turn that must wait for a person's decision."""
-    pending = []
-    for call in calls:
-        request = await _approval_for(agent, state.ctx, call)
-        if request is not None:
-            pending.append(request)
-    return pending
-
-
-async def _approval_for(
-    agent: Agent, ctx: RunContext[Any], call: FunctionCall
-) -> PendingCall | None:
-    """The first capability's request for a decision on ``call``, if any."""
+async def _first_review(
+    agent: Agent[Any], ctx: RunContext[Any], message: AssistantMessage
+) -> SendBack | None:
+    """The first capability's request to keep working instead of finishing (a checkpoint:
+    "is it really done?"), if any."""
     for capability in agent.capabilities:
-        request = await capability.needs_approval(ctx, call)
-        if request is not None:
-            return request
+        text = await capability.review_answer(ctx, message)
+        if text:
+            return SendBack(capability.name, text)
     return None
 
 
-def _pause(
-    agent: Agent,
-    state: _RunState,
-    calls: Sequence[FunctionCall],
-    pending: list[PendingCall],
-) -> tuple[RunResponse, RunRecord]:
-    """End the run as ``paused``: nothing of this turn ran; the record keeps what waits."""
-    duration = time.monotonic() - state.started
-    record = RunRecord(
-        run_id=state.run_id,
-        messages=state.new_messages,
-        usage=state.usage,
-        status="paused",
-        started_at=state.started_at,
-        duration=duration,
-        model=agent.model.id,
-        tool_calls=_tool_records(state.calls),
-        approvals=[p.call_id for p in pending],
-    )
-    response = RunResponse(
-        run_id=state.run_id,
-        content=None,
-        output=None,
-        messages=state.new_messages,
-        tool_calls=list(calls),
-        usage=state.usage,
-        model=agent.model.id,
-        stop_reason="paused",
-        duration=duration,
-        pending=pending,
-    )
-    return response, record
+async def _check_output(agent: Agent[Any], run: ActiveRun, step: CheckOutput) -> None:
+    """The output guardrails' verdict on the answer."""
+    reply = _current(run)
+    content = reply.message.content or ""
+    reply.verdict = await run_guardrails(agent.guardrails.outputs, run.ctx, content)
+    reply.guarded = True
 
 
-def paused_run(agent: Agent) -> RunRecord | None:
-    """The agent's last run if it is paused waiting for decisions."""
-    runs = agent.memory.runs
-    return runs[-1] if runs and runs[-1].status == "paused" else None
-
-
-async def _pending_of(agent: Agent, ctx: RunContext[Any], record: RunRecord) -> list[PendingCall]:
-    """The pending calls of a paused run, with the decisions allowed by today's configuration."""
-    message = record.messages[-1] if record.messages else None
-    if not isinstance(message, AssistantMessage) or not message.tool_calls:
-        raise SessionFormatError(
-            f"run {record.run_id} is paused but does not end with the calls it paused on"
-        )
-    functions = agent.functions
-    pending = []
-    for tool_call in message.tool_calls:
-        if tool_call.id not in record.approvals:
-            continue
-        call = FunctionCall(tool_call, functions.get(tool_call.name))
-        request = await _approval_for(agent, ctx, call)
-        pending.append(request or PendingCall(
-            call_id=tool_call.id, tool=tool_call.name, arguments=arguments_of(tool_call.arguments)
-        ))  # fmt: skip
-    return pending
-
-
-async def pending_calls(agent: Agent) -> list[PendingCall]:
-    """The calls the agent's paused run waits on (empty when it is not paused)."""
-    await agent.load()
-    record = paused_run(agent)
-    if record is None:
-        return []
-    ctx: RunContext[Any] = RunContext(
-        run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
-        user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
-        input=record.input, model=agent.model, functions=agent.functions,
-        session_state=agent.memory.state, toolkits=agent.toolkits,
-    )  # fmt: skip
-    return await _pending_of(agent, ctx, record)
-
-
-async def run_events(
-    agent: Agent,
-    user_input: RunInput | None,
-    *,
-    deps: Any = None,
-    limits: RunLimits | None = None,
-    model_settings: ModelSettings | None = None,
-    stream: bool = True,
-    decisions: Mapping[str, Decision] | None = None,
-    budget: RunBudget | None = None,
+async def _send_back(
+    agent: Agent[Any], run: ActiveRun, step: SendBack
 ) -> AsyncGenerator[RunEvent, None]:
-    """Run ``agent`` on ``user_input``, yielding events; raises the run's typed error on failure.
+    """The answer did not end the run: ``step.message`` is what the model reads next."""
+    if step.counter == "empty_replies":
+        run.empty_replies += 1
+    elif step.counter == "output_retries":
+        run.output_retries += 1
+    _add(run, UserMessage(content=step.message))
+    run.reply = None
+    yield AnswerSentBack(turn=run.turn, source=step.source, message=step.message)
 
-    With ``decisions`` (and no input) the agent's paused run resumes instead (approval.py).
-    ``budget`` is the run tree's when this run is a subagent's (subagents.py); a top-level run
-    creates one from its limits.
-    """
-    if agent.is_running:
-        raise ConcurrentRunError(
-            f"agent {agent.name!r} is already running: an agent is one conversation. Await the "
-            "running run first, or use agent.clone() for an independent session."
-        )
-    agent._running = True
-    state: _RunState | None = None
-    ended = False
-    try:
-        if decisions is None:
-            assert user_input is not None
-            state = await _start(agent, user_input, deps, limits, model_settings, budget=budget)
-            calls: list[FunctionCall] | None = None
-        else:
-            state, calls = await _resume(agent, decisions, deps, limits, model_settings, budget)
-        yield RunStarted(run_id=state.run_id, agent=agent.name, input=state.ctx.input)
-        if calls is None:
-            await _check_input(agent, state)
-        while True:
-            if calls is None:
-                _start_turn(state)
-                state.allowed = await _allowed_tools(agent, state)
-                state.ctx.offered = _offered(agent, state)
-                slots = await _slots(agent, state)
-                request, prepared = await _request(agent, state, slots)
-                compacted = _compacted(state, prepared, "soft")
-                if compacted is not None:
-                    yield compacted
-                window_budget = state.window.budget
-                yield ModelRequestStarted(
-                    turn=state.turn,
-                    context_tokens=prepared.tokens,
-                    context_limit=window_budget.usable if window_budget is not None else None,
-                    final_only=prepared.final_only,
-                )
-                response: ModelResponse | None = None
-                overflows = 0
-                while response is None:
-                    try:
-                        async with aclosing(
-                            _model_events(agent, state, request, stream)
-                        ) as model_events:
-                            async for event in model_events:
-                                if isinstance(event, ResponseDone):
-                                    response = event.response
-                                else:
-                                    yield event
-                        break
-                    except ContextOverflowError:
-                        policy = agent.context
-                        if not (policy.overflow_retry and policy.compaction) or (
-                            overflows >= policy.max_overflow_retries
-                        ):
-                            raise
-                        overflows += 1
-                        request, prepared = await _request(agent, state, slots, overflow=True)
-                        compacted = _compacted(state, prepared, "overflow")
-                        if compacted is None:
-                            raise
-                        yield compacted
-                if response is None:
-                    raise ModelResponseError(
-                        f"the stream of model {agent.model.id!r} ended without a final reply",
-                        provider=agent.model.provider,
-                        model=agent.model.id,
-                        retryable=True,
-                    )
-                message = _record_reply(state, response)
-                yield ModelResponseReceived(message=message, turn=state.turn)
-                if message.tool_calls:
-                    calls = _prepare_calls(agent, state, message)
-                    pending = await _approvals(agent, state, calls)
-                    if pending:
-                        finished = _pause(agent, state, calls, pending)
-                        break
-                else:
-                    review = _empty_reply(agent, state) if _is_empty(message) else None
-                    if review is None:
-                        review = await _review(agent, state, message)
-                    if review is None:
-                        review = await _check_output(agent, state, message)
-                    if review is not None:
-                        _send_back(state, review.message)
-                        yield review
-                        continue
-                    if agent.output_type is None:
-                        finished = _finish(agent, state, message, None)
-                        break
-                    ok, value = _parse_output(agent, state, message.content)
-                    if ok:
-                        finished = _finish(agent, state, message, None, output=value)
-                        break
-                    if state.output_retries >= state.limits.max_output_retries:
-                        raise OutputValidationError(
-                            f"the model's answer did not match {agent.output_type!r} after "
-                            f"{state.output_retries} retries: {value}"
-                        )
-                    state.output_retries += 1
-                    _send_back(state, value)
-                    yield AnswerSentBack(turn=state.turn, source="output_type", message=value)
-                    continue
-            for call in calls:  # phase 1: started events, in call order
-                yield ToolCallStarted(call=call)
-            work = _within(  # phase 2: all calls concurrently (not those already decided)
-                state,
-                execute_calls(
-                    [c for c in calls if c.status == "pending"],
-                    state.ctx,
-                    agent.tool_settings,
-                    known_tools=tuple(_offered(agent, state)),
-                    guardrails=agent.guardrails.tools,
-                ),
-            )
-            async with aclosing(_with_progress(state.ctx, work)) as updates:
-                async for progress in updates:
-                    yield progress
-            for capability in agent.capabilities:
-                await capability.after_tools(state.ctx, calls)
-            state.window.evict(calls)
-            stop = _record_results(state, calls)  # phase 3: results, in call order
-            for call in calls:
-                yield ToolCallCompleted(call=call)
-            for call in calls:
-                if call.tripped is not None:
-                    raise call.tripped
-            state.budget.check()  # a subagent of this turn may have spent the tree's budget
-            calls = None
-            if stop is not None:
-                finished = _finish(agent, state, None, stop)
-                break
-        run_response, record = finished
-        ended = True
-        await _end_run(agent, state, record, hooks=run_response.stop_reason != "paused")
-        yield RunCompleted(response=run_response)
-    except BaseException as exc:
-        if state is not None and not ended:
-            ended = True
-            record = _failure_record(agent, state, exc)
-            try:
-                await asyncio.shield(_end_run(agent, state, record))
-            except StorageError as storage_error:  # never hide the run's own error
-                exc.add_note(f"and the failed run could not be saved: {storage_error}")
-        raise
-    finally:
-        agent._running = False
+
+# ----------------------------------------------------------------------------- the end
+
+
+async def _finish(
+    agent: Agent[Any], run: ActiveRun, step: Finish
+) -> AsyncGenerator[RunEvent, None]:
+    response, record = records.completed(run, step.content, step.output, step.reason)
+    run.ended = True
+    await records.remember(agent, run, record)
+    yield RunCompleted(response=response)
+
+
+async def _pause(agent: Agent[Any], run: ActiveRun, step: Pause) -> AsyncGenerator[RunEvent, None]:
+    """End the run as ``paused``; its capabilities' ``after_run`` waits for the real end."""
+    response, record = records.paused(run, step.calls, step.pending)
+    run.ended = True
+    await records.remember(agent, run, record, hooks=False)
+    yield RunCompleted(response=response)
+
+
+async def _stop_on_limit(agent: Agent[Any], run: ActiveRun, step: LimitReached) -> None:
+    run.budget.check()  # the tree's budget spent: its error, which stops every run of the tree
+    raise step.error
+
+
+async def _fail(agent: Agent[Any], run: ActiveRun, step: Fail) -> None:
+    raise step.error
+
+
+_NO_EVENTS: tuple[RunEvent, ...] = ()
+
+
+def _silent(work: Callable[[Agent[Any], ActiveRun, S], Awaitable[None]]) -> Handler:
+    """The handler of a step that reports no event (it asks the capabilities, or it raises):
+    ``work``, as an async generator like every handler."""
+
+    async def handle(agent: Agent[Any], run: ActiveRun, step: S) -> AsyncGenerator[RunEvent, None]:
+        await work(agent, run, step)
+        for event in _NO_EVENTS:
+            yield event
+
+    return handle
+
+
+_HANDLERS: dict[type[Step], Handler] = {
+    CallModel: _call_model,
+    CheckCalls: _silent(_check_calls),
+    RunTools: _run_tools,
+    Pause: _pause,
+    ReviewAnswer: _silent(_review_answer),
+    CheckOutput: _silent(_check_output),
+    SendBack: _send_back,
+    Finish: _finish,
+    LimitReached: _silent(_stop_on_limit),
+    Fail: _silent(_fail),
+}

@@ -8,7 +8,9 @@ replays it through the token-budgeted history assembly, so multi-turn needs no s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from agentica.messages import Message, RunUsage
 from agentica.run.approval import PendingCall
@@ -17,14 +19,19 @@ from agentica.tools.call import FunctionCall
 
 __all__ = ["AgentMemory", "RunRecord", "RunResponse", "ToolCallRecord"]
 
+OutT = TypeVar("OutT", default=Any)
+"""The type of a run's ``output``: ``str`` for an agent without ``output_type``."""
+
 
 @dataclass(slots=True, kw_only=True)
-class RunResponse:
-    """What a finished run produced.
+class RunResponse(Generic[OutT]):
+    """What a finished run produced (``RunResponse[Invoice]`` for ``Agent(output_type=Invoice)``).
 
     Attributes:
         content: the final answer text (``None`` if the model gave none).
-        output: the structured output when the agent has an ``output_type``, else ``content``.
+        output: the structured output when the agent has an ``output_type``, else ``content``;
+            when the run stopped on a tool's ``StopRun``, what the tool gave it; ``None`` when
+            it paused.
         messages: the messages this run added to the conversation (user input first).
         tool_calls: every tool call of the run, in order, with arguments, results and errors.
         usage: requests, tool calls, tokens and cost (``None`` when a price is unknown).
@@ -37,7 +44,7 @@ class RunResponse:
 
     run_id: str
     content: str | None
-    output: Any
+    output: OutT
     messages: list[Message]
     tool_calls: list[FunctionCall]
     usage: RunUsage

@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from types import TracebackType
+from typing import Generic
 
 from agentica.errors import RunCancelled, UsageError
 from agentica.run.events import RunCompleted, RunEvent
-from agentica.run.result import RunResponse
+from agentica.run.result import OutT, RunResponse
 
 __all__ = ["RunStream"]
 
 
-class RunStream:
-    """An async iterator over a run's events, with ``cancel()`` and the final ``response``."""
+class RunStream(Generic[OutT]):
+    """An async iterator over a run's events, with ``cancel()`` and the final ``response``
+    (a ``RunResponse[OutT]``: ``OutT`` is the agent's output type)."""
 
     __slots__ = ("_cancel_reason", "_events", "_in_next", "_response", "_task")
 
@@ -30,9 +32,9 @@ class RunStream:
         self._task: asyncio.Task[object] | None = None
         self._in_next = False
         self._cancel_reason: str | None = None
-        self._response: RunResponse | None = None
+        self._response: RunResponse[OutT] | None = None
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> RunStream[OutT]:
         return self
 
     async def __anext__(self) -> RunEvent:
@@ -66,13 +68,13 @@ class RunStream:
             self._task.cancel(reason)
 
     @property
-    def response(self) -> RunResponse:
+    def response(self) -> RunResponse[OutT]:
         """The run's response, once the stream is exhausted."""
         if self._response is None:
             raise UsageError("the run has not completed: iterate the stream to its end first")
         return self._response
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutT]:
         return self
 
     async def __aexit__(

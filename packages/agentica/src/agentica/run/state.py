@@ -1,0 +1,213 @@
+"""The state of one active run (``ActiveRun``) and how a run starts from its agent (``start_run``).
+
+Everything a run changes lives here, never on the agent: the agent object carries only its
+configuration and its memory, so the same model and tools serve any number of runs at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentica.context import assemble_history, repair_tool_pairs
+from agentica.errors import UsageError
+from agentica.limits import RunBudget, RunLimits
+from agentica.messages import (
+    ContentPart,
+    Message,
+    RunUsage,
+    SystemMessage,
+    ToolDefinition,
+    UserMessage,
+)
+from agentica.models.base import Model, ModelResponse, ModelSettings
+from agentica.models.pricing import ModelPrice, cost_of, price_for
+from agentica.run.steps import RunState
+from agentica.run.window import ContextWindow
+from agentica.storage.records import RunRecord
+from agentica.tools.call import FunctionCall
+from agentica.tools.context import RunContext
+from agentica.tools.function import Function
+
+if TYPE_CHECKING:
+    from agentica.agent import Agent
+
+__all__ = ["ActiveRun", "RunInput", "start_run"]
+
+RunInput = str | UserMessage | list[ContentPart]
+_UNSET: Any = object()
+
+
+@dataclass(slots=True, kw_only=True)
+class ActiveRun(RunState):
+    """One run in progress: ``RunState`` (what ``decide`` reads) plus what the handlers use.
+
+    Attributes:
+        run_id: the run's id (a resumed run keeps the paused run's).
+        ctx: the ``RunContext`` handed to tools and capabilities.
+        budget: the run tree's ``RunBudget``.
+        settings: the model settings of every call.
+        stream: call the model with ``response_stream`` (else ``response``).
+        request_tools: the schemas of every function of the agent.
+        tools, offered: the schemas and the functions offered in this turn's request.
+        price: the model's price, when known.
+        started_at: wall-clock start (``time.time()``), for the record.
+        deadline: the event-loop time the run (or its tree) runs out of time, or ``None``.
+        messages: the conversation sent to the model; ``new_messages`` what this run added.
+        window: the run's context management.
+        pinned: messages compaction never drops (the task).
+        charge: counts a model reply of this run (a summary's too), in the run and its tree.
+        calls: every tool call of the run, in order.
+        ended: the run's record was built (a failure after that is not recorded twice).
+    """
+
+    run_id: str
+    ctx: RunContext[Any]
+    budget: RunBudget
+    settings: ModelSettings
+    stream: bool
+    request_tools: tuple[ToolDefinition, ...]
+    tools: tuple[ToolDefinition, ...]
+    offered: Mapping[str, Function]
+    price: ModelPrice | None
+    started_at: float
+    deadline: float | None
+    messages: list[Message]
+    new_messages: list[Message]
+    window: ContextWindow
+    pinned: list[Message]
+    charge: Callable[[ModelResponse], None]
+    calls: list[FunctionCall] = field(default_factory=list)
+    ended: bool = False
+
+    def offer(self, offered: Mapping[str, Function], tools: tuple[ToolDefinition, ...]) -> None:
+        """The functions (and their schemas) the model may call in this turn's request."""
+        self.offered = offered
+        self.tools = tools
+        self.ctx.offered = offered
+
+
+def _charger(
+    usage: RunUsage, budget: RunBudget, price: ModelPrice | None
+) -> Callable[[ModelResponse], None]:
+    def charge(response: ModelResponse) -> None:
+        cost = cost_of(response.usage, price)
+        usage.add_request(response.usage, cost)
+        budget.charge_response(response.usage, cost)
+
+    return charge
+
+
+def _user_message(user_input: RunInput) -> UserMessage:
+    if isinstance(user_input, UserMessage):
+        return user_input
+    if isinstance(user_input, str | list):
+        return UserMessage(content=user_input)
+    raise UsageError(
+        f"agent.run() takes a str, a UserMessage or a list of content parts, "
+        f"not {type(user_input).__name__}"
+    )
+
+
+def _price_of(model: Model) -> ModelPrice | None:
+    price = getattr(model, "price", _UNSET)
+    return price_for(model.id) if price is _UNSET else price
+
+
+async def _instructions(agent: Agent[Any], ctx: RunContext[Any]) -> str | None:
+    text = agent.instructions
+    if callable(text):
+        value = text(ctx)
+        text = await value if inspect.isawaitable(value) else value
+    parts = [text] if text else []
+    parts.extend(t.instructions for t in agent.toolkits if t.instructions)
+    for capability in agent.capabilities:
+        extra = await capability.instructions(ctx)
+        if extra:
+            parts.append(extra)
+    if agent.memory.summary:
+        parts.append(f"Summary of the earlier conversation:\n{agent.memory.summary}")
+    return "\n\n".join(str(p) for p in parts) or None
+
+
+def _history(agent: Agent[Any], resuming: RunRecord | None) -> list[Message]:
+    """The earlier runs replayed, within the history budget; a paused run left behind (the
+    user moved on) has calls without results: they are repaired."""
+    window = getattr(agent.model, "context_window", None)
+    policy = agent.history
+    history_tokens = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
+    earlier = agent.memory.runs[:-1] if resuming is not None else agent.memory.runs
+    if not earlier:
+        return []
+    history = assemble_history(
+        [r.messages for r in earlier], budget_tokens=history_tokens, policy=policy
+    )
+    return repair_tool_pairs(history, reason="not approved")
+
+
+def _deadline(limits: RunLimits, budget: RunBudget) -> float | None:
+    """When the run must end: its own wall-time limit or its tree's, whichever comes first."""
+    deadline = (
+        asyncio.get_running_loop().time() + limits.max_wall_time
+        if limits.max_wall_time is not None
+        else None
+    )
+    if budget.deadline is not None:  # the tree's time runs from the top-level start
+        deadline = budget.deadline if deadline is None else min(deadline, budget.deadline)
+    return deadline
+
+
+async def start_run(
+    agent: Agent[Any],
+    user_input: RunInput,
+    *,
+    deps: Any,
+    limits: RunLimits | None,
+    model_settings: ModelSettings | None,
+    stream: bool,
+    resuming: RunRecord | None = None,
+    budget: RunBudget | None = None,
+) -> ActiveRun:
+    """The state of a new run of ``agent`` on ``user_input`` (or of the paused run
+    ``resuming``); ``budget`` is the run tree's when this run is a subagent's."""
+    user = _user_message(user_input)
+    limits = limits or agent.limits
+    if budget is None:  # a top-level run: its limits are the budget of its whole tree
+        budget = RunBudget(limits)
+    await agent.load()
+    usage = RunUsage()
+    run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
+    functions = agent.functions
+    ctx: RunContext[Any] = RunContext(
+        run_id=run_id, deps=deps, usage=usage, agent=agent, user_id=agent.user_id,
+        session_id=agent.session_id, storage=agent.storage, input=user.text, budget=budget,
+        model=agent.model, functions=functions, session_state=agent.memory.state,
+    )  # fmt: skip
+    system = await _instructions(agent, ctx)
+    messages: list[Message] = [SystemMessage(content=system)] if system else []
+    messages.extend(_history(agent, resuming))
+    messages.extend(resuming.messages if resuming is not None else [user])
+    output = agent.output_spec()
+    settings = agent.model_settings.merged(model_settings)
+    price = _price_of(agent.model)
+    charge = _charger(usage, budget, price)  # a summary is a model call of this run
+    window = await ContextWindow.open(
+        agent.context, agent.model, settings, state=agent.memory.state,
+        readable="read_file" in functions, on_summary=charge,
+    )  # fmt: skip
+    task = resuming.messages[0] if resuming is not None and resuming.messages else user
+    request_tools = tuple(f.definition for f in functions.values())
+    return ActiveRun(
+        limits=limits, usage=usage, model_id=agent.model.id, provider=agent.model.provider,
+        output=output, started=time.monotonic(), run_id=run_id, ctx=ctx, budget=budget,
+        settings=settings, stream=stream, request_tools=request_tools, tools=request_tools,
+        offered=functions, price=price, started_at=time.time(),
+        deadline=_deadline(limits, budget), messages=messages,
+        new_messages=[user] if resuming is None else [], window=window, pinned=[task],
+        charge=charge,
+    )  # fmt: skip

@@ -1,0 +1,311 @@
+"""The steps of a run and ``decide``, the pure function that picks the next one.
+
+A run is a sequence of steps. ``decide(state, reply)`` reads the run's counters and limits
+(``RunState``) and what is known about the model's latest reply (``Reply``) and returns the next
+``Step``; it does no I/O and changes nothing, so every rule of the loop (limits, approvals,
+answers sent back, output validation) is testable with plain values. The run loop (loop.py)
+performs each step with one small handler, which records what it learned in the state or the
+reply, and asks again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from agentica.errors import LimitExceeded, ModelResponseError, OutputValidationError
+from agentica.limits import RunLimits
+from agentica.messages import AssistantMessage, RunUsage
+from agentica.run.approval import PendingCall
+from agentica.run.output import OutputMismatch, OutputSpec
+from agentica.tools.call import FunctionCall, render_result
+from agentica.tools.control import StopRun
+from agentica.tools.guardrails import GuardrailVerdict
+
+__all__ = [
+    "EMPTY_REPLY",
+    "CallModel",
+    "CheckCalls",
+    "CheckOutput",
+    "Fail",
+    "Finish",
+    "LimitReached",
+    "Pause",
+    "Reply",
+    "ReviewAnswer",
+    "RunState",
+    "RunTools",
+    "SendBack",
+    "Step",
+    "decide",
+    "is_empty",
+]
+
+EMPTY_REPLY = "Your reply was empty. Give your answer to the task, or call a tool."
+
+
+# ----------------------------------------------------------------------------- the steps
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    """Start the next turn: count it, build the request and call the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCalls:
+    """Count the reply's tool calls against the tree's budget and ask the capabilities which of
+    them wait for a person's decision."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunTools:
+    """Run the turn's calls (three phases: started events, concurrent run, results in order)."""
+
+    calls: Sequence[FunctionCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """End the run as ``paused``: ``pending`` calls wait for decisions; none of ``calls`` ran."""
+
+    calls: Sequence[FunctionCall]
+    pending: Sequence[PendingCall]
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewAnswer:
+    """Ask the capabilities whether the final answer really ends the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutput:
+    """Run the output guardrails on the final answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendBack:
+    """The answer does not end the run: the model reads ``message`` next.
+
+    ``source`` says why (see ``AnswerSentBack``); ``counter`` is the state counter this counts
+    against (an empty reply, or one of the bounded output retries)."""
+
+    source: str
+    message: str
+    counter: Literal["empty_replies", "output_retries"] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """End the run: ``reason`` ``"completed"`` (the model answered) or ``"stopped"`` (a tool
+    returned ``StopRun``)."""
+
+    content: str | None
+    output: Any
+    reason: Literal["completed", "stopped"]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitReached:
+    """Stop on one of the run's own limits (unless its tree's budget is spent: that error wins,
+    as the tree stops every run in it)."""
+
+    error: LimitExceeded
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """End the run with ``error`` (a model that keeps replying nothing, a refused answer, an
+    answer that never matches the output type)."""
+
+    error: Exception
+
+
+Step: TypeAlias = (
+    CallModel
+    | CheckCalls
+    | RunTools
+    | Pause
+    | ReviewAnswer
+    | CheckOutput
+    | SendBack
+    | Finish
+    | LimitReached
+    | Fail
+)
+
+
+# ----------------------------------------------------------------------------- the state
+
+
+@dataclass(slots=True)
+class Reply:
+    """The model's latest reply and what the run learned about it so far.
+
+    Attributes:
+        message: the reply.
+        calls: its tool calls, once counted (``CheckCalls``).
+        pending: the calls waiting for a person's decision (``CheckCalls``).
+        ran: the calls ran (``RunTools``); ``stop`` is the first ``StopRun`` a call returned.
+        reviewed: the capabilities reviewed the answer; ``review`` is the first that sends it
+            back.
+        guarded: the output guardrails ran; ``verdict`` is theirs (``None``: allowed).
+    """
+
+    message: AssistantMessage
+    calls: list[FunctionCall] | None = None
+    pending: list[PendingCall] | None = None
+    ran: bool = False
+    stop: StopRun | None = None
+    reviewed: bool = False
+    review: SendBack | None = None
+    guarded: bool = False
+    verdict: GuardrailVerdict | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class RunState:
+    """What ``decide`` reads: the run's limits and counters, plain values.
+
+    Attributes:
+        limits: the run's own limits.
+        usage: the run's usage so far.
+        model_id, provider: the model's, for error messages.
+        output: the agent's output type, or ``None`` for a text answer.
+        started: ``time.monotonic()`` at the start; ``now`` is the time the loop read before
+            it asked ``decide`` (for ``max_wall_time``).
+        turn: model calls made.
+        output_retries: answers sent back for not matching the output type or a guardrail.
+        empty_replies: empty replies in a row.
+        reply: the reply being handled, ``None`` between turns.
+    """
+
+    limits: RunLimits
+    usage: RunUsage
+    model_id: str
+    provider: str
+    output: OutputSpec | None = None
+    started: float = 0.0
+    now: float = 0.0
+    turn: int = 0
+    output_retries: int = 0
+    empty_replies: int = 0
+    reply: Reply | None = None
+
+
+def is_empty(message: AssistantMessage) -> bool:
+    """No text and no tool calls."""
+    return not message.tool_calls and not (message.content and message.content.strip())
+
+
+# ----------------------------------------------------------------------------- deciding
+
+
+def decide(state: RunState, reply: Reply | None) -> Step:
+    """The next step of the run in ``state``, whose latest reply is ``reply`` (``None`` between
+    turns). Pure: the handler of the step it returns does the work and records the outcome."""
+    if reply is None:
+        return _next_turn(state)
+    if reply.message.tool_calls:
+        return _after_calls(state, reply)
+    return _after_answer(state, reply)
+
+
+def _next_turn(state: RunState) -> Step:
+    """Call the model again, unless one of the run's own limits is reached."""
+    limits, usage = state.limits, state.usage
+    if limits.max_turns is not None and state.turn >= limits.max_turns:
+        return LimitReached(
+            LimitExceeded("max_turns", limits.max_turns, f"the model was called {state.turn} times")
+        )
+    if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
+        return LimitReached(
+            LimitExceeded("max_tokens", limits.max_tokens, f"{usage.total_tokens} tokens used")
+        )
+    if limits.max_cost is not None and usage.cost is not None and usage.cost >= limits.max_cost:
+        return LimitReached(LimitExceeded("max_cost", limits.max_cost, f"${usage.cost:.4f} spent"))
+    if limits.max_wall_time is not None and state.now - state.started >= limits.max_wall_time:
+        return LimitReached(
+            LimitExceeded("max_wall_time", limits.max_wall_time, "the run took too long")
+        )
+    return CallModel()
+
+
+def _after_calls(state: RunState, reply: Reply) -> Step:
+    """A reply with tool calls: count them, pause for approvals, run them, then go on."""
+    if reply.calls is None:
+        limit, asked = state.limits.max_tool_calls, len(reply.message.tool_calls)
+        if limit is not None and state.usage.tool_calls + asked > limit:
+            detail = f"{state.usage.tool_calls} calls made and {asked} more requested"
+            return LimitReached(LimitExceeded("max_tool_calls", limit, detail))
+        return CheckCalls()
+    if reply.pending:
+        return Pause(reply.calls, reply.pending)
+    if not reply.ran:
+        return RunTools(reply.calls)
+    if reply.stop is not None:
+        content = reply.stop.content
+        text = None if content is None else render_result(content)
+        return Finish(text, content, "stopped")
+    return _next_turn(state)
+
+
+def _after_answer(state: RunState, reply: Reply) -> Step:
+    """A final answer: empty, reviewed by the capabilities, guarded, then parsed."""
+    if is_empty(reply.message):
+        return _empty(state)
+    if not reply.reviewed:
+        return ReviewAnswer()
+    if reply.review is not None:
+        return reply.review
+    if not reply.guarded:
+        return CheckOutput()
+    if reply.verdict is not None:
+        return _refused(state, reply.verdict)
+    return _answer(state, reply.message)
+
+
+def _empty(state: RunState) -> Step:
+    """A reply with no text and no tool calls is no answer: sent back (Claude may end its turn
+    with nothing after tool results); a second one in a row fails the run."""
+    if state.empty_replies >= 1:
+        return Fail(
+            ModelResponseError(
+                f"model {state.model_id!r} returned two empty replies in a row (no text, no tool "
+                "calls), the second after being told its reply was empty; try another model, or "
+                "check the instructions and the prompt (a chat template or a stop sequence that "
+                "ends the reply at once)",
+                provider=state.provider,
+                model=state.model_id,
+                retryable=False,
+            )
+        )
+    return SendBack("empty_reply", EMPTY_REPLY, "empty_replies")
+
+
+def _refused(state: RunState, verdict: GuardrailVerdict) -> Step:
+    """An output guardrail's verdict: ``stop`` fails the run; ``reject`` sends the model back
+    (bounded by ``max_output_retries``)."""
+    if verdict.output.action == "stop" or state.output_retries >= state.limits.max_output_retries:
+        return Fail(verdict.error())
+    text = f"Your answer was refused: {verdict.output.message} Answer again."
+    return SendBack("output_guardrail", text, "output_retries")
+
+
+def _answer(state: RunState, message: AssistantMessage) -> Step:
+    """The final answer, validated against the output type when there is one."""
+    if state.output is None:
+        return Finish(message.content, message.content, "completed")
+    try:
+        value = state.output.parse(message.content)
+    except OutputMismatch as mismatch:
+        if state.output_retries >= state.limits.max_output_retries:
+            return Fail(
+                OutputValidationError(
+                    f"the model's answer did not match {state.output.type!r} after "
+                    f"{state.output_retries} retries: {mismatch}"
+                )
+            )
+        return SendBack("output_type", str(mismatch), "output_retries")
+    return Finish(message.content, value, "completed")
