@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from agentica import UsageError
+from agentica import RunLimits, UsageError
 from agentica.deep import DeepAgent, Shell, SubAgent
 from agentica.messages import SystemMessage, ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -165,3 +165,30 @@ async def test_a_subagent_that_only_writes_code_down_is_told_to_run_it(
         assert report.startswith("It printed 42.") and "exit code 0\n42" in report
     else:  # read-only: no tool could run it, so nobody asks
         assert len(helper.requests) == 1 and report == written
+
+
+async def test_a_clone_is_a_deep_agent_rebuilt_from_the_same_arguments(tmp_path: Path) -> None:
+    reviewer = SubAgent("reviewer", "reads code", privilege="explore")
+    agent = DeepAgent(
+        model=ScriptedModel([]), workspace=tmp_path, subagents=[reviewer], todos=False,
+        background_commands=True, interrupt_on={"execute": True}, instructions="Be brief.",
+        name="coder", limits=RunLimits(max_turns=7),
+    )  # fmt: skip
+    twin = agent.clone()
+    assert type(twin) is DeepAgent
+    assert twin.session_id != agent.session_id
+    assert (twin.name, twin.limits, twin.instructions) == (
+        "coder", agent.limits, agent.instructions
+    )  # fmt: skip
+    assert list(twin.functions) == list(agent.functions)
+    assert [type(c) for c in twin.capabilities] == [type(c) for c in agent.capabilities]
+    # the harness is rebuilt: no capability (a shell's commands, a guard) is shared
+    assert not any(a is b for a, b in zip(twin.capabilities, agent.capabilities, strict=True))
+    lean = agent.clone(subagents=False, shell=False)
+    assert type(lean) is DeepAgent
+    assert "task" not in lean.functions and "execute" not in lean.functions
+    assert "read_file" in lean.functions
+    answering = agent.clone(model=ScriptedModel(["Done."]), answer_check=False)
+    assert (await answering.run("Say done.")).content == "Done."
+    with pytest.raises(UsageError, match="unknown settings: colour"):
+        agent.clone(colour="red")

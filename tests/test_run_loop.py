@@ -1,0 +1,147 @@
+"""The run loop's seams: ``ctx.offered`` is what each request offers, ``run_child`` runs an agent
+inside a tool call (tree budget, usage, events), and one run holds its agent at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection
+from typing import Any
+
+import pytest
+
+from agentica import Agent, ContextPolicy, LimitExceeded, RunContext, RunLimits, tool
+from agentica.errors import ConcurrentRunError
+from agentica.messages import Message
+from agentica.models import ModelRequest
+from agentica.run import ModelRequestStarted, RunEvent
+from agentica.run.capability import Capability
+from agentica.run.child import run_child
+from agentica.testing import FunctionModel, ScriptedModel, call, tool_calls
+
+
+@tool
+def look(path: str) -> str:
+    """Look at a file."""
+    return f"contents of {path}"
+
+
+@tool
+def write(path: str) -> str:
+    """Write a file."""
+    return f"wrote {path}"
+
+
+class ReadOnly(Capability):
+    """Offers only ``look`` from the second turn on; keeps the run's context to inspect it."""
+
+    name = "read_only"
+
+    def __init__(self) -> None:
+        self.ctx: RunContext[Any] | None = None
+
+    async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
+        self.ctx = ctx
+        return ["look"] if ctx.usage.requests else None
+
+
+def offered_model(capability: ReadOnly, replies: list[Any], seen: list[tuple[str, ...]]) -> Any:
+    """Checks, at every request, that ``ctx.offered`` names exactly the tools sent."""
+
+    def reply(messages: list[Message], request: ModelRequest) -> Any:
+        assert capability.ctx is not None
+        sent = tuple(t.name for t in request.tools)
+        assert tuple(capability.ctx.offered) == sent
+        seen.append(sent)
+        return replies.pop(0)
+
+    return reply
+
+
+async def test_ctx_offered_is_what_each_request_offers() -> None:
+    capability = ReadOnly()
+    seen: list[tuple[str, ...]] = []
+    replies = [tool_calls(call("write", path="a")), tool_calls(call("look", path="a")), "done"]
+    model = FunctionModel(offered_model(capability, replies, seen))
+    agent = Agent(model=model, tools=[look, write], capabilities=[capability])
+    response = await agent.run("go")
+    assert response.content == "done"
+    assert seen == [("look", "write"), ("look",), ("look",)]
+
+
+async def test_ctx_offered_is_empty_when_the_context_window_forces_the_final_answer() -> None:
+    capability = ReadOnly()
+    seen: list[tuple[str, ...]] = []
+    model = FunctionModel(offered_model(capability, ["the answer"], seen), context_window=4_600)
+
+    async def summarizer(text: str, budget: int) -> str:
+        return "summary"
+
+    policy = ContextPolicy(summarizer=summarizer, reserve_output=600)
+    agent = Agent(model=model, tools=[look, write], capabilities=[capability], context=policy)
+    events = [e async for e in agent.run_stream("Process:\n" + "data " * 3_000)]
+    assert next(e for e in events if isinstance(e, ModelRequestStarted)).final_only
+    assert seen == [()]
+    assert capability.ctx is not None
+    assert dict(capability.ctx.offered) == {}
+
+
+# ----------------------------------------------------------------------------- run_child
+
+
+async def test_run_child_shares_the_tree_budget_merges_usage_and_reports_events() -> None:
+    child = Agent(model=ScriptedModel([tool_calls(call("look", path="x")), "child done"]),
+                  tools=[look], name="child")  # fmt: skip
+    events: list[RunEvent] = []
+
+    @tool
+    async def delegate(ctx: RunContext[Any]) -> str:
+        """Delegate."""
+        response = await run_child(child, "look at x", ctx, on_event=events.append)
+        assert ctx.budget is not None
+        assert ctx.budget.turns == 3  # the parent's first call and the child's two
+        return response.content or ""
+
+    parent = Agent(model=ScriptedModel([tool_calls(call("delegate")), "parent done"]),
+                   tools=[delegate])  # fmt: skip
+    response = await parent.run("go")
+    assert response.content == "parent done"
+    assert [e.kind for e in events] == [
+        "run_started", "model_request_started", "model_response_received", "tool_call_started",
+        "tool_call_completed", "model_request_started", "model_response_received",
+        "run_completed",
+    ]  # fmt: skip
+    assert response.usage.requests == 2 + 2  # the child's requests count in the parent's run
+    assert response.usage.tool_calls == 1 + 1
+
+
+async def test_run_child_adds_the_usage_of_a_child_that_fails() -> None:
+    child = Agent(model=ScriptedModel([tool_calls(call("look", path="x"))] * 3), tools=[look])
+
+    @tool
+    async def delegate(ctx: RunContext[Any]) -> str:
+        """Delegate."""
+        await run_child(child, "look", ctx)
+        return "unreachable"
+
+    parent = Agent(model=ScriptedModel([tool_calls(call("delegate"))]), tools=[delegate],
+                   limits=RunLimits(max_turns=3))  # fmt: skip
+    with pytest.raises(LimitExceeded) as error:
+        await parent.run("go")
+    assert error.value.limit == "max_turns"
+    record = parent.memory.runs[-1]
+    assert record.status == "failed"
+    assert record.usage.requests == 1 + 2  # the child's two calls before the tree's limit
+
+
+# ----------------------------------------------------------------------------- one run at a time
+
+
+async def test_a_refused_second_run_leaves_the_first_holding_the_agent() -> None:
+    agent = Agent(model=ScriptedModel(["first"], latency=0.05))
+    first = asyncio.create_task(agent.run("one"))
+    await asyncio.sleep(0.01)
+    with pytest.raises(ConcurrentRunError):
+        await agent.run("two")
+    assert agent.is_running
+    assert (await first).content == "first"
+    assert not agent.is_running
