@@ -281,7 +281,7 @@ async def pending_calls(agent: Agent[Any]) -> list[PendingCall]:
         run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
         user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
         input=record.input, model=agent.model, functions=agent.functions,
-        session_state=agent.memory.state,
+        session_state=agent.memory.state, toolkits=agent.toolkits,
     )  # fmt: skip
     return await _pending_of(agent, ctx, record)
 

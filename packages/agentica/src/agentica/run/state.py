@@ -187,6 +187,7 @@ async def start_run(
         run_id=run_id, deps=deps, usage=usage, agent=agent, user_id=agent.user_id,
         session_id=agent.session_id, storage=agent.storage, input=user.text, budget=budget,
         model=agent.model, functions=functions, session_state=agent.memory.state,
+        toolkits=agent.toolkits,
     )  # fmt: skip
     system = await _instructions(agent, ctx)
     messages: list[Message] = [SystemMessage(content=system)] if system else []
