@@ -21,9 +21,9 @@ import email.utils
 import json
 import math
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from agentica._http import HttpClientPool
 from agentica.errors import (
@@ -37,10 +37,14 @@ from agentica.errors import (
 )
 from agentica.messages import AssistantMessage
 
+if TYPE_CHECKING:
+    import aiohttp
+
 __all__ = [
     "DEFAULT_REQUEST_TIMEOUT",
     "MAX_EVENT_BYTES",
     "Deadline",
+    "Endpoint",
     "ReplyFieldError",
     "describe",
     "dumps",
@@ -154,6 +158,18 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply to decode") from None
+
+
+@dataclass(slots=True, frozen=True)
+class Endpoint:
+    """Where a model's requests go (``url``, over the pooled client ``pool``), and the names its
+    errors give: the provider, the model, and the environment variable of the API key."""
+
+    pool: HttpClientPool
+    url: str
+    provider: str
+    model: str
+    api_key_env: str = ""
 
 
 @dataclass(slots=True, frozen=True)
@@ -326,17 +342,12 @@ def http_error(
 
 
 def _transport_error(
-    exc: BaseException,
-    *,
-    provider: str,
-    model: str,
-    url: str,
-    timeout: float,
-    deadline: Deadline | None,
+    exc: BaseException, endpoint: Endpoint, *, timeout: float, deadline: Deadline | None
 ) -> ModelError:
     import aiohttp
     from aiohttp.http_exceptions import HttpProcessingError
 
+    provider, model, url = endpoint.provider, endpoint.model, endpoint.url
     if isinstance(exc, TimeoutError):
         if deadline is not None and deadline.remaining() <= min(0.05, timeout / 2):
             return deadline.error(provider=provider, model=model)
@@ -374,46 +385,45 @@ def _time_left(deadline: Deadline | None, *, provider: str, model: str) -> float
     return left
 
 
+async def _raise_http_error(resp: aiohttp.ClientResponse, endpoint: Endpoint) -> NoReturn:
+    raise http_error(
+        resp.status,
+        await resp.read(),
+        resp.headers,
+        provider=endpoint.provider,
+        model=endpoint.model,
+        api_key_env=endpoint.api_key_env,
+    )
+
+
 async def post_json(
-    pool: HttpClientPool,
-    url: str,
+    endpoint: Endpoint,
     body: bytes,
     headers: Mapping[str, str],
     *,
     timeout: float,
-    provider: str,
-    model: str,
-    api_key_env: str,
     deadline: Deadline | None = None,
 ) -> Any:
-    """POST a JSON body and return the decoded JSON answer.
+    """POST a JSON body to ``endpoint`` and return the decoded JSON answer.
 
     ``timeout`` bounds this attempt; ``deadline``, when given, bounds all attempts together.
     """
     import aiohttp
     from aiohttp.http_exceptions import HttpProcessingError
 
-    session = pool.session()
+    provider, model = endpoint.provider, endpoint.model
+    session = endpoint.pool.session()
     left = _time_left(deadline, provider=provider, model=model)
     total = timeout if left is None else min(timeout, left)
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=total)
+            endpoint.url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=total)
         ) as resp:
-            raw = await resp.read()
             if resp.status >= 400:
-                raise http_error(
-                    resp.status,
-                    raw,
-                    resp.headers,
-                    provider=provider,
-                    model=model,
-                    api_key_env=api_key_env,
-                )
+                await _raise_http_error(resp, endpoint)
+            raw = await resp.read()
     except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
-        raise _transport_error(
-            exc, provider=provider, model=model, url=url, timeout=total, deadline=deadline
-        ) from exc
+        raise _transport_error(exc, endpoint, timeout=total, deadline=deadline) from exc
     try:
         return loads(raw)
     except ValueError as exc:
@@ -436,90 +446,99 @@ def _event_too_big(provider: str, model: str) -> ModelResponseError:
     )
 
 
+class _EventReader:
+    """Splits a server-sent-event body into ``(event, data)`` pairs as its bytes arrive.
+
+    Lines are split here rather than by aiohttp, whose line limit (128 KB) is smaller than a
+    real tool call's arguments can be; an event may be up to ``MAX_EVENT_BYTES``, and so may a
+    line still waiting for its newline."""
+
+    __slots__ = ("_buffer", "_data", "_event", "_model", "_provider", "_scan", "_size")
+
+    def __init__(self, provider: str, model: str) -> None:
+        self._provider = provider
+        self._model = model
+        self._event = ""
+        self._data: list[str] = []
+        self._size = 0
+        self._buffer = bytearray()
+        self._scan = 0  # _buffer[:_scan] holds no newline
+
+    def feed(self, piece: bytes) -> Iterator[tuple[str, str]]:
+        """The events that ``piece`` completes, each as soon as it is complete."""
+        buffer = self._buffer
+        buffer += piece
+        start = 0
+        scan = self._scan
+        while (end := buffer.find(b"\n", scan)) >= 0:
+            line = bytes(buffer[start:end]).rstrip(b"\r")
+            start = scan = end + 1
+            if not line:
+                if self._data:
+                    yield self._event, "\n".join(self._data)
+                    self._event, self._data, self._size = "", [], 0
+            elif not line.startswith(b":"):
+                self._field(line)
+        del buffer[:start]
+        self._scan = len(buffer)
+        if self._scan > MAX_EVENT_BYTES:
+            raise _event_too_big(self._provider, self._model)
+
+    def _field(self, line: bytes) -> None:
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            self._size += len(value)
+            if self._size > MAX_EVENT_BYTES:
+                raise _event_too_big(self._provider, self._model)
+            self._data.append(value.decode("utf-8", "replace"))
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+
+    def end(self) -> Iterator[tuple[str, str]]:
+        """The events left when the body ends (a last line may lack its newline)."""
+        if self._buffer:
+            yield from self.feed(b"\n")
+        if self._data:
+            yield self._event, "\n".join(self._data)
+
+
 async def stream_sse(
-    pool: HttpClientPool,
-    url: str,
+    endpoint: Endpoint,
     body: bytes,
     headers: Mapping[str, str],
     *,
     timeout: float,
-    provider: str,
-    model: str,
-    api_key_env: str,
     deadline: Deadline | None = None,
 ) -> AsyncGenerator[tuple[str, str], None]:
-    """POST a JSON body and yield the answer's server-sent events as ``(event, data)``.
+    """POST a JSON body to ``endpoint`` and yield the answer's server-sent events as
+    ``(event, data)``.
 
     ``timeout`` bounds the wait for each chunk, so a stalled stream fails instead of hanging;
     ``deadline``, when given, bounds the whole request (a stream that keeps sending keep-alive
-    comments, or one byte at a time, ends there). Lines are split here rather than by aiohttp,
-    whose line limit (128 KB) is smaller than a real tool call's arguments can be; an event is
-    allowed up to ``MAX_EVENT_BYTES``.
+    comments, or one byte at a time, ends there). An event is allowed up to ``MAX_EVENT_BYTES``
+    (see ``_EventReader``).
     """
     import aiohttp
     from aiohttp.http_exceptions import HttpProcessingError
 
-    session = pool.session()
-    left = _time_left(deadline, provider=provider, model=model)
+    session = endpoint.pool.session()
+    left = _time_left(deadline, provider=endpoint.provider, model=endpoint.model)
     try:
         async with session.post(
-            url,
+            endpoint.url,
             data=body,
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=left, sock_read=timeout),
         ) as resp:
             if resp.status >= 400:
-                raw = await resp.read()
-                raise http_error(
-                    resp.status,
-                    raw,
-                    resp.headers,
-                    provider=provider,
-                    model=model,
-                    api_key_env=api_key_env,
-                )
-            event = ""
-            data: list[str] = []
-            size = 0
-            buffer = bytearray()
-            scan = 0  # buffer[:scan] holds no newline
-            ended = False
-            chunks = resp.content.iter_any()
-            while not ended:
-                try:
-                    piece = await chunks.__anext__()
-                except StopAsyncIteration:
-                    ended = True
-                    piece = b"\n" if buffer else b""  # a last line without its newline
-                buffer += piece
-                start = 0
-                while (end := buffer.find(b"\n", scan)) >= 0:
-                    line = bytes(buffer[start:end]).rstrip(b"\r")
-                    start = scan = end + 1
-                    if not line:
-                        if data:
-                            yield event, "\n".join(data)
-                            event, data, size = "", [], 0
-                        continue
-                    if line.startswith(b":"):
-                        continue
-                    name, _, value = line.partition(b":")
-                    if value.startswith(b" "):
-                        value = value[1:]
-                    if name == b"data":
-                        size += len(value)
-                        if size > MAX_EVENT_BYTES:
-                            raise _event_too_big(provider, model)
-                        data.append(value.decode("utf-8", "replace"))
-                    elif name == b"event":
-                        event = value.decode("utf-8", "replace")
-                del buffer[:start]
-                scan = len(buffer)
-                if scan > MAX_EVENT_BYTES:
-                    raise _event_too_big(provider, model)
-            if data:
-                yield event, "\n".join(data)
+                await _raise_http_error(resp, endpoint)
+            reader = _EventReader(endpoint.provider, endpoint.model)
+            async for piece in resp.content.iter_any():
+                for event in reader.feed(piece):
+                    yield event
+            for event in reader.end():
+                yield event
     except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
-        raise _transport_error(
-            exc, provider=provider, model=model, url=url, timeout=timeout, deadline=deadline
-        ) from exc
+        raise _transport_error(exc, endpoint, timeout=timeout, deadline=deadline) from exc

@@ -38,12 +38,10 @@ Not sent (the Messages API has no such field): ``ModelSettings.seed`` and ``User
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
-from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelHTTPError, ModelResponseError, UsageError
 from agentica.messages import (
     AssistantMessage,
@@ -54,22 +52,17 @@ from agentica.messages import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
 )
+from agentica.models._adapter import Delta, HttpModel, StreamDecoder, copy_settings, decode_event
 from agentica.models._transport import (
-    Deadline,
     ReplyFieldError,
     describe,
-    dumps,
     int_field,
-    loads,
-    malformed_reply,
     object_field,
-    post_json,
-    require_answer,
-    stream_sse,
     text_field,
     token_count,
 )
@@ -77,14 +70,12 @@ from agentica.models.base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
     OutputSchema,
-    ResponseDone,
     StreamAssembler,
     new_tool_call_id,
 )
-from agentica.models.pricing import ModelPrice, price_for
-from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
+from agentica.models.pricing import ModelPrice
+from agentica.models.retry import RetryPolicy
 
 __all__ = ["PROVIDER_DATA_KEY", "Claude"]
 
@@ -98,6 +89,12 @@ _STOP = {
 }
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 _CACHE = {"type": "ephemeral"}
+_CHOICES: dict[str | None, dict[str, str]] = {
+    "none": {"type": "none"},
+    "required": {"type": "any"},
+    "auto": {"type": "auto"},
+}
+_SETTING_KEYS = (("temperature", "temperature"), ("top_p", "top_p"), ("stop", "stop_sequences"))
 # Error types of an ``error`` event that repeating the request cannot fix.
 _FINAL_ERROR_TYPES = frozenset(
     {
@@ -207,6 +204,47 @@ def _image_block(part: ImagePart) -> dict[str, Any]:
     raise UsageError(f"Claude takes images as https: or base64 data: URLs, not {url[:40]!r}")
 
 
+def _check_budget(max_tokens: int, thinking_budget: int | None) -> None:
+    if max_tokens < 1:
+        raise UsageError(f"max_tokens must be at least 1, not {max_tokens}")
+    if thinking_budget is None:
+        return
+    if thinking_budget < 1024:
+        raise UsageError(f"thinking_budget must be at least 1024 tokens, not {thinking_budget}")
+    if thinking_budget >= max_tokens:
+        raise UsageError(
+            f"thinking_budget ({thinking_budget}) must be less than max_tokens "
+            f"({max_tokens}): thinking counts towards max_tokens. Raise max_tokens."
+        )
+
+
+def _tool_choice(s: ModelSettings) -> dict[str, Any] | None:
+    """The ``tool_choice`` object for the settings (``None``: leave it out)."""
+    choice: dict[str, Any] | None = None
+    if s.tool_choice in _CHOICES:
+        choice = dict(_CHOICES[s.tool_choice])
+    elif s.tool_choice is not None:
+        choice = {"type": "tool", "name": s.tool_choice}
+    if s.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
+        choice = (choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
+    return choice
+
+
+def _put_tools(
+    body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings
+) -> list[dict[str, Any]]:
+    """Put ``tools`` (and ``tool_choice``) into ``body``; returns the tool definitions."""
+    body["tools"] = definitions = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters}
+        | ({"strict": True} if t.strict else {})
+        for t in tools
+    ]
+    choice = _tool_choice(s)
+    if choice is not None:
+        body["tool_choice"] = choice
+    return definitions
+
+
 def _structured_output_instructions(schema: OutputSchema) -> str:
     return (
         "Give your final answer as a single JSON value, and nothing else (no prose, no code "
@@ -215,7 +253,7 @@ def _structured_output_instructions(schema: OutputSchema) -> str:
     )
 
 
-class Claude:
+class Claude(HttpModel):
     """A Claude model served through the Anthropic Messages API.
 
     Args:
@@ -246,6 +284,7 @@ class Claude:
 
     api_key_env = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
+    base_url_env = "ANTHROPIC_BASE_URL"
 
     def __init__(
         self,
@@ -269,41 +308,24 @@ class Claude:
     ) -> None:
         if not id:
             raise UsageError("a model id is required, e.g. Claude(id='claude-sonnet-4-5')")
-        self._id = id
-        self.base_url = (
-            base_url or os.environ.get("ANTHROPIC_BASE_URL") or self.default_base_url
-        ).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get(self.api_key_env)
-        if not key and self.base_url == self.default_base_url:
-            raise UsageError(
-                f"Claude({id!r}) needs an API key for {self.base_url}: pass api_key=... or set "
-                f"${self.api_key_env}."
-            )
-        if max_tokens < 1:
-            raise UsageError(f"max_tokens must be at least 1, not {max_tokens}")
-        if thinking_budget is not None:
-            if thinking_budget < 1024:
-                raise UsageError(
-                    f"thinking_budget must be at least 1024 tokens, not {thinking_budget}"
-                )
-            if thinking_budget >= max_tokens:
-                raise UsageError(
-                    f"thinking_budget ({thinking_budget}) must be less than max_tokens "
-                    f"({max_tokens}): thinking counts towards max_tokens. Raise max_tokens."
-                )
-        self.settings = settings or ModelSettings()
-        self.retry = retry or RetryPolicy()
-        self.timeout = timeout
-        self.request_timeout = request_timeout
-        self.price = price if price is not None else price_for(id)
+        super().__init__(
+            id,
+            provider="anthropic",
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            timeout=timeout,
+            request_timeout=request_timeout,
+            price=price,
+            max_connections=max_connections,
+        )
+        key = self._api_key(api_key, f"Claude({id!r})")
+        _check_budget(max_tokens, thinking_budget)
         self.context_window = context_window
         self.max_tokens = max_tokens
         self.thinking_budget = thinking_budget
         self.prompt_caching = prompt_caching
         self.native_structured_output = native_structured_output
-        self._url = self.base_url + (
-            "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
-        )
         self._headers = {
             "content-type": "application/json",
             "accept": "application/json",
@@ -313,29 +335,11 @@ class Claude:
             self._headers["x-api-key"] = key
         if headers:
             self._headers.update(headers)
-        self._pool = HttpClientPool(max_connections=max_connections)
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def provider(self) -> str:
-        return "anthropic"
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"{type(self).__name__}(id={self._id!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-
-    async def __aenter__(self) -> Claude:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # ----------------------------------------------------------------- request building
+
+    def _path(self) -> str:
+        return "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
 
     def _blocks(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         """The role and content blocks of one message (system messages: role "system")."""
@@ -424,27 +428,7 @@ class Claude:
         if system:
             body["system"] = system
         body["messages"] = turns
-        tools: list[dict[str, Any]] = []
-        if request.tools:
-            tools = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                | ({"strict": True} if t.strict else {})
-                for t in request.tools
-            ]
-            body["tools"] = tools
-            choice: dict[str, Any] | None = None
-            if s.tool_choice == "none":
-                choice = {"type": "none"}
-            elif s.tool_choice == "required":
-                choice = {"type": "any"}
-            elif s.tool_choice == "auto":
-                choice = {"type": "auto"}
-            elif s.tool_choice is not None:
-                choice = {"type": "tool", "name": s.tool_choice}
-            if s.parallel_tool_calls is False and (choice is None or choice["type"] != "none"):
-                choice = (choice or {"type": "auto"}) | {"disable_parallel_tool_use": True}
-            if choice is not None:
-                body["tool_choice"] = choice
+        tools = _put_tools(body, request.tools, s) if request.tools else []
         if self.thinking_budget is not None:
             if max_tokens <= self.thinking_budget:
                 raise UsageError(
@@ -454,12 +438,7 @@ class Claude:
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if schema is not None and self.native_structured_output:
             body["output_config"] = {"format": {"type": "json_schema", "schema": schema.schema}}
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.top_p is not None:
-            body["top_p"] = s.top_p
-        if s.stop:
-            body["stop_sequences"] = list(s.stop)
+        copy_settings(body, s, _SETTING_KEYS)
         if stream:
             body["stream"] = True
         if self.prompt_caching:
@@ -487,21 +466,7 @@ class Claude:
                 block["cache_control"] = dict(_CACHE)
                 return
 
-    def _request_headers(self, settings: ModelSettings) -> Mapping[str, str]:
-        extra = self.settings.merged(settings).extra_headers
-        return self._headers | extra if extra else self._headers
-
-    def _timeout(self, settings: ModelSettings) -> float:
-        return settings.timeout or self.settings.timeout or self.timeout
-
     # ----------------------------------------------------------------- responses
-
-    def _deadline(self, settings: ModelSettings) -> Deadline:
-        limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
-        return Deadline.for_call(limit, self._timeout(settings))
-
-    def _bad_reply(self, problem: str) -> ModelResponseError:
-        return malformed_reply("anthropic", self._id, problem)
 
     def parse_response(self, data: Any) -> ModelResponse:
         """Turn a decoded Messages API answer into a ``ModelResponse``.
@@ -514,14 +479,7 @@ class Claude:
         counts, id, model name) count as missing. Content block types added to the API later
         are skipped.
         """
-        try:
-            response = self._parse(data)
-        except ReplyFieldError as exc:
-            raise self._bad_reply(str(exc)) from None
-        except RecursionError:
-            raise self._bad_reply("a value is nested too deeply to encode") from None
-        require_answer(response.message, provider="anthropic", model=self._id)
-        return response
+        return self._checked(self._parse, data)
 
     def _parse(self, data: Any) -> ModelResponse:
         if isinstance(data, dict) and data.get("type") == "error":
@@ -591,8 +549,7 @@ class Claude:
             retryable=etype not in _FINAL_ERROR_TYPES,
         )
 
-    @staticmethod
-    def _refine(error: ModelError) -> None:
+    def _refine(self, error: ModelError) -> None:
         # A 429 for a reached spend limit lasts until the limit changes: retrying cannot help.
         if (
             isinstance(error, ModelHTTPError)
@@ -601,85 +558,11 @@ class Claude:
         ):
             error.retryable = False
 
-    async def response(self, request: ModelRequest) -> ModelResponse:
-        body = dumps(self.build_body(request, stream=False))
-        headers = self._request_headers(request.settings)
-        timeout = self._timeout(request.settings)
-        deadline = self._deadline(request.settings)
+    def _answer_parser(self, request: ModelRequest) -> Callable[[Any], ModelResponse]:
+        return self.parse_response
 
-        async def attempt() -> ModelResponse:
-            try:
-                data = await post_json(
-                    self._pool,
-                    self._url,
-                    body,
-                    headers,
-                    timeout=timeout,
-                    provider="anthropic",
-                    model=self._id,
-                    api_key_env=self.api_key_env,
-                    deadline=deadline,
-                )
-            except ModelError as error:
-                self._refine(error)
-                raise
-            return self.parse_response(data)
-
-        return await call_with_retries(attempt, self.retry)
-
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        body = dumps(self.build_body(request, stream=True))
-        headers = self._request_headers(request.settings)
-        timeout = self._timeout(request.settings)
-        deadline = self._deadline(request.settings)
-
-        async def refined() -> AsyncGenerator[ModelStreamEvent, None]:
-            try:
-                async with aclosing(self._stream_once(body, headers, timeout, deadline)) as events:
-                    async for event in events:
-                        yield event
-            except ModelError as error:
-                self._refine(error)
-                raise
-
-        events = stream_with_retries(refined, self.retry)
-        async with aclosing(events):
-            async for event in events:
-                yield event
-
-    async def _stream_once(
-        self, body: bytes, headers: Mapping[str, str], timeout: float, deadline: Deadline
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        sse = stream_sse(
-            self._pool,
-            self._url,
-            body,
-            headers,
-            timeout=timeout,
-            provider="anthropic",
-            model=self._id,
-            api_key_env=self.api_key_env,
-            deadline=deadline,
-        )
-        reply = _StreamReply(self)
-        async with aclosing(sse) as events:
-            async for name, data in events:
-                try:
-                    deltas = reply.feed(name, data)
-                except ReplyFieldError as exc:
-                    raise self._bad_reply(str(exc)) from None
-                except RecursionError:
-                    raise self._bad_reply("a value is nested too deeply to encode") from None
-                for delta in deltas:
-                    yield delta
-        try:
-            message = reply.finish()
-        except ReplyFieldError as exc:
-            raise self._bad_reply(str(exc)) from None
-        require_answer(message, provider="anthropic", model=self._id)
-        yield ResponseDone(
-            ModelResponse(message=message, provider="anthropic", response_id=reply.response_id)
-        )
+    def _stream_decoder(self, request: ModelRequest) -> Callable[[], StreamDecoder]:
+        return partial(_StreamReply, self)
 
 
 class _StreamReply:
@@ -710,108 +593,106 @@ class _StreamReply:
         self.model_name = adapter.id
         self.done = False
 
-    def feed(self, name: str, data: str) -> list[TextDelta | ReasoningDelta | ToolCallDelta]:
+    def feed(self, name: str, data: str) -> list[Delta]:
         """The deltas of one server-sent event (raises ``ReplyFieldError`` for a bad event)."""
-        adapter = self._adapter
-        try:
-            event = loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"anthropic streamed an event that is not JSON for model {adapter.id!r} "
-                f"({exc}): {data[:200]!r}",
-                provider="anthropic",
-                model=adapter.id,
-                retryable=True,
-            ) from exc
-        if not isinstance(event, dict):
-            raise ReplyFieldError(f"an event is {describe(event)}, not an object")
+        event = decode_event(data, provider="anthropic", model=self._adapter.id, noun="event")
         kind = event.get("type")
         kind = kind if isinstance(kind, str) else name
-        out: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
-        if kind == "message_start":
-            message = object_field(event, "message", kind) or {}
-            if self.response_id is None and isinstance(message.get("id"), str):
-                self.response_id = message["id"]
-            if isinstance(message.get("model"), str) and message["model"]:
-                self.model_name = message["model"]
-            if isinstance(message.get("usage"), dict):
-                self._usage.update(message["usage"])
-        elif kind == "content_block_start":
-            index = _index(event, len(self._blocks))
-            where = f"content_block_start[{index}].content_block"
-            block = object_field(event, "content_block", f"content_block_start[{index}]")
-            if block is None:
-                raise ReplyFieldError(f"{where} is missing")
-            btype = _block_type(block, where)
-            self._blocks[index] = block = dict(block)
-            if btype == "tool_use":
-                self._tool_index[index] = position = len(self._tool_index)
-                self._tool_json[index] = False
-                object_field(block, "input", where)
-                out.append(
-                    ToolCallDelta(
-                        index=position,
-                        id=text_field(block, "id", where) or new_tool_call_id(),
-                        name=_tool_name(block, where),
-                    )
-                )
-            elif btype == "text":
-                text = text_field(block, "text", where)
-                if text:
-                    out.append(TextDelta(text))
-            elif btype in _THINKING_TYPES:
-                self._blocks[index] = block = _kept_block(block, where)
-                if block.get("thinking"):
-                    out.append(ReasoningDelta(block["thinking"]))
-        elif kind == "content_block_delta":
-            index = _index(event, None)
-            where = f"content_block_delta[{index}].delta"
-            delta = object_field(event, "delta", f"content_block_delta[{index}]") or {}
-            dtype = delta.get("type")
-            block = self._blocks.setdefault(index, {})
-            if dtype == "text_delta":
-                text = text_field(delta, "text", where)
-                if text:
-                    out.append(TextDelta(text))
-            elif dtype == "input_json_delta":
-                piece = text_field(delta, "partial_json", where)
-                if index in self._tool_index and piece:
-                    self._tool_json[index] = True
-                    out.append(ToolCallDelta(index=self._tool_index[index], arguments=piece))
-            elif dtype == "thinking_delta":
-                piece = text_field(delta, "thinking", where) or ""
-                block["thinking"] = str(block.get("thinking") or "") + piece
-                if piece:
-                    out.append(ReasoningDelta(piece))
-            elif dtype == "signature_delta":
-                block["signature"] = text_field(delta, "signature", where) or ""
-        elif kind == "content_block_stop":
-            index = _index(event, -1)
-            block = self._blocks.get(index) or {}
-            # A tool_use whose input came whole in content_block_start, not as deltas.
-            if index in self._tool_index and not self._tool_json[index] and block.get("input"):
-                out.append(
-                    ToolCallDelta(
-                        index=self._tool_index[index],
-                        arguments=json.dumps(block["input"], ensure_ascii=False),
-                    )
-                )
-        elif kind == "message_delta":
-            delta = object_field(event, "delta", kind) or {}
-            self.stop = _stop_reason(delta, "message_delta.delta") or self.stop
-            if isinstance(event.get("usage"), dict):
-                self._usage.update({k: v for k, v in event["usage"].items() if v is not None})
-        elif kind == "message_stop":
-            self.done = True  # read on to the end of the body so the connection is reused
-        elif kind == "error":
-            raise adapter._error_event(event.get("error"), "reported an error mid-stream")
-        # "ping" and event types added later are ignored
+        handler = _EVENT_HANDLERS.get(kind)
+        if handler is None:  # "ping" and event types added later are ignored
+            return []
+        out = handler(self, event, kind)
         for item in out:
             self._assembler.add(item)
         return out
 
-    def finish(self) -> AssistantMessage:
-        """The assembled message (raises when the stream ended early)."""
+    def _message_start(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        message = object_field(event, "message", kind) or {}
+        if self.response_id is None and isinstance(message.get("id"), str):
+            self.response_id = message["id"]
+        if isinstance(message.get("model"), str) and message["model"]:
+            self.model_name = message["model"]
+        if isinstance(message.get("usage"), dict):
+            self._usage.update(message["usage"])
+        return []
+
+    def _block_start(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        index = _index(event, len(self._blocks))
+        where = f"content_block_start[{index}].content_block"
+        block = object_field(event, "content_block", f"content_block_start[{index}]")
+        if block is None:
+            raise ReplyFieldError(f"{where} is missing")
+        btype = _block_type(block, where)
+        self._blocks[index] = block = dict(block)
+        if btype == "tool_use":
+            return [self._tool_start(index, block, where)]
+        if btype == "text":
+            text = text_field(block, "text", where)
+            return [TextDelta(text)] if text else []
+        if btype in _THINKING_TYPES:
+            self._blocks[index] = block = _kept_block(block, where)
+            if block.get("thinking"):
+                return [ReasoningDelta(block["thinking"])]
+        return []
+
+    def _tool_start(self, index: int, block: dict[str, Any], where: str) -> ToolCallDelta:
+        self._tool_index[index] = position = len(self._tool_index)
+        self._tool_json[index] = False
+        object_field(block, "input", where)
+        return ToolCallDelta(
+            index=position,
+            id=text_field(block, "id", where) or new_tool_call_id(),
+            name=_tool_name(block, where),
+        )
+
+    def _block_delta(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        index = _index(event, None)
+        where = f"content_block_delta[{index}].delta"
+        delta = object_field(event, "delta", f"content_block_delta[{index}]") or {}
+        dtype = delta.get("type")
+        block = self._blocks.setdefault(index, {})
+        if dtype == "text_delta":
+            text = text_field(delta, "text", where)
+            return [TextDelta(text)] if text else []
+        if dtype == "input_json_delta":
+            piece = text_field(delta, "partial_json", where)
+            if index not in self._tool_index or not piece:
+                return []
+            self._tool_json[index] = True
+            return [ToolCallDelta(index=self._tool_index[index], arguments=piece)]
+        if dtype == "thinking_delta":
+            piece = text_field(delta, "thinking", where) or ""
+            block["thinking"] = str(block.get("thinking") or "") + piece
+            return [ReasoningDelta(piece)] if piece else []
+        if dtype == "signature_delta":
+            block["signature"] = text_field(delta, "signature", where) or ""
+        return []
+
+    def _block_stop(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        index = _index(event, -1)
+        block = self._blocks.get(index) or {}
+        # A tool_use whose input came whole in content_block_start, not as deltas.
+        if index in self._tool_index and not self._tool_json[index] and block.get("input"):
+            arguments = json.dumps(block["input"], ensure_ascii=False)
+            return [ToolCallDelta(index=self._tool_index[index], arguments=arguments)]
+        return []
+
+    def _message_delta(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        delta = object_field(event, "delta", kind) or {}
+        self.stop = _stop_reason(delta, "message_delta.delta") or self.stop
+        if isinstance(event.get("usage"), dict):
+            self._usage.update({k: v for k, v in event["usage"].items() if v is not None})
+        return []
+
+    def _message_stop(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        self.done = True  # read on to the end of the body so the connection is reused
+        return []
+
+    def _error(self, event: dict[str, Any], kind: str) -> list[Delta]:
+        raise self._adapter._error_event(event.get("error"), "reported an error mid-stream")
+
+    def finish(self) -> tuple[list[Delta], AssistantMessage]:
+        """No deltas held back, and the assembled message (raises when the stream ended early)."""
         adapter = self._adapter
         if not self.done:
             raise ModelResponseError(
@@ -827,7 +708,7 @@ class _StreamReply:
             if self._blocks[i].get("type") in _THINKING_TYPES
         ]
         try:
-            return self._assembler.finish(
+            message = self._assembler.finish(
                 usage=_usage(self._usage),
                 model=self.model_name,
                 finish_reason=self.stop,
@@ -835,3 +716,15 @@ class _StreamReply:
             )
         except ModelResponseError as exc:
             raise ReplyFieldError(str(exc)) from None
+        return [], message
+
+
+_EVENT_HANDLERS: dict[str, Callable[[_StreamReply, dict[str, Any], str], list[Delta]]] = {
+    "message_start": _StreamReply._message_start,
+    "content_block_start": _StreamReply._block_start,
+    "content_block_delta": _StreamReply._block_delta,
+    "content_block_stop": _StreamReply._block_stop,
+    "message_delta": _StreamReply._message_delta,
+    "message_stop": _StreamReply._message_stop,
+    "error": _StreamReply._error,
+}

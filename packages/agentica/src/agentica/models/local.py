@@ -21,7 +21,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from typing import Any
 from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelResponseError, UsageError
 from agentica.messages import AssistantMessage, TextDelta, ToolCall, ToolCallDelta, Usage
-from agentica.models._transport import dumps, post_json, stream_sse
+from agentica.models._transport import Endpoint, dumps, post_json, stream_sse
 from agentica.models.base import (
     ModelRequest,
     ModelResponse,
@@ -52,6 +52,7 @@ __all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "shared_local_model"]
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct"
 _FREE = ModelPrice(input=0.0, output=0.0)
+_HEADERS = {"Content-Type": "application/json"}
 
 
 def _usage(raw: Any) -> Usage:
@@ -256,16 +257,7 @@ class LocalModel:
         policy = self._tool_policy(request)
 
         async def attempt() -> ModelResponse:
-            data = await post_json(
-                self._pool,
-                f"{base}/v1/completions",
-                body,
-                {"Content-Type": "application/json"},
-                timeout=timeout,
-                provider="local",
-                model=self._name,
-                api_key_env="",
-            )
+            data = await post_json(self._endpoint(base), body, _HEADERS, timeout=timeout)
             try:
                 choice = data["choices"][0]
                 text = choice.get("text") or ""
@@ -293,85 +285,109 @@ class LocalModel:
             async for event in events:
                 yield event
 
+    def _endpoint(self, base: str) -> Endpoint:
+        return Endpoint(self._pool, f"{base}/v1/completions", "local", self._name)
+
     async def _stream(
         self, base: str, body: bytes, timeout: float, policy: tuple[list[str], bool]
     ) -> AsyncGenerator[ModelStreamEvent, None]:
-        tool_names, first_only = policy
-        splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
-        assembler = StreamAssembler()
-        usage: Usage | None = None
-        finish: str | None = None
-        done = False
-        headers: Mapping[str, str] = {"Content-Type": "application/json"}
-        sse = stream_sse(
-            self._pool,
-            f"{base}/v1/completions",
-            body,
-            headers,
-            timeout=timeout,
-            provider="local",
-            model=self._name,
-            api_key_env="",
-        )
+        reply = _StreamReply(self._name, policy)
+        sse = stream_sse(self._endpoint(base), body, _HEADERS, timeout=timeout)
         async with aclosing(sse) as chunks:
-            async for _event, data in chunks:
-                if data.strip() == "[DONE]":
-                    done = True
-                    continue
-                try:
-                    chunk = json.loads(data)
-                except ValueError as exc:
-                    raise ModelResponseError(
-                        f"llama.cpp streamed a chunk that is not JSON: {data[:200]!r}",
-                        provider="local",
-                        model=self._name,
-                        retryable=True,
-                    ) from exc
-                if chunk.get("error"):
-                    raise ModelError(
-                        f"llama.cpp failed mid-stream: {chunk['error']}",
-                        provider="local",
-                        model=self._name,
-                    )
-                if chunk.get("usage"):
-                    usage = _usage(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    text = choice.get("text") or ""
-                    shown = splitter.feed(text) if splitter is not None else text
-                    if shown:
-                        delta = TextDelta(shown)
-                        assembler.add(delta)
-                        yield delta
-                    finish = choice.get("finish_reason") or finish
-        if not done and finish is None:
+            async for name, data in chunks:
+                for text in reply.feed(name, data):
+                    yield text
+        held_back, message = reply.finish()
+        for delta in held_back:
+            yield delta
+        yield ResponseDone(ModelResponse(message=message, provider="local"))
+
+
+class _StreamReply:
+    """The state of one streamed raw completion: the text as it arrives (tool-call markup held
+    back by a ``ToolCallStreamSplitter``), the tool calls parsed from it at the end."""
+
+    __slots__ = (
+        "_assembler",
+        "_first_only",
+        "_model",
+        "_splitter",
+        "done",
+        "finish_reason",
+        "usage",
+    )
+
+    def __init__(self, model: str, policy: tuple[list[str], bool]) -> None:
+        tool_names, self._first_only = policy
+        self._model = model
+        self._splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
+        self._assembler = StreamAssembler()
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+        self.done = False
+
+    def feed(self, name: str, data: str) -> list[TextDelta]:
+        """The text deltas of one server-sent event."""
+        if data.strip() == "[DONE]":
+            self.done = True
+            return []
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise ModelResponseError(
+                f"llama.cpp streamed a chunk that is not JSON: {data[:200]!r}",
+                provider="local",
+                model=self._model,
+                retryable=True,
+            ) from exc
+        if chunk.get("error"):
+            raise ModelError(
+                f"llama.cpp failed mid-stream: {chunk['error']}",
+                provider="local",
+                model=self._model,
+            )
+        if chunk.get("usage"):
+            self.usage = _usage(chunk["usage"])
+        out: list[TextDelta] = []
+        for choice in chunk.get("choices") or ():
+            text = choice.get("text") or ""
+            shown = self._splitter.feed(text) if self._splitter is not None else text
+            if shown:
+                out.append(TextDelta(shown))
+                self._assembler.add(out[-1])
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return out
+
+    def finish(self) -> tuple[list[TextDelta | ToolCallDelta], AssistantMessage]:
+        """The deltas held back to the end (text after the tool-call markup, the tool calls)
+        and the assembled message."""
+        if not self.done and self.finish_reason is None:
             raise ModelResponseError(
                 "the stream from the local model ended before the reply was complete",
                 provider="local",
-                model=self._name,
+                model=self._model,
                 retryable=True,
             )
+        out: list[TextDelta | ToolCallDelta] = []
         calls: list[ToolCall] = []
-        if splitter is not None:
-            parsed = splitter.finish()
+        if self._splitter is not None:
+            parsed = self._splitter.finish()
             if parsed.text:
-                delta = TextDelta(parsed.text)
-                assembler.add(delta)
-                yield delta
-            calls = as_tool_calls(parsed, first_only=first_only)
+                out.append(TextDelta(parsed.text))
+            calls = as_tool_calls(parsed, first_only=self._first_only)
         for index, call in enumerate(calls):
-            call_delta = ToolCallDelta(
-                index=index, id=call.id, name=call.name, arguments=call.arguments
+            out.append(
+                ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
             )
-            assembler.add(call_delta)
-            yield call_delta
-        message = assembler.finish(
-            usage=usage,
-            model=self._name,
-            finish_reason="tool_calls" if calls else ("length" if finish == "length" else "stop"),
+        for delta in out:
+            self._assembler.add(delta)
+        stop = "length" if self.finish_reason == "length" else "stop"
+        message = self._assembler.finish(
+            usage=self.usage, model=self._model, finish_reason="tool_calls" if calls else stop
         )
         if message.content:
             message.content = message.content.strip() or None
-        yield ResponseDone(ModelResponse(message=message, provider="local"))
+        return out, message
 
 
 _SHARED: dict[str, LocalModel] = {}

@@ -15,12 +15,10 @@ fault to retry.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Literal
 
-from agentica._http import HttpClientPool
 from agentica.errors import ModelResponseError, UsageError
 from agentica.messages import (
     AssistantMessage,
@@ -28,21 +26,16 @@ from agentica.messages import (
     TextDelta,
     ToolCall,
     ToolCallDelta,
+    ToolDefinition,
     Usage,
 )
+from agentica.models._adapter import Delta, HttpModel, StreamDecoder, copy_settings, decode_event
 from agentica.models._transport import (
-    Deadline,
     ReplyFieldError,
     describe,
-    dumps,
     int_field,
     list_field,
-    loads,
-    malformed_reply,
     object_field,
-    post_json,
-    require_answer,
-    stream_sse,
     text_field,
     token_count,
 )
@@ -50,15 +43,13 @@ from agentica.models.base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
-    ResponseDone,
     StreamAssembler,
     new_tool_call_id,
 )
 from agentica.models.chat_template import prompted_messages
 from agentica.models.openai_wire import message_to_wire
-from agentica.models.pricing import ModelPrice, price_for
-from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
+from agentica.models.pricing import ModelPrice
+from agentica.models.retry import RetryPolicy
 from agentica.models.toolparse import ToolCallStreamSplitter, as_tool_calls, parse_tool_calls
 
 __all__ = ["OpenAIChat", "OpenAILike"]
@@ -157,7 +148,7 @@ def _tool_call(raw: Any, where: str) -> ToolCall:
     )
 
 
-class OpenAIChat:
+class OpenAIChat(HttpModel):
     """A model served through the OpenAI Chat Completions API.
 
     Args:
@@ -184,6 +175,7 @@ class OpenAIChat:
 
     api_key_env = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
+    base_url_env = "OPENAI_BASE_URL"
 
     def __init__(
         self,
@@ -206,60 +198,49 @@ class OpenAIChat:
     ) -> None:
         if not id:
             raise UsageError("a model id is required, e.g. OpenAIChat(id='gpt-4o-mini')")
-        self._id = id
-        self._provider = provider
-        self.base_url = (
-            base_url or os.environ.get("OPENAI_BASE_URL") or self.default_base_url
-        ).rstrip("/")
-        key = api_key if api_key is not None else os.environ.get(self.api_key_env)
-        if not key and self.base_url == self.default_base_url:
-            raise UsageError(
-                f"{type(self).__name__}({id!r}) needs an API key for {self.base_url}: pass "
-                f"api_key=... or set ${self.api_key_env}. For a local OpenAI-compatible server "
-                "use OpenAILike(id=..., base_url='http://127.0.0.1:PORT/v1')."
-            )
-        self.settings = settings or ModelSettings()
-        self.retry = retry or RetryPolicy()
-        self.timeout = timeout
-        self.request_timeout = request_timeout
-        self.price = price if price is not None else price_for(id)
+        super().__init__(
+            id,
+            provider=provider,
+            base_url=base_url,
+            settings=settings,
+            retry=retry,
+            timeout=timeout,
+            request_timeout=request_timeout,
+            price=price,
+            max_connections=max_connections,
+        )
+        key = self._api_key(
+            api_key,
+            f"{type(self).__name__}({id!r})",
+            " For a local OpenAI-compatible server use "
+            "OpenAILike(id=..., base_url='http://127.0.0.1:PORT/v1').",
+        )
         self.context_window = context_window
         self.send_reasoning = send_reasoning
         if tool_mode not in ("native", "text"):
             raise UsageError(f"tool_mode must be 'native' or 'text', not {tool_mode!r}")
         self.tool_mode = tool_mode
-        self._max_tokens_field = max_tokens_field or (
-            "max_completion_tokens" if self.base_url == self.default_base_url else "max_tokens"
+        official = self.base_url == self.default_base_url
+        self._setting_keys = (
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            (
+                "max_tokens",
+                max_tokens_field or ("max_completion_tokens" if official else "max_tokens"),
+            ),
+            ("stop", "stop"),
+            ("seed", "seed"),
         )
-        self._url = self.base_url + "/chat/completions"
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         if headers:
             self._headers.update(headers)
-        self._pool = HttpClientPool(max_connections=max_connections)
-
-    @property
-    def id(self) -> str:
-        return self._id
-
-    @property
-    def provider(self) -> str:
-        return self._provider
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"{type(self).__name__}(id={self._id!r}, base_url={self.base_url!r})"
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
-
-    async def __aenter__(self) -> OpenAIChat:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     # ----------------------------------------------------------------- request building
+
+    def _path(self) -> str:
+        return "/chat/completions"
 
     def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
@@ -278,26 +259,7 @@ class OpenAIChat:
             "messages": [message_to_wire(m, send_reasoning=self.send_reasoning) for m in messages],
         }
         if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    }
-                    | ({"strict": True} if t.strict else {}),
-                }
-                for t in tools
-            ]
-            if s.tool_choice is not None:
-                body["tool_choice"] = (
-                    s.tool_choice
-                    if s.tool_choice in ("auto", "none", "required")
-                    else {"type": "function", "function": {"name": s.tool_choice}}
-                )
-            if s.parallel_tool_calls is not None:
-                body["parallel_tool_calls"] = s.parallel_tool_calls
+            _put_tools(body, tools, s)
         if request.output_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
@@ -307,16 +269,7 @@ class OpenAIChat:
                     "strict": request.output_schema.strict,
                 },
             }
-        if s.temperature is not None:
-            body["temperature"] = s.temperature
-        if s.top_p is not None:
-            body["top_p"] = s.top_p
-        if s.max_tokens is not None:
-            body[self._max_tokens_field] = s.max_tokens
-        if s.stop:
-            body["stop"] = list(s.stop)
-        if s.seed is not None:
-            body["seed"] = s.seed
+        copy_settings(body, s, self._setting_keys)
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -324,25 +277,11 @@ class OpenAIChat:
             body.update(s.extra_body)
         return body
 
-    def _request_headers(self, settings: ModelSettings) -> Mapping[str, str]:
-        extra = self.settings.merged(settings).extra_headers
-        return self._headers | extra if extra else self._headers
-
     def _text_tools(self, request: ModelRequest) -> list[str]:
         """Tool names to look for in the reply text (text tool mode only)."""
         if self.tool_mode != "text" or self.settings.merged(request.settings).tool_choice == "none":
             return []
         return [t.name for t in request.tools]
-
-    def _timeout(self, settings: ModelSettings) -> float:
-        return settings.timeout or self.settings.timeout or self.timeout
-
-    def _deadline(self, settings: ModelSettings) -> Deadline:
-        limit = settings.request_timeout or self.settings.request_timeout or self.request_timeout
-        return Deadline.for_call(limit, self._timeout(settings))
-
-    def _bad_reply(self, problem: str, *, retryable: bool = True) -> ModelResponseError:
-        return malformed_reply(self._provider, self._id, problem, retryable=retryable)
 
     # ----------------------------------------------------------------- responses
 
@@ -356,14 +295,7 @@ class OpenAIChat:
         bookkeeping values (usage counts, id, model name) count as missing. ``text_tools``: tool
         names whose calls are parsed from the reply text (text tool mode).
         """
-        try:
-            response = self._parse(data, text_tools)
-        except ReplyFieldError as exc:
-            raise self._bad_reply(str(exc)) from None
-        except RecursionError:
-            raise self._bad_reply("a value is nested too deeply to encode") from None
-        require_answer(response.message, provider=self._provider, model=self._id)
-        return response
+        return self._checked(self._parse, data, text_tools)
 
     def _parse(self, data: Any, text_tools: Sequence[str]) -> ModelResponse:
         msg = _message_of(data)
@@ -397,82 +329,35 @@ class OpenAIChat:
             response_id=response_id if isinstance(response_id, str) else None,
         )
 
-    async def response(self, request: ModelRequest) -> ModelResponse:
-        body = dumps(self.build_body(request, stream=False))
-        headers = self._request_headers(request.settings)
-        timeout = self._timeout(request.settings)
-        deadline = self._deadline(request.settings)
-        text_tools = self._text_tools(request)
+    def _answer_parser(self, request: ModelRequest) -> Callable[[Any], ModelResponse]:
+        return partial(self.parse_response, text_tools=self._text_tools(request))
 
-        async def attempt() -> ModelResponse:
-            data = await post_json(
-                self._pool,
-                self._url,
-                body,
-                headers,
-                timeout=timeout,
-                provider=self._provider,
-                model=self._id,
-                api_key_env=self.api_key_env,
-                deadline=deadline,
-            )
-            return self.parse_response(data, text_tools)
+    def _stream_decoder(self, request: ModelRequest) -> Callable[[], StreamDecoder]:
+        return partial(_StreamReply, self, self._text_tools(request))
 
-        return await call_with_retries(attempt, self.retry)
 
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
-        body = dumps(self.build_body(request, stream=True))
-        headers = self._request_headers(request.settings)
-        timeout = self._timeout(request.settings)
-        deadline = self._deadline(request.settings)
-        text_tools = self._text_tools(request)
-        events = stream_with_retries(
-            lambda: self._stream_once(body, headers, timeout, deadline, text_tools), self.retry
+def _put_tools(body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings) -> None:
+    """The tool fields of a request body: ``tools``, ``tool_choice``, ``parallel_tool_calls``."""
+    body["tools"] = [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            }
+            | ({"strict": True} if t.strict else {}),
+        }
+        for t in tools
+    ]
+    if s.tool_choice is not None:
+        body["tool_choice"] = (
+            s.tool_choice
+            if s.tool_choice in ("auto", "none", "required")
+            else {"type": "function", "function": {"name": s.tool_choice}}
         )
-        async with aclosing(events):
-            async for event in events:
-                yield event
-
-    async def _stream_once(
-        self,
-        body: bytes,
-        headers: Mapping[str, str],
-        timeout: float,
-        deadline: Deadline,
-        text_tools: Sequence[str],
-    ) -> AsyncGenerator[ModelStreamEvent, None]:
-        sse = stream_sse(
-            self._pool,
-            self._url,
-            body,
-            headers,
-            timeout=timeout,
-            provider=self._provider,
-            model=self._id,
-            api_key_env=self.api_key_env,
-            deadline=deadline,
-        )
-        reply = _StreamReply(self, text_tools)
-        async with aclosing(sse) as chunks:
-            async for _event, data in chunks:
-                try:
-                    deltas = reply.feed(data)
-                except ReplyFieldError as exc:
-                    raise self._bad_reply(str(exc)) from None
-                except RecursionError:
-                    raise self._bad_reply("a value is nested too deeply to encode") from None
-                for delta in deltas:
-                    yield delta
-        try:
-            held_back, message = reply.finish()
-        except ReplyFieldError as exc:
-            raise self._bad_reply(str(exc)) from None
-        for delta in held_back:
-            yield delta
-        require_answer(message, provider=self._provider, model=self._id)
-        yield ResponseDone(
-            ModelResponse(message=message, provider=self._provider, response_id=reply.response_id)
-        )
+    if s.parallel_tool_calls is not None:
+        body["parallel_tool_calls"] = s.parallel_tool_calls
 
 
 class _StreamReply:
@@ -505,24 +390,13 @@ class _StreamReply:
         self.model_name = adapter.id
         self.done = False
 
-    def feed(self, data: str) -> list[TextDelta | ReasoningDelta | ToolCallDelta]:
+    def feed(self, name: str, data: str) -> list[Delta]:
         """The deltas of one server-sent event (raises ``ReplyFieldError`` for a bad chunk)."""
         if data.strip() == "[DONE]":
             self.done = True  # read on to the end of the body so the connection is reused
             return []
         adapter = self._adapter
-        try:
-            chunk = loads(data)
-        except ValueError as exc:
-            raise ModelResponseError(
-                f"{adapter.provider} streamed a chunk that is not JSON for model "
-                f"{adapter.id!r} ({exc}): {data[:200]!r}",
-                provider=adapter.provider,
-                model=adapter.id,
-                retryable=True,
-            ) from exc
-        if not isinstance(chunk, dict):
-            raise ReplyFieldError(f"a chunk is {describe(chunk)}, not an object")
+        chunk = decode_event(data, provider=adapter.provider, model=adapter.id, noun="chunk")
         if chunk.get("error"):
             err = chunk["error"]
             detail = err.get("message") if isinstance(err, dict) else err
@@ -545,9 +419,16 @@ class _StreamReply:
         choice = choices[0]
         if not isinstance(choice, dict):
             raise ReplyFieldError(f"chunk.choices[0] is {describe(choice)}, not an object")
+        out = self._deltas(choice)
+        for item in out:
+            self._assembler.add(item)
+        return out
+
+    def _deltas(self, choice: dict[str, Any]) -> list[Delta]:
+        """The deltas of a chunk's ``choices[0]``; notes its finish reason."""
         delta = object_field(choice, "delta", "chunk.choices[0]") or {}
         where = "chunk.choices[0].delta"
-        out: list[TextDelta | ReasoningDelta | ToolCallDelta] = []
+        out: list[Delta] = []
         text = _content(delta, "content", where)
         refusal = text_field(delta, "refusal", where)
         if refusal:  # a refusal is the answer's text
@@ -565,8 +446,6 @@ class _StreamReply:
             out.append(self._call_delta(raw, f"{where}.tool_calls[{n}]"))
         if finish:
             self.finish_reason = finish
-        for item in out:
-            self._assembler.add(item)
         return out
 
     def _call_delta(self, raw: Any, where: str) -> ToolCallDelta:
@@ -589,7 +468,7 @@ class _StreamReply:
             arguments=_arguments(function, f"{where}.function"),
         )
 
-    def finish(self) -> tuple[list[TextDelta | ToolCallDelta], AssistantMessage]:
+    def finish(self) -> tuple[list[Delta], AssistantMessage]:
         """The deltas held back to the end (text tool mode) and the assembled message."""
         adapter = self._adapter
         if not self.done and self.finish_reason is None:
@@ -600,7 +479,7 @@ class _StreamReply:
                 model=adapter.id,
                 retryable=True,
             )
-        out: list[TextDelta | ToolCallDelta] = []
+        out: list[Delta] = []
         finish = self.finish_reason
         if self._splitter is not None:
             parsed = self._splitter.finish()
