@@ -4,9 +4,14 @@ runs its tools on a backend it did not build."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import itertools
 import os
+import signal
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -24,8 +29,15 @@ from agentica.testing.conformance import (
 from agentica.testing.conformance.commands import (
     check_environment_has_no_secrets,
     check_output_is_capped,
+    check_stop_kills_everything,
+    check_wait_and_stop,
 )
-from agentica.tools.commands import CommandBackend
+from agentica.tools.commands import (
+    CappedOutput,
+    CommandBackend,
+    CommandResult,
+    CommandStatus,
+)
 from agentica.tools.context import RunContext
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
@@ -94,6 +106,116 @@ async def test_the_suite_catches_a_backend_that_does_not_cap_output() -> None:
 
     with pytest.raises(AssertionError, match="check_output_is_capped: cut_bytes"):
         await check_command_backend(uncapped, [check_output_is_capped])
+
+
+class GroupKillCommands:
+    """A backend of one's own, written the obvious way: each command in its own process group,
+    killed with ``killpg``. A ``setsid`` child escapes that, and the suite must say so."""
+
+    python = None
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ids = itertools.count(1)
+
+    async def start(
+        self, command: str, *, timeout: float | None = None, max_output: int = 10_000
+    ) -> GroupKillCommand:
+        pipe = Pipe(CappedOutput(max_output))
+        transport, _ = await asyncio.get_running_loop().subprocess_exec(
+            lambda: pipe, "/bin/sh", "-c", command, cwd=self.root,
+            env={"PATH": os.environ["PATH"]}, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        return GroupKillCommand(f"g{next(self.ids)}", transport, pipe)
+
+
+class Pipe(asyncio.SubprocessProtocol):
+    def __init__(self, output: CappedOutput) -> None:
+        self.output = output
+        self.exited = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.output.feed(data if isinstance(data, bytes) else data.encode())
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def process_exited(self) -> None:
+        self.exited.set()  # an escaped child may still hold the pipe: do not wait for it
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport.close()  # exited, and the pipe is closed
+
+
+class GroupKillCommand:
+    def __init__(self, id: str, transport: asyncio.SubprocessTransport, pipe: Pipe) -> None:
+        self.id = id
+        self.transport = transport
+        self.pipe = pipe
+        self.stopped = False
+        self.started = time.monotonic()
+
+    @property
+    def status(self) -> CommandStatus:
+        if self.transport.get_returncode() is None:
+            return "running"
+        return "stopped" if self.stopped else "exited"
+
+    @property
+    def result(self) -> CommandResult | None:
+        code = self.transport.get_returncode()
+        if code is None:
+            return None
+        output = self.pipe.output
+        return CommandResult(
+            exit_code=code if code >= 0 else 128 - code, output=output.text(),
+            total_bytes=output.total, cut_bytes=output.cut, stopped=self.stopped,
+            duration=time.monotonic() - self.started,
+        )  # fmt: skip
+
+    def output(self) -> str:
+        return self.pipe.output.text()
+
+    def stream(self) -> AsyncIterator[str]:
+        return self.pipe.output.stream()
+
+    async def wait(self, timeout: float | None) -> CommandResult | None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.pipe.exited.wait(), timeout)
+        return self.result
+
+    async def stop(self) -> CommandResult:
+        if self.transport.get_returncode() is None:
+            self.stopped = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.transport.get_pid(), signal.SIGKILL)
+        await self.pipe.exited.wait()
+        self.transport.close()
+        result = self.result
+        assert result is not None
+        return result
+
+
+def kill_processes_in(folder: Path) -> None:
+    """SIGKILL every process whose working directory is ``folder``."""
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            if name.isdigit() and os.readlink(f"/proc/{name}/cwd") == str(folder):
+                os.kill(int(name), signal.SIGKILL)
+
+
+async def test_the_suite_catches_a_backend_that_leaves_setsid_children(tmp_path: Path) -> None:
+    backend = GroupKillCommands(tmp_path)
+    assert isinstance(backend, CommandBackend)
+    case = CommandBackendCase(backend, workspace=str(tmp_path))
+    try:
+        await check_wait_and_stop(case)  # the obvious way does this much right
+        with pytest.raises(AssertionError, match=r"still running \(still writing: session.beat\)"):
+            await check_stop_kills_everything(case)
+    finally:
+        await asyncio.to_thread(kill_processes_in, tmp_path)
 
 
 # ------------------------------------------------------------------ Shell(backend=...)

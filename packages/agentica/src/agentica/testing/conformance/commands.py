@@ -353,7 +353,9 @@ async def check_wait_and_stop(case: CommandBackendCase) -> None:
     await _finish(await _start(case, "touch go"), "touch go")
     result = await _finish(handle, "the command")
     _equal("the exit code", result.exit_code, 4)
-    _equal("result once it ended", handle.result, result)
+    ended = handle.result
+    _require(ended is not None, "result is None once the command ended")
+    _equal("result once it ended", (ended.exit_code, ended.output), (4, result.output))
     again = await handle.stop()
     _equal("stop() of an ended command", (again.exit_code, again.stopped, handle.status), (
         4, False, "exited",
