@@ -40,7 +40,7 @@ Sandbox = Literal["none", "bwrap", "auto"]
 _CODE_BLOCK = re.compile(r"```[ \t]*(python3?|py|bash|sh|shell|console)[ \t]*\n", re.IGNORECASE)
 _PYTHON_FENCES = frozenset({"python", "python3", "py"})
 _SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
-_TIMEOUT_SLACK = 15.0  # seconds past its timeout before a command the backend kept is stopped
+_TIMEOUT_SLACK = 15.0  # seconds past the timeout before the shell stops a command itself
 _KEPT_FINISHED = 16  # finished background commands a session keeps listing
 _DEFAULT_MEMORY = 4 * 2**30
 

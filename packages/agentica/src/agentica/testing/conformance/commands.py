@@ -354,7 +354,8 @@ async def check_wait_and_stop(case: CommandBackendCase) -> None:
     result = await _finish(handle, "the command")
     _equal("the exit code", result.exit_code, 4)
     ended = handle.result
-    _require(ended is not None, "result is None once the command ended")
+    if ended is None:
+        raise AssertionError("result is None once the command ended")
     _equal("result once it ended", (ended.exit_code, ended.output), (4, result.output))
     again = await handle.stop()
     _equal("stop() of an ended command", (again.exit_code, again.stopped, handle.status), (
