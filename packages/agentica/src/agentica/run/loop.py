@@ -68,8 +68,8 @@ if TYPE_CHECKING:
 __all__ = ["RunInput", "run_events"]
 
 T = TypeVar("T")
-S = TypeVar("S")
 Handler: TypeAlias = Callable[["Agent[Any]", ActiveRun, Any], AsyncGenerator[RunEvent, None]]
+Quiet: TypeAlias = Callable[["Agent[Any]", ActiveRun, Any], Awaitable[None]]
 
 
 async def run_events(
@@ -100,9 +100,16 @@ async def run_events(
             while not run.ended:
                 run.now = time.monotonic()
                 step = decide(run, run.reply)
-                async with aclosing(_HANDLERS[type(step)](agent, run, step)) as events:
-                    async for event in events:
-                        yield event
+                quiet = _QUIET.get(type(step))
+                if quiet is not None:  # a step that only asks (or raises): no events
+                    await quiet(agent, run, step)
+                else:
+                    events = _REPORTING[type(step)](agent, run, step)
+                    try:
+                        async for event in events:
+                            yield event
+                    finally:  # as aclosing(), a little cheaper: this is the hot path
+                        await events.aclose()
         except BaseException as exc:
             if run is not None and not run.ended:
                 await _end_failed(agent, run, exc)
@@ -288,12 +295,16 @@ def _compacted(
 async def _model_reply(
     agent: Agent[Any], run: ActiveRun, request: ModelRequest, slots: list[Message]
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
-    """The model's events for ``request``; when the provider rejects it as too long, the
-    conversation is compacted and the call retried (as often as the context policy allows)."""
+    """The model's events for ``request``, ending with its ``ResponseDone``; when the provider
+    rejects the request as too long, the conversation is compacted and the call retried (as
+    often as the context policy allows)."""
     overflows = 0
     while True:
         try:
-            async with aclosing(_model_events(agent, run, request)) as events:
+            if not run.stream:
+                yield ResponseDone(await _within(run, agent.model.response(request)))
+                return
+            async with aclosing(_streamed(agent, run, request)) as events:
                 async for event in events:
                     yield event
             return
@@ -311,12 +322,10 @@ async def _model_reply(
             yield compacted
 
 
-async def _model_events(
+async def _streamed(
     agent: Agent[Any], run: ActiveRun, request: ModelRequest
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
-    if not run.stream:
-        yield ResponseDone(await _within(run, agent.model.response(request)))
-        return
+    """The events of a streamed model call, each awaited within the run's deadline."""
     events = agent.model.response_stream(request)
     try:
         while True:
@@ -524,30 +533,20 @@ async def _fail(agent: Agent[Any], run: ActiveRun, step: Fail) -> None:
     raise step.error
 
 
-_NO_EVENTS: tuple[RunEvent, ...] = ()
-
-
-def _silent(work: Callable[[Agent[Any], ActiveRun, S], Awaitable[None]]) -> Handler:
-    """The handler of a step that reports no event (it asks the capabilities, or it raises):
-    ``work``, as an async generator like every handler."""
-
-    async def handle(agent: Agent[Any], run: ActiveRun, step: S) -> AsyncGenerator[RunEvent, None]:
-        await work(agent, run, step)
-        for event in _NO_EVENTS:
-            yield event
-
-    return handle
-
-
-_HANDLERS: dict[type[Step], Handler] = {
+_REPORTING: dict[type[Step], Handler] = {
     CallModel: _call_model,
-    CheckCalls: _silent(_check_calls),
     RunTools: _run_tools,
-    Pause: _pause,
-    ReviewAnswer: _silent(_review_answer),
-    CheckOutput: _silent(_check_output),
     SendBack: _send_back,
     Finish: _finish,
-    LimitReached: _silent(_stop_on_limit),
-    Fail: _silent(_fail),
+    Pause: _pause,
 }
+"""The handlers of the steps that report events: async generators of them."""
+
+_QUIET: dict[type[Step], Quiet] = {
+    CheckCalls: _check_calls,
+    ReviewAnswer: _review_answer,
+    CheckOutput: _check_output,
+    LimitReached: _stop_on_limit,
+    Fail: _fail,
+}
+"""The handlers of the steps that report nothing: they ask the capabilities, or raise."""
