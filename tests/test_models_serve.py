@@ -82,7 +82,9 @@ async def test_a_wrong_or_missing_key_is_refused_and_the_model_is_listed(serve: 
 
 async def test_an_invalid_request_is_a_400(serve: Serve) -> None:
     served = await serve()
-    for body in ({"messages": []}, {"model": "x"}, ["not", "an", "object"]):
+    bad_options = {"messages": [{"role": "user", "content": "hi"}], "stream": True,
+                   "stream_options": "usage"}  # fmt: skip
+    for body in ({"messages": []}, {"model": "x"}, ["not", "an", "object"], bad_options):
         async with await served.post(body) as resp:
             assert resp.status == 400, body
             assert (await resp.json())["error"]["message"].startswith("invalid request: ")

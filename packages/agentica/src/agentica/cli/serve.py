@@ -83,7 +83,9 @@ class _Server:
         rid = f"chatcmpl-{next(self.ids)}"
         name = str(body.get("model") or self.model.id)
         if body.get("stream"):
-            options = body.get("stream_options")
+            options = body.get("stream_options") or {}
+            if not isinstance(options, dict):
+                return _error(400, "invalid request: stream_options must be an object")
             return await self._stream(request, model_request, rid, name, options=options)
         return await self._complete(model_request, rid, name)
 
@@ -105,7 +107,7 @@ class _Server:
         rid: str,
         name: str,
         *,
-        options: Any,
+        options: dict[str, Any],
     ) -> web.StreamResponse:
         """The reply as server-sent chunks, ending with ``[DONE]`` (an error as a last chunk);
         ``options``: the request's ``stream_options`` (``include_usage``)."""
@@ -124,7 +126,7 @@ class _Server:
                 await stream.write(
                     chunk_body(response_id=rid, model=name, delta={}, finish_reason=finish)
                 )
-                if (options or {}).get("include_usage"):
+                if options.get("include_usage"):
                     await stream.write(
                         chunk_body(response_id=rid, model=name, usage=event.response.usage)
                     )
