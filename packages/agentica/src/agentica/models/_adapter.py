@@ -93,7 +93,7 @@ def copy_settings(
             body[key] = value
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class _Call:
     """What every attempt of one model call sends, and its time limits."""
 

@@ -25,31 +25,17 @@ gives the blocks), or a fault (``HTTPFault``, ``BadBody``, ``TruncatedStream``, 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import inspect
-import itertools
 import json
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from agentica.messages import AssistantMessage
-from agentica.testing.openai_server import (
-    BadBody,
-    Hang,
-    HTTPFault,
-    RawStream,
-    ServerReply,
-    TruncatedStream,
-    send_raw,
-)
+from agentica.testing._server import Responder, ScriptedServer
 
 if TYPE_CHECKING:
     from aiohttp import web
 
 __all__ = ["FakeAnthropicServer", "request_error"]
-
-Responder: TypeAlias = Callable[[dict[str, Any]], ServerReply | Awaitable[ServerReply]]
 
 _ANTHROPIC_STOP = {
     "stop": "end_turn",
@@ -73,6 +59,32 @@ def _content(message: dict[str, Any]) -> list[Any]:
 
 def request_error(body: dict[str, Any]) -> str | None:
     """The API's complaint about ``body``, if it has one the real API would make."""
+    problem = _parameter_error(body)
+    if problem:
+        return problem
+    messages: list[dict[str, Any]] = body["messages"]
+    breakpoints = sum(
+        1
+        for block in [*(body.get("tools") or []), *(body.get("system") or [])]
+        if isinstance(block, dict) and "cache_control" in block
+    )
+    previous: dict[str, Any] | None = None
+    for index, message in enumerate(messages):
+        problem, marks = _message_error(index, message, previous)
+        if problem:
+            return problem
+        breakpoints += marks
+        previous = message
+    problem = _thinking_loop_error(body.get("thinking") or {}, messages)
+    if problem:
+        return problem
+    if breakpoints > 4:
+        return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
+    return None
+
+
+def _parameter_error(body: dict[str, Any]) -> str | None:
+    """What is wrong with the request's top-level parameters, if anything."""
     if not body.get("model"):
         return "model: Field required"
     max_tokens = body.get("max_tokens")
@@ -88,72 +100,91 @@ def request_error(body: dict[str, Any]) -> str | None:
             return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
         if budget >= max_tokens:
             return "`max_tokens` must be greater than `thinking.budget_tokens`."
-    breakpoints = 0
-    for block in [*(body.get("tools") or []), *(body.get("system") or [])]:
-        if isinstance(block, dict) and "cache_control" in block:
-            breakpoints += 1
-    previous: dict[str, Any] | None = None
-    for index, message in enumerate(messages):
-        role = message.get("role")
-        if role not in ("user", "assistant"):
-            return f"messages.{index}.role: Input should be 'user' or 'assistant'"
-        if previous is not None and previous.get("role") == role:
-            return (
-                f"messages: roles must alternate between 'user' and 'assistant', but found "
-                f"multiple '{role}' roles in a row (messages.{index})"
-            )
-        content = _content(message)
-        if not content:
-            return f"messages.{index}: all messages must have non-empty content"
-        uses = {
-            b.get("id")
-            for b in (_content(previous) if previous and previous["role"] == "assistant" else [])
-            if isinstance(b, dict) and b.get("type") == "tool_use"
-        }
-        answered: set[Any] = set()
-        seen_other = False
-        for position, block in enumerate(content):
-            if not isinstance(block, dict):
-                return f"messages.{index}.content.{position}: Input should be an object"
-            kind = block.get("type")
-            if "cache_control" in block:
-                breakpoints += 1
-                if kind in _THINKING:
-                    return (
-                        f"messages.{index}.content.{position}: cache_control cannot be set "
-                        "on thinking blocks"
-                    )
-            if kind == "text" and not str(block.get("text") or "").strip():
-                return f"messages.{index}.content.{position}: text content blocks must be non-empty"
-            if kind == "tool_result":
-                if role != "user":
-                    return f"messages.{index}: tool_result blocks are only allowed in user messages"
-                if seen_other:
-                    return (
-                        f"messages.{index}: tool_result blocks must come first in the content, "
-                        "before any other block"
-                    )
-                if block.get("tool_use_id") not in uses:
-                    return (
-                        f"messages.{index}.content.{position}: unexpected `tool_use_id` found in "
-                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
-                        "block must have a corresponding `tool_use` block in the previous message."
-                    )
-                answered.add(block.get("tool_use_id"))
-            else:
-                seen_other = True
-            if kind == "tool_use" and role != "assistant":
-                return f"messages.{index}: tool_use blocks are only allowed in assistant messages"
-            if kind == "thinking" and not block.get("signature"):
-                return f"messages.{index}.content.{position}.thinking.signature: Field required"
-        if uses and uses - answered:
-            missing = ", ".join(sorted(str(u) for u in uses - answered))
-            return (
-                f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
-                f"immediately after: {missing}. Each `tool_use` block must have a corresponding "
-                "`tool_result` block in the next message."
-            )
-        previous = message
+    return None
+
+
+def _message_error(
+    index: int, message: dict[str, Any], previous: dict[str, Any] | None
+) -> tuple[str | None, int]:
+    """What is wrong with ``messages[index]``, if anything, and its ``cache_control`` count."""
+    role = message.get("role")
+    if role not in ("user", "assistant"):
+        return f"messages.{index}.role: Input should be 'user' or 'assistant'", 0
+    if previous is not None and previous.get("role") == role:
+        return (
+            f"messages: roles must alternate between 'user' and 'assistant', but found "
+            f"multiple '{role}' roles in a row (messages.{index})"
+        ), 0
+    content = _content(message)
+    if not content:
+        return f"messages.{index}: all messages must have non-empty content", 0
+    uses = {
+        b.get("id")
+        for b in (_content(previous) if previous and previous["role"] == "assistant" else [])
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+    answered: set[Any] = set()
+    seen_other = False
+    marks = 0
+    for position, block in enumerate(content):
+        where = f"messages.{index}.content.{position}"
+        if not isinstance(block, dict):
+            return f"{where}: Input should be an object", marks
+        marks += "cache_control" in block
+        if block.get("type") == "tool_result":
+            problem = _result_error(index, where, block, role, uses, seen_other)
+            answered.add(block.get("tool_use_id"))
+        else:
+            problem = _block_error(index, where, block, role)
+            seen_other = True
+        if problem:
+            return problem, marks
+    if uses and uses - answered:
+        missing = ", ".join(sorted(str(u) for u in uses - answered))
+        return (
+            f"messages.{index}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {missing}. Each `tool_use` block must have a corresponding "
+            "`tool_result` block in the next message."
+        ), marks
+    return None, marks
+
+
+def _block_error(index: int, where: str, block: dict[str, Any], role: str) -> str | None:
+    """What is wrong with one content block other than a ``tool_result``, if anything."""
+    kind = block.get("type")
+    if "cache_control" in block and kind in _THINKING:
+        return f"{where}: cache_control cannot be set on thinking blocks"
+    if kind == "text" and not str(block.get("text") or "").strip():
+        return f"{where}: text content blocks must be non-empty"
+    if kind == "tool_use" and role != "assistant":
+        return f"messages.{index}: tool_use blocks are only allowed in assistant messages"
+    if kind == "thinking" and not block.get("signature"):
+        return f"{where}.thinking.signature: Field required"
+    return None
+
+
+def _result_error(
+    index: int, where: str, block: dict[str, Any], role: str, uses: set[Any], seen_other: bool
+) -> str | None:
+    """What is wrong with a ``tool_result`` block, if anything."""
+    if role != "user":
+        return f"messages.{index}: tool_result blocks are only allowed in user messages"
+    if seen_other:
+        return (
+            f"messages.{index}: tool_result blocks must come first in the content, "
+            "before any other block"
+        )
+    if block.get("tool_use_id") not in uses:
+        return (
+            f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
+            f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+            "`tool_use` block in the previous message."
+        )
+    return None
+
+
+def _thinking_loop_error(thinking: dict[str, Any], messages: list[dict[str, Any]]) -> str | None:
+    """With thinking on, a tool loop must replay the signed thinking block that started it."""
     last = messages[-1]
     if (
         thinking.get("type") == "enabled"
@@ -168,8 +199,6 @@ def request_error(body: dict[str, Any]) -> str | None:
                 f"`redacted_thinking`, but found `{first.get('type')}`. When `thinking` is "
                 "enabled, a final `assistant` message must start with a thinking block."
             )
-    if breakpoints > 4:
-        return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
     return None
 
 
@@ -179,7 +208,7 @@ def _strip_cache(value: Any) -> Any:
     return value
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(ScriptedServer):
     """A scripted Messages API server; ``responder(request_body)`` decides each reply.
 
     Args:
@@ -196,6 +225,11 @@ class FakeAnthropicServer:
     ``requests`` and ``headers`` record each request's body and headers.
     """
 
+    route = "/v1/messages"
+    not_json = "The request body is not valid JSON."
+    not_object = "The request body is not an object."
+    hang_kind = "api_error"
+
     def __init__(
         self,
         responder: Responder,
@@ -207,55 +241,15 @@ class FakeAnthropicServer:
         port: int = 0,
         record: bool = True,
     ) -> None:
-        self.responder = responder
-        self.latency = latency
+        super().__init__(responder, latency=latency, host=host, port=port, record=record)
         self.validate = validate
         self.api_key = api_key
-        self.host = host
-        self.port = port
-        self.record = record
-        self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self._ids = itertools.count(1)
         self._cache: dict[str, int] = {}  # prefix digest -> its tokens
-        self._runner: web.AppRunner | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    async def start(self) -> FakeAnthropicServer:
-        from aiohttp import web
-
-        app = web.Application()
-        app.router.add_post("/v1/messages", self._handle)
-        # Cancel a handler when its client disconnects, so a ``Hang`` the client gave up on does
-        # not hold ``stop()`` for aiohttp's shutdown timeout.
-        runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, handler_cancellation=True
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=1024)
-        await site.start()
-        self.port = runner.addresses[0][1]
-        self._runner = runner
-        return self
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeAnthropicServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
 
     # ----------------------------------------------------------------- handling
 
-    @staticmethod
-    def _error(status: int, kind: str, text: str) -> web.Response:
+    def _error(self, status: int, text: str, kind: str = "invalid_request_error") -> web.Response:
         from aiohttp import web
 
         return web.json_response(
@@ -267,53 +261,29 @@ class FakeAnthropicServer:
             status=status,
         )
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    def _record(self, request: web.Request, body: dict[str, Any]) -> None:
+        super()._record(request, body)
+        self.headers.append(dict(request.headers))
+
+    def _refusal(self, request: web.Request, body: dict[str, Any]) -> web.Response | None:
+        if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
+            return self._error(401, "invalid x-api-key", "authentication_error")
+        if not self.validate:
+            return None
+        if not request.headers.get("anthropic-version"):
+            return self._error(400, "anthropic-version: header is required")
+        problem = request_error(body)
+        return self._error(400, problem) if problem else None
+
+    async def _answer(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        message: AssistantMessage,
+        truncate_after: int | None,
+    ) -> web.StreamResponse:
         from aiohttp import web
 
-        try:
-            body = await request.json()
-        except ValueError:
-            return self._error(400, "invalid_request_error", "The request body is not valid JSON.")
-        if not isinstance(body, dict):
-            return self._error(400, "invalid_request_error", "The request body is not an object.")
-        if self.record:
-            self.requests.append(body)
-            self.headers.append(dict(request.headers))
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        if self.api_key is not None and request.headers.get("x-api-key") != self.api_key:
-            return self._error(401, "authentication_error", "invalid x-api-key")
-        if self.validate:
-            if not request.headers.get("anthropic-version"):
-                return self._error(
-                    400, "invalid_request_error", "anthropic-version: header is required"
-                )
-            problem = request_error(body)
-            if problem:
-                return self._error(400, "invalid_request_error", problem)
-        reply = self.responder(body)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        if isinstance(reply, Hang):
-            await asyncio.sleep(reply.seconds)
-            return self._error(504, "api_error", "hung")
-        if isinstance(reply, HTTPFault):
-            payload = reply.body if isinstance(reply.body, bytes | str) else json.dumps(reply.body)
-            return web.Response(
-                status=reply.status,
-                body=payload,
-                headers=reply.headers,
-                content_type="application/json",
-            )
-        if isinstance(reply, BadBody):
-            return web.Response(status=200, body=reply.body, content_type="application/json")
-        if isinstance(reply, RawStream):
-            return await send_raw(request, reply)
-        truncate_after: int | None = None
-        if isinstance(reply, TruncatedStream):
-            truncate_after = reply.chunks
-            reply = reply.reply
-        message = AssistantMessage(content=reply) if isinstance(reply, str) else reply
         blocks = self._blocks(message)
         stop = message.finish_reason
         stop = _ANTHROPIC_STOP.get(stop, stop) if stop else None
@@ -329,9 +299,18 @@ class FakeAnthropicServer:
             "stop_sequence": None,
             "usage": usage,
         }
-        if body.get("stream"):
-            return await self._stream(request, answer, truncate_after)
-        return web.json_response(answer)
+        if not body.get("stream"):
+            return web.json_response(answer)
+        events = [
+            f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+            for name, data in _events(answer)
+        ]
+        return await self._send_events(
+            request,
+            events,
+            truncate_after,
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"},
+        )
 
     def _blocks(self, message: AssistantMessage) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
@@ -403,95 +382,83 @@ class FakeAnthropicServer:
             "output_tokens": output,
         }
 
-    def _events(self, answer: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        usage = answer["usage"]
-        start_usage = usage | {"output_tokens": 1}
-        start = {k: v for k, v in answer.items() if k != "usage"} | {
-            "content": [],
-            "stop_reason": None,
-            "usage": start_usage,
-        }
-        events: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": start})
-        ]
 
-        def delta(index: int, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-            return (
-                "content_block_delta",
-                {"type": "content_block_delta", "index": index, "delta": payload},
-            )
-
-        for index, block in enumerate(answer["content"]):
-            kind = block["type"]
-            if kind == "text":
-                opening: dict[str, Any] = {"type": "text", "text": ""}
-            elif kind == "thinking":
-                opening = {"type": "thinking", "thinking": "", "signature": ""}
-            elif kind == "tool_use":
-                opening = {
-                    "type": "tool_use",
-                    "id": block["id"],
-                    "name": block["name"],
-                    "input": {},
-                }
-            else:  # redacted_thinking and anything else arrive whole
-                opening = block
-            events.append(
-                (
-                    "content_block_start",
-                    {"type": "content_block_start", "index": index, "content_block": opening},
-                )
-            )
-            if index == 0:
-                events.append(("ping", {"type": "ping"}))
-            if kind == "text":
-                words = block["text"].split(" ")
-                for number, word in enumerate(words):
-                    piece = word if number == len(words) - 1 else word + " "
-                    events.append(delta(index, {"type": "text_delta", "text": piece}))
-            elif kind == "thinking":
-                text = block["thinking"]
-                half = len(text) // 2
-                for piece in (text[:half], text[half:]):
-                    events.append(delta(index, {"type": "thinking_delta", "thinking": piece}))
-                events.append(
-                    delta(index, {"type": "signature_delta", "signature": block["signature"]})
-                )
-            elif kind == "tool_use":
-                arguments = json.dumps(block["input"])
-                half = len(arguments) // 2
-                for piece in (arguments[:half], arguments[half:]):
-                    events.append(delta(index, {"type": "input_json_delta", "partial_json": piece}))
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+def _events(answer: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The stream of events that sends ``answer``, as the real API orders them."""
+    usage = answer["usage"]
+    start = {k: v for k, v in answer.items() if k != "usage"} | {
+        "content": [],
+        "stop_reason": None,
+        "usage": usage | {"output_tokens": 1},
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(answer["content"]):
         events.append(
             (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None},
-                    "usage": {"output_tokens": usage["output_tokens"]},
-                },
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": _opening(block)},
             )
         )
-        events.append(("message_stop", {"type": "message_stop"}))
-        return events
-
-    async def _stream(
-        self, request: web.Request, answer: dict[str, Any], truncate_after: int | None
-    ) -> web.StreamResponse:
-        from aiohttp import web
-
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await response.prepare(request)
-        for number, (name, data) in enumerate(self._events(answer)):
-            if truncate_after is not None and number >= truncate_after:
-                if request.transport is not None:
-                    request.transport.close()  # an abrupt end, as when a server dies
-                return response
-            await response.write(
-                f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        if index == 0:
+            events.append(("ping", {"type": "ping"}))
+        for payload in _block_deltas(block):
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": payload},
+                )
             )
-        await response.write_eof()
-        return response
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _opening(block: dict[str, Any]) -> dict[str, Any]:
+    """A content block as ``content_block_start`` opens it (its content follows as deltas)."""
+    kind = block["type"]
+    if kind == "text":
+        return {"type": "text", "text": ""}
+    if kind == "thinking":
+        return {"type": "thinking", "thinking": "", "signature": ""}
+    if kind == "tool_use":
+        return {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+    return block  # redacted_thinking and anything else arrive whole
+
+
+def _block_deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``delta`` payloads that send a content block's content."""
+    kind = block["type"]
+    if kind == "text":
+        words = block["text"].split(" ")
+        return [
+            {"type": "text_delta", "text": word if number == len(words) - 1 else word + " "}
+            for number, word in enumerate(words)
+        ]
+    if kind == "thinking":
+        text = block["thinking"]
+        half = len(text) // 2
+        return [
+            {"type": "thinking_delta", "thinking": text[:half]},
+            {"type": "thinking_delta", "thinking": text[half:]},
+            {"type": "signature_delta", "signature": block["signature"]},
+        ]
+    if kind == "tool_use":
+        arguments = json.dumps(block["input"])
+        half = len(arguments) // 2
+        return [
+            {"type": "input_json_delta", "partial_json": arguments[:half]},
+            {"type": "input_json_delta", "partial_json": arguments[half:]},
+        ]
+    return []

@@ -291,10 +291,9 @@ def example_value(schema: dict[str, Any], defs: dict[str, Any] | None = None) ->
     defs = defs if defs is not None else schema.get("$defs", {})
     if "$ref" in schema:
         return example_value(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
-    if "default" in schema:
-        return schema["default"]
-    if "const" in schema:
-        return schema["const"]
+    for key in ("default", "const"):
+        if key in schema:
+            return schema[key]
     if "enum" in schema:
         return schema["enum"][0]
     for key in ("anyOf", "oneOf", "allOf"):
@@ -304,29 +303,42 @@ def example_value(schema: dict[str, Any], defs: dict[str, Any] | None = None) ->
     kind = schema.get("type", "object")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        props = schema.get("properties", {})
-        required = schema.get("required", list(props))
-        return {name: example_value(props[name], defs) for name in required if name in props}
-    if kind == "array":
-        items = schema.get("items")
-        count = schema.get("minItems", 0)
-        return [example_value(items, defs) for _ in range(count)] if items else []
-    if kind in ("integer", "number"):
-        if "minimum" in schema:
-            return schema["minimum"]
-        if "exclusiveMinimum" in schema:
-            step = 1 if kind == "integer" else 0.5
-            return schema["exclusiveMinimum"] + step
-        maximum = schema.get("maximum", schema.get("exclusiveMaximum"))
-        if maximum is not None and maximum <= 0:
-            return maximum - (1 if "exclusiveMaximum" in schema else 0)
-        return 0 if kind == "integer" else 0.0
-    return {
-        "string": "a" * max(1, schema.get("minLength", 1)),
-        "boolean": False,
-        "null": None,
-    }.get(kind)
+    example = _EXAMPLES.get(kind)
+    return example(schema, defs, kind) if example is not None else None
+
+
+def _example_object(schema: dict[str, Any], defs: dict[str, Any], kind: str) -> Any:
+    props = schema.get("properties", {})
+    required = schema.get("required", list(props))
+    return {name: example_value(props[name], defs) for name in required if name in props}
+
+
+def _example_array(schema: dict[str, Any], defs: dict[str, Any], kind: str) -> Any:
+    items = schema.get("items")
+    count = schema.get("minItems", 0)
+    return [example_value(items, defs) for _ in range(count)] if items else []
+
+
+def _example_number(schema: dict[str, Any], defs: dict[str, Any], kind: str) -> Any:
+    if "minimum" in schema:
+        return schema["minimum"]
+    if "exclusiveMinimum" in schema:
+        step = 1 if kind == "integer" else 0.5
+        return schema["exclusiveMinimum"] + step
+    maximum = schema.get("maximum", schema.get("exclusiveMaximum"))
+    if maximum is not None and maximum <= 0:
+        return maximum - (1 if "exclusiveMaximum" in schema else 0)
+    return 0 if kind == "integer" else 0.0
+
+
+_EXAMPLES: dict[str, Callable[[dict[str, Any], dict[str, Any], str], Any]] = {
+    "object": _example_object,
+    "array": _example_array,
+    "integer": _example_number,
+    "number": _example_number,
+    "string": lambda schema, defs, kind: "a" * max(1, schema.get("minLength", 1)),
+    "boolean": lambda schema, defs, kind: False,
+}
 
 
 class ToolCallingModel(_RecordingModel):

@@ -21,16 +21,23 @@ import argparse
 import asyncio
 import contextlib
 import importlib
-import inspect
-import itertools
 import json
 import sys
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from agentica.messages import AssistantMessage, ToolCall, Usage
 from agentica.models.openai_wire import chunk_body, completion_body
+from agentica.testing._server import (
+    BadBody,
+    Hang,
+    HTTPFault,
+    RawStream,
+    Responder,
+    ScriptedServer,
+    ServerReply,
+    TruncatedStream,
+)
+from agentica.testing._server import send_raw as send_raw  # importable from here, as before
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -45,71 +52,6 @@ __all__ = [
     "TruncatedStream",
     "tool_pair_error",
 ]
-
-
-@dataclass(slots=True)
-class HTTPFault:
-    """Answer with this HTTP status, body and headers."""
-
-    status: int
-    body: Any = field(default_factory=lambda: {"error": {"message": "injected failure"}})
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class BadBody:
-    """Answer 200 with this raw body (for example, text that is not JSON)."""
-
-    body: bytes = b"this is not json"
-
-
-@dataclass(slots=True)
-class TruncatedStream:
-    """Stream ``reply`` but close the connection after ``chunks`` chunks, without ``[DONE]``."""
-
-    reply: AssistantMessage | str
-    chunks: int = 1
-
-
-@dataclass(slots=True)
-class Hang:
-    """Wait this many seconds before answering anything."""
-
-    seconds: float = 3600.0
-
-
-@dataclass(slots=True)
-class RawStream:
-    """Answer 200 and send ``pieces`` as the body, ``interval`` seconds apart, then end it.
-
-    The pieces are sent as they are (hand-made server-sent events, keep-alive comments, bytes
-    that are not events at all), for probing how a client copes with what a careless server
-    sends; ``pieces`` may be a generator, so a slow trickle need not be built in advance.
-    """
-
-    pieces: Iterable[bytes]
-    interval: float = 0.0
-    content_type: str = "text/event-stream"
-
-
-async def send_raw(request: web.Request, raw: RawStream) -> web.StreamResponse:
-    """Send a ``RawStream`` answer (shared by the scripted servers)."""
-    from aiohttp import web
-
-    response = web.StreamResponse(headers={"Content-Type": raw.content_type})
-    await response.prepare(request)
-    for number, piece in enumerate(raw.pieces):
-        if number and raw.interval:
-            await asyncio.sleep(raw.interval)
-        await response.write(piece)
-    await response.write_eof()
-    return response
-
-
-ServerReply: TypeAlias = (
-    AssistantMessage | str | HTTPFault | BadBody | TruncatedStream | Hang | RawStream
-)
-Responder: TypeAlias = Callable[[dict[str, Any]], ServerReply | Awaitable[ServerReply]]
 
 
 def tool_pair_error(messages: list[dict[str, Any]]) -> str | None:
@@ -152,7 +94,7 @@ def _usage(body: dict[str, Any], message: AssistantMessage) -> Usage:
     return Usage(input_tokens=prompt, output_tokens=completion)
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(ScriptedServer):
     """A scripted Chat Completions server; ``responder(request_body)`` decides each reply.
 
     Args:
@@ -164,6 +106,11 @@ class FakeOpenAIServer:
         validate_tool_pairs: answer 400 when the messages break tool-call pairing.
     """
 
+    route = "/v1/chat/completions"
+    base_path = "/v1"
+    not_json = "We could not parse the JSON body of your request."
+    hang_kind = "invalid_request_error"
+
     def __init__(
         self,
         responder: Responder,
@@ -174,89 +121,33 @@ class FakeOpenAIServer:
         port: int = 0,
         record: bool = True,
     ) -> None:
-        self.responder = responder
-        self.latency = latency
+        super().__init__(responder, latency=latency, host=host, port=port, record=record)
         self.validate_tool_pairs = validate_tool_pairs
-        self.host = host
-        self.port = port
-        self.record = record
-        self.requests: list[dict[str, Any]] = []
-        self._ids = itertools.count(1)
-        self._runner: web.AppRunner | None = None
 
-    @property
-    def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
-
-    async def start(self) -> FakeOpenAIServer:
+    def _error(self, status: int, text: str, kind: str = "invalid_request_error") -> web.Response:
         from aiohttp import web
 
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
-        # Cancel a handler when its client disconnects (as a real server does), so a ``Hang``
-        # the client gave up on does not hold ``stop()`` for aiohttp's 60 s shutdown timeout.
-        runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, handler_cancellation=True
+        return web.json_response(
+            {"error": {"message": text, "type": kind, "param": None, "code": None}},
+            status=status,
         )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=1024)
-        await site.start()
-        server = site._server
-        assert server is not None
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1]
-        self._runner = runner
-        return self
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeOpenAIServer:
-        return await self.start()
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        from aiohttp import web
-
-        try:
-            body = await request.json()
-        except ValueError:
-            return self._error(400, "We could not parse the JSON body of your request.")
-        if self.record:
-            self.requests.append(body)
-        if self.latency:
-            await asyncio.sleep(self.latency)
+    def _refusal(self, request: web.Request, body: dict[str, Any]) -> web.Response | None:
         if self.validate_tool_pairs:
             problem = tool_pair_error(body.get("messages") or [])
             if problem:
                 return self._error(400, problem)
-        reply = self.responder(body)
-        if inspect.isawaitable(reply):
-            reply = await reply
-        if isinstance(reply, Hang):
-            await asyncio.sleep(reply.seconds)
-            return self._error(504, "hung")
-        if isinstance(reply, HTTPFault):
-            payload = reply.body if isinstance(reply.body, bytes | str) else json.dumps(reply.body)
-            return web.Response(
-                status=reply.status,
-                body=payload,
-                headers=reply.headers,
-                content_type="application/json",
-            )
-        if isinstance(reply, BadBody):
-            return web.Response(status=200, body=reply.body, content_type="application/json")
-        if isinstance(reply, RawStream):
-            return await send_raw(request, reply)
-        truncate_after: int | None = None
-        if isinstance(reply, TruncatedStream):
-            truncate_after = reply.chunks
-            reply = reply.reply
-        message = AssistantMessage(content=reply) if isinstance(reply, str) else reply
+        return None
+
+    async def _answer(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        message: AssistantMessage,
+        truncate_after: int | None,
+    ) -> web.StreamResponse:
+        from aiohttp import web
+
         message = AssistantMessage(
             content=message.content,
             reasoning=message.reasoning,
@@ -267,7 +158,14 @@ class FakeOpenAIServer:
         )
         model = body.get("model", "fake")
         if body.get("stream"):
-            return await self._stream(request, body, message, model, truncate_after)
+            chunks = self._chunks(body, message, model)
+            return await self._send_events(
+                request,
+                chunks,
+                truncate_after,
+                headers={"Content-Type": "text/event-stream"},
+                tail=b"data: [DONE]\n\n",
+            )
         return web.json_response(
             completion_body(
                 message,
@@ -277,33 +175,7 @@ class FakeOpenAIServer:
             )
         )
 
-    def _error(self, status: int, text: str) -> web.Response:
-        from aiohttp import web
-
-        return web.json_response(
-            {
-                "error": {
-                    "message": text,
-                    "type": "invalid_request_error",
-                    "param": None,
-                    "code": None,
-                }
-            },
-            status=status,
-        )
-
-    async def _stream(
-        self,
-        request: web.Request,
-        body: dict[str, Any],
-        message: AssistantMessage,
-        model: str,
-        truncate_after: int | None,
-    ) -> web.StreamResponse:
-        from aiohttp import web
-
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await response.prepare(request)
+    def _chunks(self, body: dict[str, Any], message: AssistantMessage, model: str) -> list[bytes]:
         rid = f"chatcmpl-{next(self._ids)}"
         chunks = [
             chunk_body(response_id=rid, model=model, delta={"role": "assistant", "content": ""})
@@ -329,15 +201,7 @@ class FakeOpenAIServer:
         chunks.append(chunk_body(response_id=rid, model=model, delta={}, finish_reason=finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             chunks.append(chunk_body(response_id=rid, model=model, usage=_usage(body, message)))
-        for number, data in enumerate(chunks):
-            if truncate_after is not None and number >= truncate_after:
-                if request.transport is not None:
-                    request.transport.close()  # an abrupt end, as when a server dies
-                return response
-            await response.write(data)
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
+        return chunks
 
 
 def _load(path: str) -> Responder:
