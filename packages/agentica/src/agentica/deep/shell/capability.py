@@ -132,7 +132,7 @@ class CodeNotRun(Capability):
         found = _CODE_BLOCK.search(message.content or "")
         if found is None:
             return None
-        functions = getattr(ctx.agent, "functions", {})
+        functions = ctx.functions
         language = found.group(1).lower()
         if language in _PYTHON_FENCES and "run_python" in functions:
             how = "call run_python with the code"
