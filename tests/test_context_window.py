@@ -20,7 +20,7 @@ from agentica.context import (
     is_summary,
 )
 from agentica.deep import DeepAgent
-from agentica.errors import ContextOverflowError, LimitExceeded, UsageError
+from agentica.errors import ContextOverflowError, LimitExceeded, ModelAuthError, UsageError
 from agentica.messages import (
     AssistantMessage,
     Message,
@@ -30,7 +30,7 @@ from agentica.messages import (
     UserMessage,
 )
 from agentica.models import Claude, ModelRequest, OpenAILike
-from agentica.run import ContextCompacted, ModelRequestStarted, RunRecord
+from agentica.run import ContextCompacted, ModelRequestStarted, RunCompleted, RunRecord
 from agentica.run.window import FINAL_ANSWER_NOTE, RESULTS_STATE_KEY
 from agentica.testing import (
     FakeAnthropicServer,
@@ -565,3 +565,30 @@ async def test_overflow_without_retry_raises_the_typed_error(
     with pytest.raises(ContextOverflowError, match="context window"):
         await agent.run("read twelve reports")
     await model.aclose()
+
+
+async def test_a_failing_summary_call_is_reported_in_the_runs_context_compacted_event() -> None:
+    made = 0
+
+    def reply(messages: list[Message], request: ModelRequest) -> Any:
+        nonlocal made
+        if not request.tools and "compress the earlier part" in str(messages[0].content):
+            raise ModelAuthError("the summary model's key was rejected", status=401)
+        if made >= 40:
+            return "finished"
+        made += 1
+        return tool_calls(call("dump", n=made, size=400))
+
+    model = FunctionModel(reply, context_window=5_000)
+    policy = ContextPolicy(reserve_output=500, keep_recent=1)  # the agent's model summarises
+    agent = Agent(model=model, tools=[dump], context=policy, limits=RunLimits(max_turns=50))
+    events = [event async for event in agent.run_stream("dump forty short reports")]
+    compactions = [e for e in events if isinstance(e, ContextCompacted)]
+    failed = [e for e in compactions if e.summary_error is not None]
+    assert failed, "no compaction reported the failing summary call"
+    assert all(e.summarized for e in failed)
+    assert {e.summary_error for e in failed} == {
+        "ModelAuthError: the summary model's key was rejected"
+    }
+    assert isinstance(events[-1], RunCompleted)
+    assert events[-1].response.content == "finished"  # the run went on with the step log

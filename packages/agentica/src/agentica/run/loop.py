@@ -289,6 +289,7 @@ def _compacted(
         after=done.after,
         trimmed=done.trimmed,
         summarized=done.summarized,
+        summary_error=done.summary_error,
     )
 
 
