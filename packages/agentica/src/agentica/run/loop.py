@@ -92,8 +92,10 @@ async def run_events(
     with agent._run_scope():  # one run at a time: ConcurrentRunError otherwise
         run: ActiveRun | None = None
         try:
-            run = await _open(agent, user_input, decisions, deps, limits, model_settings, stream,
-                              budget)  # fmt: skip
+            run = await _open(
+                agent, user_input, decisions, deps=deps, limits=limits,
+                model_settings=model_settings, stream=stream, budget=budget,
+            )  # fmt: skip
             yield RunStarted(run_id=run.run_id, agent=agent.name, input=run.ctx.input)
             if decisions is None:
                 await _check_input(agent, run)
@@ -120,6 +122,7 @@ async def _open(
     agent: Agent[Any],
     user_input: RunInput | None,
     decisions: Mapping[str, Decision] | None,
+    *,
     deps: Any,
     limits: RunLimits | None,
     model_settings: ModelSettings | None,
