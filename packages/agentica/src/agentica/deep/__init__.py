@@ -1,9 +1,12 @@
 """The deep-agent harness: ``DeepAgent`` and the capabilities and tools for long, multi-step work.
 
 - ``DeepAgent`` (agent.py): an ``Agent`` assembled from the parts below
-- ``FileBackend`` and its implementations (backends); ``FileTools`` over a backend (files)
-- ``Shell`` and ``CodeNotRun`` (shell), ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills``
-  (skills), ``Web`` (web), ``AnswerCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
+- ``FileTools`` (files) over a ``FileBackend`` (the protocol: ``agentica.tools.files``; the
+  built-in backends: ``backends/``)
+- ``Shell`` over a ``CommandBackend`` (the protocol: ``agentica.tools.commands``) and
+  ``CodeNotRun`` (shell/)
+- ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
+  ``AnswerCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
 
 Human approval (``HumanApproval``, ``Decision``), the ``RepetitionGuard`` and context management
 (eviction, dual-threshold compaction, ``ContextPolicy``) live below, in ``agentica.run`` and

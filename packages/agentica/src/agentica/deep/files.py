@@ -1,8 +1,8 @@
 """``FileTools``: the deep agent's file tools (ls, read_file, write_file, edit_file, glob, grep).
 
-The tools work on one ``FileBackend`` (see backends.py), given as an object or as a function of
-the ``RunContext`` resolved on every call: ``session_state_backend`` (the default) keeps the files
-in ``agent.memory.state["files"]``, so they are saved with the agent's session.
+The tools work on one ``FileBackend`` (``agentica.tools.files``), given as an object or as a
+function of the ``RunContext`` resolved on every call: ``session_state_backend`` (the default)
+keeps the files in the session state (``RunContext.session_state["files"]``), saved with it.
 
 Every output is sized for a small model's context: at most ``max_output_chars`` characters, long
 lines cut at ``max_line_chars``, and whenever something was left out the output says so and how
