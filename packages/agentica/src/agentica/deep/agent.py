@@ -138,7 +138,9 @@ def _checkpoints(harness: _Harness) -> list[Capability]:
     """The todo list, the heartbeat and the reflection."""
     todos: list[Capability] = [Todos()] if harness.todos else []
     # open todos are nudged by Todos itself
-    heartbeat = _part(harness.heartbeat, Heartbeat, lambda: Heartbeat(check_todos=not todos))
+    heartbeat = _part(
+        harness.heartbeat, Heartbeat, lambda: Heartbeat(check_todos=not harness.todos)
+    )
     return [*todos, *heartbeat, *_part(harness.reflection, Reflection, Reflection)]
 
 
