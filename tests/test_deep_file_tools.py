@@ -396,3 +396,15 @@ async def test_a_capability_reaches_the_agents_files_through_the_run_context(
     # without file tools there are no files to reach
     bare = RunContext(run_id="r", deps=None, usage=RunUsage())
     assert bare.files is None
+
+
+def test_a_backend_missing_a_method_is_named_when_the_tools_are_made() -> None:
+    class Half:
+        async def ls(self, path: str = "/") -> list[Any]:
+            return []
+
+        async def read(self, path: str) -> str:
+            return ""
+
+    with pytest.raises(UsageError, match="lacks stat, write, glob, grep"):
+        FileTools(Half())  # type: ignore[arg-type]

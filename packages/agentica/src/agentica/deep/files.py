@@ -43,6 +43,14 @@ def session_state_backend(ctx: RunContext[Any]) -> StateBackend:
     return StateBackend(files)
 
 
+_BACKEND_METHODS = ("ls", "stat", "read", "write", "glob", "grep")
+
+
+def _is_object(backend: object) -> bool:
+    """True for an object meant as a backend (it has some backend methods), not a function."""
+    return any(callable(getattr(backend, m, None)) for m in _BACKEND_METHODS)
+
+
 def _size(size: int) -> str:
     if size < 1024:
         return f"{size} B"
@@ -87,6 +95,13 @@ class FileTools(Tool):
             )
         if max_line_chars < 20:
             raise UsageError(f"FileTools max_line_chars must be at least 20, not {max_line_chars}")
+        if backend is not None and not isinstance(backend, FileBackend) and _is_object(backend):
+            missing = [m for m in _BACKEND_METHODS if not callable(getattr(backend, m, None))]
+            raise UsageError(
+                f"FileTools backend {type(backend).__name__} is not a FileBackend: it lacks "
+                f"{', '.join(missing)} (see agentica.tools.files.FileBackend); or pass a function "
+                "of the RunContext returning a backend"
+            )
         self.backend: BackendSource = backend if backend is not None else session_state_backend
         self.max_output_chars = max_output_chars
         self.max_line_chars = max_line_chars
