@@ -5,10 +5,10 @@ retried JSON call and the retried event stream of one request, and the mapping o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Self, TypeAlias
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
 
 from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelResponseError, UsageError
@@ -26,6 +26,7 @@ from agentica.models._transport import (
     stream_sse,
 )
 from agentica.models.base import (
+    Model,
     ModelRequest,
     ModelResponse,
     ModelSettings,
@@ -35,9 +36,10 @@ from agentica.models.base import (
 from agentica.models.pricing import ModelPrice, price_for
 from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 
-__all__ = ["Delta", "HttpModel", "StreamDecoder", "copy_settings", "decode_event"]
+__all__ = ["Delta", "HttpModel", "StreamDecoder", "decode_event"]
 
 Delta: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta
+C = TypeVar("C")  # what decoding a reply needs to know of its request
 _TOO_DEEP = "a value is nested too deeply to encode"
 
 
@@ -56,16 +58,16 @@ class StreamDecoder(Protocol):
         ...
 
 
-def decode_event(data: str, *, provider: str, model: str, noun: str) -> dict[str, Any]:
+def decode_event(data: str, model: Model, noun: str) -> dict[str, Any]:
     """One streamed event's JSON object; ``noun`` ("chunk", "event") names it in errors."""
     try:
         value = loads(data)
     except ValueError as exc:
         raise ModelResponseError(
-            f"{provider} streamed {_a(noun)} that is not JSON for model {model!r} ({exc}): "
-            f"{data[:200]!r}",
-            provider=provider,
-            model=model,
+            f"{model.provider} streamed {_a(noun)} that is not JSON for model {model.id!r} "
+            f"({exc}): {data[:200]!r}",
+            provider=model.provider,
+            model=model.id,
             retryable=True,
         ) from exc
     if not isinstance(value, dict):
@@ -75,22 +77,6 @@ def decode_event(data: str, *, provider: str, model: str, noun: str) -> dict[str
 
 def _a(noun: str) -> str:
     return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
-
-
-def copy_settings(
-    body: dict[str, Any], settings: ModelSettings, keys: Sequence[tuple[str, str]]
-) -> None:
-    """Put each setting that is set into ``body``, in order: ``keys`` pairs a ``ModelSettings``
-    attribute with its body key. ``stop`` goes as a list, and only when not empty."""
-    for attribute, key in keys:
-        value = getattr(settings, attribute)
-        if value is None:
-            continue
-        if attribute == "stop":
-            if value:
-                body[key] = list(value)
-        else:
-            body[key] = value
 
 
 @dataclass(slots=True)
@@ -103,16 +89,21 @@ class _Call:
     deadline: Deadline
 
 
-class HttpModel:
+class HttpModel(Generic[C]):
     """A model behind an HTTP API that this process calls directly (no SDK).
 
-    It owns the configuration every such adapter has, the pooled connections, and one model
-    call: the request is built once (``build_body``), sent with retries (``RetryPolicy``) within
-    the call's ``Deadline``, and answered by ``parse_response``-style decoding (``_answer_parser``)
-    or, streamed, by a ``StreamDecoder`` per attempt (``_stream_decoder``). A reply that breaks
-    the wire format becomes ``ModelResponseError``; an empty reply that could not answer is
-    refused by ``require_answer``. A subclass sets ``_url`` and ``_headers`` and gives the wire
-    format; ``_refine`` lets it adjust an HTTP error before retrying is decided.
+    It owns the configuration every such adapter has, the pooled connections (``Endpoint``),
+    and one model call: the request is built once (``build_body``), sent with retries
+    (``RetryPolicy``) within the call's ``Deadline``, and decoded by ``_answer_parser`` or,
+    streamed, by a fresh ``StreamDecoder`` per attempt (``_decoder``). A reply that
+    breaks the wire format becomes ``ModelResponseError``; an empty reply that could not answer
+    is refused by ``require_answer``.
+
+    A subclass gives the endpoint's ``_path``, sets ``_headers`` (with the API key from
+    ``_api_key``), and implements the wire format: ``build_body``, and the decoding of a reply
+    given what it needs to know of the request (``_context``): ``_parse`` for an answer,
+    ``_decoder`` for a stream; ``_refine`` lets it adjust an HTTP error before retrying is
+    decided.
     """
 
     api_key_env: ClassVar[str]
@@ -188,12 +179,17 @@ class HttpModel:
         """The JSON body for ``request`` (public for inspection and tests)."""
         raise NotImplementedError
 
-    def _answer_parser(self, request: ModelRequest) -> Callable[[Any], ModelResponse]:
-        """Turns the decoded JSON answer to ``request`` into a checked ``ModelResponse``."""
+    def _context(self, request: ModelRequest) -> C:
+        """What decoding the reply to ``request`` needs to know of it."""
         raise NotImplementedError
 
-    def _stream_decoder(self, request: ModelRequest) -> Callable[[], StreamDecoder]:
-        """Makes the decoder of one streamed attempt at ``request``."""
+    def _parse(self, data: Any, context: C) -> ModelResponse:
+        """The decoded JSON answer as a ``ModelResponse`` (raises ``ReplyFieldError`` for a
+        field of the wrong type)."""
+        raise NotImplementedError
+
+    def _decoder(self, context: C) -> StreamDecoder:
+        """The decoder of one streamed attempt."""
         raise NotImplementedError
 
     def _refine(self, error: ModelError) -> None:
@@ -223,11 +219,11 @@ class HttpModel:
             deadline=self._deadline(request.settings),
         )
 
-    def _checked(self, parse: Callable[..., ModelResponse], *args: Any) -> ModelResponse:
-        """``parse(*args)`` with a field of the wrong type reported as a malformed reply, and a
-        reply that could not answer refused (``require_answer``)."""
+    def _reply(self, data: Any, context: C) -> ModelResponse:
+        """``_parse`` with a field of the wrong type reported as a malformed reply, and a reply
+        that could not answer refused (``require_answer``)."""
         try:
-            response = parse(*args)
+            response = self._parse(data, context)
         except ReplyFieldError as exc:
             raise self._bad_reply(str(exc)) from None
         except RecursionError:
@@ -237,7 +233,7 @@ class HttpModel:
 
     async def response(self, request: ModelRequest) -> ModelResponse:
         call = self._call(request, stream=False)
-        parse = self._answer_parser(request)
+        context = self._context(request)
 
         async def attempt() -> ModelResponse:
             try:
@@ -251,14 +247,16 @@ class HttpModel:
             except ModelError as error:
                 self._refine(error)
                 raise
-            return parse(data)
+            return self._reply(data, context)
 
         return await call_with_retries(attempt, self.retry)
 
     async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         call = self._call(request, stream=True)
-        decoder = self._stream_decoder(request)
-        events = stream_with_retries(lambda: self._stream_once(call, decoder()), self.retry)
+        context = self._context(request)
+        events = stream_with_retries(
+            lambda: self._stream_once(call, self._decoder(context)), self.retry
+        )
         async with aclosing(events):
             async for event in events:
                 yield event

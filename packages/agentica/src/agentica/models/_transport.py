@@ -21,7 +21,7 @@ import email.utils
 import json
 import math
 import time
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -450,10 +450,11 @@ class _EventReader:
     """Splits a server-sent-event body into ``(event, data)`` pairs as its bytes arrive.
 
     Lines are split here rather than by aiohttp, whose line limit (128 KB) is smaller than a
-    real tool call's arguments can be; an event may be up to ``MAX_EVENT_BYTES``, and so may a
-    line still waiting for its newline."""
+    real tool call's arguments can be. An event over ``MAX_EVENT_BYTES`` (or a line that long
+    still waiting for its newline) stops the reading: ``check()`` raises it, after the events
+    completed before it have been passed on."""
 
-    __slots__ = ("_buffer", "_data", "_event", "_model", "_provider", "_scan", "_size")
+    __slots__ = ("_buffer", "_data", "_error", "_event", "_model", "_provider", "_scan", "_size")
 
     def __init__(self, provider: str, model: str) -> None:
         self._provider = provider
@@ -463,9 +464,11 @@ class _EventReader:
         self._size = 0
         self._buffer = bytearray()
         self._scan = 0  # _buffer[:_scan] holds no newline
+        self._error: ModelResponseError | None = None
 
-    def feed(self, piece: bytes) -> Iterator[tuple[str, str]]:
-        """The events that ``piece`` completes, each as soon as it is complete."""
+    def feed(self, piece: bytes) -> list[tuple[str, str]]:
+        """The events that ``piece`` completes."""
+        out: list[tuple[str, str]] = []
         buffer = self._buffer
         buffer += piece
         start = 0
@@ -475,33 +478,37 @@ class _EventReader:
             start = scan = end + 1
             if not line:
                 if self._data:
-                    yield self._event, "\n".join(self._data)
+                    out.append((self._event, "\n".join(self._data)))
                     self._event, self._data, self._size = "", [], 0
-            elif not line.startswith(b":"):
-                self._field(line)
+                continue
+            name, _, value = line.partition(b":")  # a comment (":...") has no name
+            if value.startswith(b" "):
+                value = value[1:]
+            if name == b"data":
+                self._size += len(value)
+                if self._size > MAX_EVENT_BYTES:
+                    self._error = _event_too_big(self._provider, self._model)
+                    return out
+                self._data.append(value.decode("utf-8", "replace"))
+            elif name == b"event":
+                self._event = value.decode("utf-8", "replace")
         del buffer[:start]
         self._scan = len(buffer)
         if self._scan > MAX_EVENT_BYTES:
-            raise _event_too_big(self._provider, self._model)
+            self._error = _event_too_big(self._provider, self._model)
+        return out
 
-    def _field(self, line: bytes) -> None:
-        name, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if name == b"data":
-            self._size += len(value)
-            if self._size > MAX_EVENT_BYTES:
-                raise _event_too_big(self._provider, self._model)
-            self._data.append(value.decode("utf-8", "replace"))
-        elif name == b"event":
-            self._event = value.decode("utf-8", "replace")
-
-    def end(self) -> Iterator[tuple[str, str]]:
+    def end(self) -> list[tuple[str, str]]:
         """The events left when the body ends (a last line may lack its newline)."""
-        if self._buffer:
-            yield from self.feed(b"\n")
-        if self._data:
-            yield self._event, "\n".join(self._data)
+        out = self.feed(b"\n") if self._buffer else []
+        if self._data and self._error is None:
+            out.append((self._event, "\n".join(self._data)))
+        return out
+
+    def check(self) -> None:
+        """Raise the error that stopped the reading, if any."""
+        if self._error is not None:
+            raise self._error
 
 
 async def stream_sse(
@@ -538,7 +545,9 @@ async def stream_sse(
             async for piece in resp.content.iter_any():
                 for event in reader.feed(piece):
                     yield event
+                reader.check()
             for event in reader.end():
                 yield event
+            reader.check()
     except (aiohttp.ClientError, HttpProcessingError, TimeoutError) as exc:
         raise _transport_error(exc, endpoint, timeout=timeout, deadline=deadline) from exc

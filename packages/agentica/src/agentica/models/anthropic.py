@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 from typing import Any
 
 from agentica.errors import ModelError, ModelHTTPError, ModelResponseError, UsageError
@@ -57,7 +56,7 @@ from agentica.messages import (
     Usage,
     UserMessage,
 )
-from agentica.models._adapter import Delta, HttpModel, StreamDecoder, copy_settings, decode_event
+from agentica.models._adapter import Delta, HttpModel, StreamDecoder, decode_event
 from agentica.models._transport import (
     ReplyFieldError,
     describe,
@@ -94,7 +93,6 @@ _CHOICES: dict[str | None, dict[str, str]] = {
     "required": {"type": "any"},
     "auto": {"type": "auto"},
 }
-_SETTING_KEYS = (("temperature", "temperature"), ("top_p", "top_p"), ("stop", "stop_sequences"))
 # Error types of an ``error`` event that repeating the request cannot fix.
 _FINAL_ERROR_TYPES = frozenset(
     {
@@ -253,7 +251,7 @@ def _structured_output_instructions(schema: OutputSchema) -> str:
     )
 
 
-class Claude(HttpModel):
+class Claude(HttpModel[None]):
     """A Claude model served through the Anthropic Messages API.
 
     Args:
@@ -438,7 +436,12 @@ class Claude(HttpModel):
             body["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if schema is not None and self.native_structured_output:
             body["output_config"] = {"format": {"type": "json_schema", "schema": schema.schema}}
-        copy_settings(body, s, _SETTING_KEYS)
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if s.stop:
+            body["stop_sequences"] = list(s.stop)
         if stream:
             body["stream"] = True
         if self.prompt_caching:
@@ -479,9 +482,9 @@ class Claude(HttpModel):
         counts, id, model name) count as missing. Content block types added to the API later
         are skipped.
         """
-        return self._checked(self._parse, data)
+        return self._reply(data, None)
 
-    def _parse(self, data: Any) -> ModelResponse:
+    def _parse(self, data: Any, context: None) -> ModelResponse:
         if isinstance(data, dict) and data.get("type") == "error":
             raise self._error_event(data.get("error"), "answered with an error")
         content = data.get("content") if isinstance(data, dict) else None
@@ -558,11 +561,11 @@ class Claude(HttpModel):
         ):
             error.retryable = False
 
-    def _answer_parser(self, request: ModelRequest) -> Callable[[Any], ModelResponse]:
-        return self.parse_response
+    def _context(self, request: ModelRequest) -> None:
+        return None
 
-    def _stream_decoder(self, request: ModelRequest) -> Callable[[], StreamDecoder]:
-        return partial(_StreamReply, self)
+    def _decoder(self, context: None) -> StreamDecoder:
+        return _StreamReply(self)
 
 
 class _StreamReply:
@@ -595,7 +598,7 @@ class _StreamReply:
 
     def feed(self, name: str, data: str) -> list[Delta]:
         """The deltas of one server-sent event (raises ``ReplyFieldError`` for a bad event)."""
-        event = decode_event(data, provider="anthropic", model=self._adapter.id, noun="event")
+        event = decode_event(data, self._adapter, "event")
         kind = event.get("type")
         kind = kind if isinstance(kind, str) else name
         handler = _EVENT_HANDLERS.get(kind)

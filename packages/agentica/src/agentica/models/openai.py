@@ -15,8 +15,7 @@ fault to retry.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from agentica.errors import ModelResponseError, UsageError
@@ -29,7 +28,7 @@ from agentica.messages import (
     ToolDefinition,
     Usage,
 )
-from agentica.models._adapter import Delta, HttpModel, StreamDecoder, copy_settings, decode_event
+from agentica.models._adapter import Delta, HttpModel, StreamDecoder, decode_event
 from agentica.models._transport import (
     ReplyFieldError,
     describe,
@@ -148,7 +147,7 @@ def _tool_call(raw: Any, where: str) -> ToolCall:
     )
 
 
-class OpenAIChat(HttpModel):
+class OpenAIChat(HttpModel[Sequence[str]]):
     """A model served through the OpenAI Chat Completions API.
 
     Args:
@@ -220,16 +219,8 @@ class OpenAIChat(HttpModel):
         if tool_mode not in ("native", "text"):
             raise UsageError(f"tool_mode must be 'native' or 'text', not {tool_mode!r}")
         self.tool_mode = tool_mode
-        official = self.base_url == self.default_base_url
-        self._setting_keys = (
-            ("temperature", "temperature"),
-            ("top_p", "top_p"),
-            (
-                "max_tokens",
-                max_tokens_field or ("max_completion_tokens" if official else "max_tokens"),
-            ),
-            ("stop", "stop"),
-            ("seed", "seed"),
+        self._max_tokens_field = max_tokens_field or (
+            "max_completion_tokens" if self.base_url == self.default_base_url else "max_tokens"
         )
         self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
@@ -269,7 +260,16 @@ class OpenAIChat(HttpModel):
                     "strict": request.output_schema.strict,
                 },
             }
-        copy_settings(body, s, self._setting_keys)
+        if s.temperature is not None:
+            body["temperature"] = s.temperature
+        if s.top_p is not None:
+            body["top_p"] = s.top_p
+        if s.max_tokens is not None:
+            body[self._max_tokens_field] = s.max_tokens
+        if s.stop:
+            body["stop"] = list(s.stop)
+        if s.seed is not None:
+            body["seed"] = s.seed
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -277,7 +277,7 @@ class OpenAIChat(HttpModel):
             body.update(s.extra_body)
         return body
 
-    def _text_tools(self, request: ModelRequest) -> list[str]:
+    def _context(self, request: ModelRequest) -> Sequence[str]:
         """Tool names to look for in the reply text (text tool mode only)."""
         if self.tool_mode != "text" or self.settings.merged(request.settings).tool_choice == "none":
             return []
@@ -295,7 +295,7 @@ class OpenAIChat(HttpModel):
         bookkeeping values (usage counts, id, model name) count as missing. ``text_tools``: tool
         names whose calls are parsed from the reply text (text tool mode).
         """
-        return self._checked(self._parse, data, text_tools)
+        return self._reply(data, text_tools)
 
     def _parse(self, data: Any, text_tools: Sequence[str]) -> ModelResponse:
         msg = _message_of(data)
@@ -329,11 +329,8 @@ class OpenAIChat(HttpModel):
             response_id=response_id if isinstance(response_id, str) else None,
         )
 
-    def _answer_parser(self, request: ModelRequest) -> Callable[[Any], ModelResponse]:
-        return partial(self.parse_response, text_tools=self._text_tools(request))
-
-    def _stream_decoder(self, request: ModelRequest) -> Callable[[], StreamDecoder]:
-        return partial(_StreamReply, self, self._text_tools(request))
+    def _decoder(self, context: Sequence[str]) -> StreamDecoder:
+        return _StreamReply(self, context)
 
 
 def _put_tools(body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings) -> None:
@@ -396,7 +393,7 @@ class _StreamReply:
             self.done = True  # read on to the end of the body so the connection is reused
             return []
         adapter = self._adapter
-        chunk = decode_event(data, provider=adapter.provider, model=adapter.id, noun="chunk")
+        chunk = decode_event(data, adapter, "chunk")
         if chunk.get("error"):
             err = chunk["error"]
             detail = err.get("message") if isinstance(err, dict) else err
