@@ -198,7 +198,9 @@ class HttpModel(Generic[C]):
     # ----------------------------------------------------------------- one call
 
     def _request_headers(self, settings: ModelSettings) -> Mapping[str, str]:
-        extra = self.settings.merged(settings).extra_headers
+        extra = settings.extra_headers  # as ``self.settings.merged(settings)`` has it, cheaper
+        if extra is None:
+            extra = self.settings.extra_headers
         return self._headers | extra if extra else self._headers
 
     def _timeout(self, settings: ModelSettings) -> float:
