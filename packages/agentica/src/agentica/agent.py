@@ -7,17 +7,9 @@ print((await agent.run("What is on example.org?")).content)
 print((await agent.run("And in one word?")).content)   # remembers the first turn
 ```
 
-An agent holds no per-run state: each run keeps its own state inside the run loop, so the same
-model and tools serve any number of agents at once. One agent object is one conversation: a second
-run while one is in progress raises ``ConcurrentRunError``; ``clone()`` gives a fresh conversation
-with the same configuration, and ``as_tool()`` lets another agent delegate to this one.
-
-Several agents (in one process or several) may share a stored session. Each save states the
-session revision the agent last loaded or saved; when another writer saved in between, the agent
-reloads the session and merges: the other writer's runs come first, state keys (and files of the
-state backend) only one side changed are kept from that side. Only a value both changed
-differently fails the save with ``SessionConflictError``, which carries the unsaved run; the
-agent then reloads the stored session before its next run.
+One agent object is one conversation (runs one at a time); ``clone()`` gives a fresh one with the
+same configuration, ``as_tool()`` lets another agent delegate to it. ``Agent`` says how several
+writers share a stored session.
 """
 
 from __future__ import annotations
@@ -99,6 +91,19 @@ def _same(a: Sequence[object], b: Sequence[object]) -> bool:
 
 class Agent(Generic[OutT]):
     """An LLM agent: a model, tools and instructions, plus the memory of its conversation.
+
+    An agent holds no per-run state: each run keeps its own state inside the run loop, so the same
+    model and tools serve any number of agents at once. One agent object is one conversation: a
+    second run while one is in progress raises ``ConcurrentRunError``; ``clone()`` gives a fresh
+    conversation with the same configuration, and ``as_tool()`` lets another agent delegate to this
+    one.
+
+    Several agents (in one process or several) may share a stored session. Each save states the
+    session revision the agent last loaded or saved; when another writer saved in between, the agent
+    reloads the session and merges: the other writer's runs come first, state keys (and files of the
+    state backend) only one side changed are kept from that side. Only a value both changed
+    differently fails the save with ``SessionConflictError``, which carries the unsaved run; the
+    agent then reloads the stored session before its next run.
 
     ``Agent[OutT]`` is generic in its output type: ``Agent(output_type=Invoice)`` is an
     ``Agent[Invoice]`` whose ``run()`` returns a ``RunResponse[Invoice]``; without

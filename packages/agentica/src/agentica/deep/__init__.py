@@ -8,9 +8,8 @@
 - ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
   ``AnswerCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
 
-Human approval (``HumanApproval``, ``Decision``), the ``RepetitionGuard`` and context management
-(eviction, dual-threshold compaction, ``ContextPolicy``) live below, in ``agentica.run`` and
-``agentica.context``: every ``Agent`` has them; guardrails are in ``agentica.guardrails``.
+Human approval, the ``RepetitionGuard``, context management and guardrails are not here: every
+``Agent`` has them (``agentica.run``, ``agentica.context``, ``agentica.guardrails``).
 """
 
 from agentica.deep.agent import HARNESS_INSTRUCTIONS, DeepAgent

@@ -5,23 +5,8 @@ agent = DeepAgent(workspace="project/")           # the embedded model unless mo
 response = await agent.run("Add a --verbose flag to cli.py and test it")
 ```
 
-It is an ordinary ``Agent`` whose tools and capabilities are assembled from the harness:
-
-- file tools (``ls``, ``read_file``, ``write_file``, ``edit_file``, ``glob``, ``grep``) over a
-  ``FileBackend``: the workspace directory (``FilesystemBackend``) when one is given, else files
-  kept in the session's state;
-- ``execute`` and ``run_python`` in the workspace (``Shell``), optionally sandboxed, plus the
-  background ``start/wait/stop_command`` operations when ``background_commands=True``;
-- ``Heartbeat`` checkpoints (and ``Reflection`` when asked for), the ``RepetitionGuard``, and
-  the context management every ``Agent`` has (``context=ContextPolicy(...)``);
-- ``write_todos`` / ``read_todos`` (``Todos``), the ``task`` tool for subagents (``SubAgents``),
-  skills (``Skills``), web tools (``Web``), human approval (``interrupt_on``), and the final
-  ``AnswerCheck``.
-
-Every part can be switched off or replaced by passing ``False`` or an object; the harness adds
-one short paragraph to the instructions. Its fixed prompt cost (system prompt and tool schemas)
-is measured in ``benchmarks/deep_prompt.py``. ``clone()`` rebuilds the harness from the same
-arguments.
+An ordinary ``Agent`` whose tools and capabilities are assembled from the harness (files, shell,
+todos, subagents, checks); every part can be switched off or replaced (see ``DeepAgent``).
 """
 
 from __future__ import annotations
@@ -187,6 +172,24 @@ def _instructions(harness: _Harness) -> str:
 
 class DeepAgent(Agent[OutT]):
     """An ``Agent`` with file tools, shell, todos, subagents and checks for multi-step work.
+
+    It is an ordinary ``Agent`` whose tools and capabilities are assembled from the harness:
+
+    - file tools (``ls``, ``read_file``, ``write_file``, ``edit_file``, ``glob``, ``grep``) over a
+      ``FileBackend``: the workspace directory (``FilesystemBackend``) when one is given, else files
+      kept in the session's state;
+    - ``execute`` and ``run_python`` in the workspace (``Shell``), optionally sandboxed, plus the
+      background ``start/wait/stop_command`` operations when ``background_commands=True``;
+    - ``Heartbeat`` checkpoints (and ``Reflection`` when asked for), the ``RepetitionGuard``, and
+      the context management every ``Agent`` has (``context=ContextPolicy(...)``);
+    - ``write_todos`` / ``read_todos`` (``Todos``), the ``task`` tool for subagents (``SubAgents``),
+      skills (``Skills``), web tools (``Web``), human approval (``interrupt_on``), and the final
+      ``AnswerCheck``.
+
+    Every part can be switched off or replaced by passing ``False`` or an object; the harness adds
+    one short paragraph to the instructions. Its fixed prompt cost (system prompt and tool schemas)
+    is measured in ``benchmarks/deep_prompt.py``. ``clone()`` rebuilds the harness from the same
+    arguments.
 
     Args:
         workspace: a directory the agent works in (file tools and commands); without one, files

@@ -1,28 +1,8 @@
 """Subagents: the ``task`` tool delegates an isolated subtask to a fresh agent.
 
-The parent calls ``task(description, agent="general-purpose")``; a subagent starts with a clean
-context (only the description), works with its own tools, and returns one final report, which is
-all the parent sees, with the result of its last tool call appended when the report does not
-quote it (a small model's report often says what it did, not what its tools printed). Several
-``task`` calls of one turn run in parallel, in the same TaskGroup as the parent's other tool
-calls; each subagent's usage is added to the parent run's usage, and its tool calls reach the
-parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
-
-A subagent run shares the parent's run budget (``RunBudget``, run/limits.py): the top-level
-run's limits bound the whole tree, charged as each model call and tool call happens, and the
-subagent is also held to its own agent's limits (the parent agent's, counted over its own run).
-When the tree's budget runs out inside a subagent, its ``task`` call fails and the parent stops
-with the same ``LimitExceeded``.
-
-Subagents are typed by privilege, which picks their tools from the parent's:
-
-- ``explore``: read-only tools (list, read, search files; read todos and skills);
-- ``research``: read-only tools plus the web tools;
-- ``code``: read, write and execute;
-- ``general``: every tool of the parent.
-
-A custom ``SubAgent`` may instead bring its own tools, model and instructions. A subagent gets
-the ``task`` tool itself only while the nesting depth stays below ``max_depth``.
+A subagent starts with a clean context, works with the tools its kind allows (``explore``,
+``research``, ``code``, ``general`` or a custom ``SubAgent``) within the tree's run budget, and
+returns one report; ``SubAgents`` has the details.
 """
 
 from __future__ import annotations
@@ -168,6 +148,30 @@ class SubAgent:
 
 class SubAgents(Capability):
     """Gives the agent the ``task`` tool to delegate subtasks to subagents.
+
+    The parent calls ``task(description, agent="general-purpose")``; a subagent starts with a clean
+    context (only the description), works with its own tools, and returns one final report, which is
+    all the parent sees, with the result of its last tool call appended when the report does not
+    quote it (a small model's report often says what it did, not what its tools printed). Several
+    ``task`` calls of one turn run in parallel, in the same TaskGroup as the parent's other tool
+    calls; each subagent's usage is added to the parent run's usage, and its tool calls reach the
+    parent's ``run_stream()`` as ``ToolProgress("task:<kind>", event)``.
+
+    A subagent run shares the parent's run budget (``RunBudget``, ``agentica.limits``): the
+    top-level run's limits bound the whole tree, charged as each model call and tool call happens,
+    and the subagent is also held to its own agent's limits (the parent agent's, counted over its
+    own run). When the tree's budget runs out inside a subagent, its ``task`` call fails and the
+    parent stops with the same ``LimitExceeded``.
+
+    Subagents are typed by privilege, which picks their tools from the parent's:
+
+    - ``explore``: read-only tools (list, read, search files; read todos and skills);
+    - ``research``: read-only tools plus the web tools;
+    - ``code``: read, write and execute;
+    - ``general``: every tool of the parent.
+
+    A custom ``SubAgent`` may instead bring its own tools, model and instructions. A subagent gets
+    the ``task`` tool itself only while the nesting depth stays below ``max_depth``.
 
     Args:
         subagents: custom kinds of subagent, besides the general-purpose one.

@@ -1,14 +1,11 @@
 """The run: loop, events, limits, responses and the memory of a conversation.
 
-- ``run_events``: the one run loop (loop.py): ``decide`` picks each step from the run's state
-  (steps.py, pure), a small handler performs it; a run starts from ``ActiveRun`` (state.py),
-  its outcome is built in records.py, structured output is parsed in output.py, and a tool
-  runs another agent with ``run_child`` (child.py)
+- ``run_events``: the one run loop (loop.py; ``decide`` in steps.py picks each step, state.py,
+  records.py, output.py and child.py hold its parts)
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
 - ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
-- ``ContextWindow``: the per-run context management (token accounting, eviction, compaction,
-  forced answer, repair; window.py); ``model_summarizer`` builds a summariser from a model
+- ``ContextWindow``, ``model_summarizer``: the per-run context management (window.py)
 - ``RepetitionGuard``: warns on repeated tool calls and refuses a looping tool (repetition.py)
 - ``RunLimits``: turns, tool calls, tokens, cost, time (``agentica.limits``)
 - ``RunResponse``, ``RunRecord``, ``AgentMemory``: outcomes and memory (result.py)

@@ -1,16 +1,15 @@
 """Alembic environment of agentica's storage schema (sessions, runs, variables, blobs).
 
-``SQLStorage`` runs the migrations itself: on first use it calls ``alembic.command.upgrade``
-through ``AsyncConnection.run_sync`` and hands over its open connection, already inside the
-transaction that also holds the migration lock, in ``config.attributes["connection"]``.
+``SQLStorage`` runs it on first use, handing over its open connection (inside the transaction
+holding the migration lock) in ``config.attributes["connection"]``.
 
 From the command line (a developer writing a new revision), give the database URL with ``-x``::
 
     alembic -c migrations.ini -x url=sqlite+aiosqlite:///agentica.db upgrade head
 
 where ``migrations.ini`` holds ``[alembic]`` and ``script_location = agentica.storage:migrations``.
-The schema's revision is recorded in the ``agentica_schema_version`` table (not
-``alembic_version``), so the storage can share a database with an application's own migrations.
+The revision is kept in ``agentica_schema_version`` (not ``alembic_version``): the storage can
+share a database with an application's own migrations.
 """
 
 from __future__ import annotations
