@@ -94,10 +94,10 @@ class HttpModel(Generic[C]):
 
     It owns the configuration every such adapter has, the pooled connections (``Endpoint``),
     and one model call: the request is built once (``build_body``), sent with retries
-    (``RetryPolicy``) within the call's ``Deadline``, and decoded by ``_answer_parser`` or,
-    streamed, by a fresh ``StreamDecoder`` per attempt (``_decoder``). A reply that
-    breaks the wire format becomes ``ModelResponseError``; an empty reply that could not answer
-    is refused by ``require_answer``.
+    (``RetryPolicy``) within the call's ``Deadline``, and decoded by ``_parse`` or, streamed, by
+    a fresh ``StreamDecoder`` per attempt (``_decoder``). A reply that breaks the wire format
+    becomes ``ModelResponseError``; an empty reply that could not answer is refused by
+    ``require_answer``.
 
     A subclass gives the endpoint's ``_path``, sets ``_headers`` (with the API key from
     ``_api_key``), and implements the wire format: ``build_body``, and the decoding of a reply
