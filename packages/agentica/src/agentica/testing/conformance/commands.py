@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import secrets
 import shlex
@@ -20,7 +19,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentica.testing.conformance.files import NotApplicable
+from agentica.testing.conformance._asserts import NotApplicable, equal, require, shown
+from agentica.testing.conformance._asserts import check as _check
 from agentica.tools.commands import CommandBackend, CommandHandle, CommandResult
 
 __all__ = [
@@ -67,38 +67,6 @@ _KILL_TIME = 30.0  # seconds past its timeout (or stop) by which a command must 
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 300 else text[:300] + f"... ({len(text)} characters)"
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise AssertionError(message)
-
-
-def _equal(what: str, got: object, want: object) -> None:
-    if got != want:
-        raise AssertionError(f"{what}: expected {_shown(want)}, got {_shown(got)}")
-
-
-def _check(check: CommandBackendCheck) -> CommandBackendCheck:
-    """A check whose unexpected exceptions become ``AssertionError`` naming the check."""
-
-    @functools.wraps(check)
-    async def run(case: CommandBackendCase) -> None:
-        try:
-            await check(case)
-        except (AssertionError, NotApplicable):
-            raise
-        except Exception as exc:
-            raise AssertionError(
-                f"{check.__name__}: the backend raised {type(exc).__name__}: {exc}"
-            ) from exc
-
-    return run
-
-
 async def _start(
     case: CommandBackendCase,
     command: str,
@@ -131,7 +99,7 @@ async def _output_shows(handle: CommandHandle, text: str, what: str) -> None:
     while text not in handle.output():
         if handle.result is not None or time.monotonic() > deadline:
             result = handle.result or await handle.stop()
-            raise AssertionError(f"{what}: {text!r} never showed; output {_shown(result.output)}")
+            raise AssertionError(f"{what}: {text!r} never showed; output {shown(result.output)}")
         await asyncio.sleep(0.05)
 
 
@@ -158,18 +126,18 @@ async def _beat_sizes(case: CommandBackendCase) -> list[int]:
     try:
         return [int(line) for line in result.output.split()]
     except ValueError:
-        raise AssertionError(f"could not read the loops' files: {_shown(result.output)}") from None
+        raise AssertionError(f"could not read the loops' files: {shown(result.output)}") from None
 
 
 async def _nothing_survives(case: CommandBackendCase, what: str) -> None:
     """The three loops of ``_SPAWN_BEATS`` stopped writing: none of them survived."""
     before = await _beat_sizes(case)
     missing = [name for name, size in zip(_BEATS, before, strict=True) if size <= 0]
-    _require(not missing, f"{what}: the loops never started ({', '.join(missing)} missing)")
+    require(not missing, f"{what}: the loops never started ({', '.join(missing)} missing)")
     await asyncio.sleep(1.0)
     after = await _beat_sizes(case)
     survivors = [name for name, old, new in zip(_BEATS, before, after, strict=True) if new != old]
-    _require(
+    require(
         not survivors,
         f"{what}: processes the command started are still running (still writing: "
         f"{', '.join(survivors)}); kill its process group and every descendant, including "
@@ -198,16 +166,16 @@ def _secret_in_environment() -> Iterator[str]:
 @_check
 async def check_is_a_command_backend(case: CommandBackendCase) -> None:
     """The backend and its handles implement the protocols; handles have distinct ids."""
-    _require(isinstance(case.backend, CommandBackend), "the backend is not a CommandBackend")
+    require(isinstance(case.backend, CommandBackend), "the backend is not a CommandBackend")
     first, second = await _start(case, "true"), await _start(case, "true")
     for handle in (first, second):
-        _require(isinstance(handle, CommandHandle), "start() did not return a CommandHandle")
+        require(isinstance(handle, CommandHandle), "start() did not return a CommandHandle")
         await _finish(handle, "true")
-    _require(first.id != second.id, f"two commands have the same id {first.id!r}")
+    require(first.id != second.id, f"two commands have the same id {first.id!r}")
     python = case.backend.python
     if python is not None:
         result = await _run(case, f"{shlex.quote(python)} -c 'print(6 * 7)'")
-        _equal(f"{python} -c 'print(6 * 7)' (the backend's python)", result.output, "42\n")
+        equal(f"{python} -c 'print(6 * 7)' (the backend's python)", result.output, "42\n")
 
 
 @_check
@@ -224,40 +192,40 @@ async def check_exit_codes(case: CommandBackendCase) -> None:
     }
     for command, code in expected.items():
         result = await _run(case, command)
-        _equal(f"the exit code of {command!r}", result.exit_code, code)
-        _equal(f"the status of {command!r}", result.status, "exited")
-        _require(not result.stopped and not result.timed_out, f"{command!r} was not stopped")
+        equal(f"the exit code of {command!r}", result.exit_code, code)
+        equal(f"the status of {command!r}", result.status, "exited")
+        require(not result.stopped and not result.timed_out, f"{command!r} was not stopped")
 
 
 @_check
 async def check_output_in_order(case: CommandBackendCase) -> None:
     """stdout and stderr are merged in the order written; nothing is cut from small output."""
     result = await _run(case, "echo out; echo err >&2; echo again; printf 'no newline'")
-    _equal("the output", result.output, "out\nerr\nagain\nno newline")
-    _equal("total_bytes", result.total_bytes, len(result.output))
-    _equal("cut_bytes", result.cut_bytes, 0)
+    equal("the output", result.output, "out\nerr\nagain\nno newline")
+    equal("total_bytes", result.total_bytes, len(result.output))
+    equal("cut_bytes", result.cut_bytes, 0)
     silent = await _run(case, "true")
-    _equal("the output of 'true'", silent.output, "")
+    equal("the output of 'true'", silent.output, "")
     text = await _run(case, "printf 'caf\\303\\251 \\342\\202\\254\\n'")
-    _equal("UTF-8 output", text.output, "café €\n")
+    equal("UTF-8 output", text.output, "café €\n")
 
 
 @_check
 async def check_stdin_is_dev_null(case: CommandBackendCase) -> None:
     """A command reading stdin sees end of file at once (it never waits for input)."""
     result = await _run(case, "cat; if read line; then echo got; else echo eof; fi", timeout=20)
-    _require(not result.timed_out, "a command reading stdin waited for input until its timeout")
-    _equal("reading stdin", result.output, "eof\n")
+    require(not result.timed_out, "a command reading stdin waited for input until its timeout")
+    equal("reading stdin", result.output, "eof\n")
 
 
 @_check
 async def check_working_directory(case: CommandBackendCase) -> None:
     """Commands run in the workspace: relative paths are resolved there."""
     result = await _run(case, "pwd -P")
-    _equal("the working directory (pwd -P)", result.output.strip(), case.workspace)
+    equal("the working directory (pwd -P)", result.output.strip(), case.workspace)
     place = shlex.quote(case.workspace + "/probe.txt")
     written = await _run(case, f"echo here > probe.txt && cat {place}")
-    _equal("a file written at a relative path, read from the workspace", written.output, "here\n")
+    equal("a file written at a relative path, read from the workspace", written.output, "here\n")
 
 
 @_check
@@ -266,13 +234,13 @@ async def check_environment_has_no_secrets(case: CommandBackendCase) -> None:
     with _secret_in_environment() as secret:
         result = await _run(case, "env")
         plain = await _run(case, f'echo "${{{SECRET_VARIABLE}:-unset}}"')
-    _require(
+    require(
         SECRET_VARIABLE not in result.output and secret not in result.output,
         f"a command sees the host's environment variable {SECRET_VARIABLE}: commands must get a "
         "minimal environment (PATH, HOME, LANG), never the host's",
     )
-    _equal(f"${SECRET_VARIABLE} in a command", plain.output, "unset\n")
-    _require("PATH=" in result.output, "commands have no PATH")
+    equal(f"${SECRET_VARIABLE} in a command", plain.output, "unset\n")
+    require("PATH=" in result.output, "commands have no PATH")
 
 
 def _seq_output(count: int) -> str:
@@ -284,19 +252,19 @@ async def check_output_is_capped(case: CommandBackendCase) -> None:
     """Long output keeps its first and last ``max_output // 2`` bytes; the rest is counted."""
     full = _seq_output(200_000)
     result = await _run(case, "seq 1 200000", max_output=2000)
-    _equal("the exit code of seq", result.exit_code, 0)
-    _equal("total_bytes", result.total_bytes, len(full))
-    _equal("cut_bytes", result.cut_bytes, len(full) - 2000)
-    _require(
+    equal("the exit code of seq", result.exit_code, 0)
+    equal("total_bytes", result.total_bytes, len(full))
+    equal("cut_bytes", result.cut_bytes, len(full) - 2000)
+    require(
         result.output.startswith(full[:1000]) and result.output.endswith(full[-1000:]),
-        f"the capped output does not keep the first and last 1000 bytes: {_shown(result.output)}",
+        f"the capped output does not keep the first and last 1000 bytes: {shown(result.output)}",
     )
     cut = result.cut_bytes
-    _require(
+    require(
         f"{cut:,}" in result.output or str(cut) in result.output,
-        f"the capped output does not say how many bytes were cut ({cut}): {_shown(result.output)}",
+        f"the capped output does not say how many bytes were cut ({cut}): {shown(result.output)}",
     )
-    _require(len(result.output) < 3000, f"the capped output is {len(result.output)} characters")
+    require(len(result.output) < 3000, f"the capped output is {len(result.output)} characters")
 
 
 @_check
@@ -309,10 +277,10 @@ async def check_output_memory_is_bounded(case: CommandBackendCase) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB (Linux)
     result = await _run(case, "yes | head -c 200000000", timeout=120, max_output=2000)
     grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
-    _equal("the exit code", result.exit_code, 0)
-    _equal("total_bytes", result.total_bytes, 200_000_000)
-    _equal("cut_bytes", result.cut_bytes, 200_000_000 - 2000)
-    _require(grown < 100, f"reading 200 MB of output grew the peak memory by {grown:.0f} MiB")
+    equal("the exit code", result.exit_code, 0)
+    equal("total_bytes", result.total_bytes, 200_000_000)
+    equal("cut_bytes", result.cut_bytes, 200_000_000 - 2000)
+    require(grown < 100, f"reading 200 MB of output grew the peak memory by {grown:.0f} MiB")
 
 
 @_check
@@ -328,37 +296,37 @@ async def check_output_streams(case: CommandBackendCase) -> None:
                 seen.append(piece)
                 if "first" in "".join(seen):
                     break
-            _equal("the status once 'first' was streamed", handle.status, "running")
+            equal("the status once 'first' was streamed", handle.status, "running")
             await _finish(await _start(case, "touch go"), "touch go")
             async for piece in handle.stream():
                 seen.append(piece)
     except TimeoutError:
         await handle.stop()
-        raise AssertionError(f"stream() did not end; streamed {_shown(seen)}") from None
+        raise AssertionError(f"stream() did not end; streamed {shown(seen)}") from None
     result = await _finish(handle, "the streamed command")
-    _equal("the result", (result.exit_code, result.output), (0, "first\nsecond\n"))
-    _require("second" in "".join(seen), f"stream() missed the end: {_shown(seen)}")
+    equal("the result", (result.exit_code, result.output), (0, "first\nsecond\n"))
+    require("second" in "".join(seen), f"stream() missed the end: {shown(seen)}")
     late = [piece async for piece in handle.stream()]
-    _equal("stream() of a finished command", "".join(late), "first\nsecond\n")
+    equal("stream() of a finished command", "".join(late), "first\nsecond\n")
 
 
 @_check
 async def check_wait_and_stop(case: CommandBackendCase) -> None:
     """``wait`` returns None while running; ``stop`` of an ended command keeps its result."""
     handle = await _start(case, "echo begin; while [ ! -e go ]; do sleep 0.05; done; exit 4")
-    _require(await handle.wait(0.3) is None, "wait(0.3) returned a result for a running command")
-    _equal("the status of a running command", handle.status, "running")
-    _require(handle.result is None, "result is set while the command runs")
+    require(await handle.wait(0.3) is None, "wait(0.3) returned a result for a running command")
+    equal("the status of a running command", handle.status, "running")
+    require(handle.result is None, "result is set while the command runs")
     await _output_shows(handle, "begin", "output() of a running command")
     await _finish(await _start(case, "touch go"), "touch go")
     result = await _finish(handle, "the command")
-    _equal("the exit code", result.exit_code, 4)
+    equal("the exit code", result.exit_code, 4)
     ended = handle.result
     if ended is None:
         raise AssertionError("result is None once the command ended")
-    _equal("result once it ended", (ended.exit_code, ended.output), (4, result.output))
+    equal("result once it ended", (ended.exit_code, ended.output), (4, result.output))
     again = await handle.stop()
-    _equal("stop() of an ended command", (again.exit_code, again.stopped, handle.status), (
+    equal("stop() of an ended command", (again.exit_code, again.stopped, handle.status), (
         4, False, "exited",
     ))  # fmt: skip
 
@@ -371,11 +339,11 @@ async def check_timeout_kills_everything(case: CommandBackendCase) -> None:
     handle = await _start(case, _SPAWN_BEATS + "; sleep 1000", timeout=3)
     result = await _finish(handle, "a command with a 3 s timeout", 3 + _KILL_TIME)
     took = time.monotonic() - started
-    _equal("the status", (result.status, result.timed_out, result.stopped), (
+    equal("the status", (result.status, result.timed_out, result.stopped), (
         "timed_out", True, False,
     ))  # fmt: skip
-    _require(took >= 2.5, f"the command was killed after {took:.1f} s, before its 3 s timeout")
-    _require("started" in result.output, f"the loops did not start: {_shown(result.output)}")
+    require(took >= 2.5, f"the command was killed after {took:.1f} s, before its 3 s timeout")
+    require("started" in result.output, f"the loops did not start: {shown(result.output)}")
     await _nothing_survives(case, "after the timeout")
 
 
@@ -387,21 +355,21 @@ async def check_stop_kills_everything(case: CommandBackendCase) -> None:
     await _output_shows(handle, "started", "the command")
     started = time.monotonic()
     result = await handle.stop()
-    _require(time.monotonic() - started < _KILL_TIME, f"stop() took more than {_KILL_TIME:g} s")
-    _equal("the status", (result.status, result.stopped, result.timed_out), (
+    require(time.monotonic() - started < _KILL_TIME, f"stop() took more than {_KILL_TIME:g} s")
+    equal("the status", (result.status, result.stopped, result.timed_out), (
         "stopped", True, False,
     ))  # fmt: skip
-    _equal("handle.status after stop()", handle.status, "stopped")
+    equal("handle.status after stop()", handle.status, "stopped")
     await _nothing_survives(case, "after stop()")
     again = await handle.stop()
-    _equal("a second stop()", (again.exit_code, again.stopped), (result.exit_code, True))
+    equal("a second stop()", (again.exit_code, again.stopped), (result.exit_code, True))
 
 
 @_check
 async def check_background_jobs_end_with_the_command(case: CommandBackendCase) -> None:
     """A command that exits leaving processes behind does not leave them running."""
     result = await _run(case, _SPAWN_BEATS)
-    _equal("the exit code", (result.exit_code, result.status), (0, "exited"))
+    equal("the exit code", (result.exit_code, result.status), (0, "exited"))
     await _nothing_survives(case, "after the command exited")
 
 
@@ -414,17 +382,17 @@ async def check_commands_are_independent(case: CommandBackendCase) -> None:
     )
     results = await asyncio.gather(*(_finish(h, f"command {n}") for n, h in enumerate(handles, 1)))
     got = [(r.exit_code, r.output) for r in results]
-    _equal("four commands at once", got, [(n, f"id-{n}\n") for n in range(1, 5)])
-    _equal("their ids", len({h.id for h in handles}), 4)
+    equal("four commands at once", got, [(n, f"id-{n}\n") for n in range(1, 5)])
+    equal("their ids", len({h.id for h in handles}), 4)
     first = await _start(case, "echo a; sleep 1000")
     second = await _start(case, "echo b; while [ ! -e go ]; do sleep 0.05; done; echo b-done")
     await _output_shows(first, "a", "the first command")
     stopped = await first.stop()
-    _require(stopped.stopped, "stop() did not stop the first command")
-    _equal("the second command once the first was stopped", second.status, "running")
+    require(stopped.stopped, "stop() did not stop the first command")
+    equal("the second command once the first was stopped", second.status, "running")
     await _finish(await _start(case, "touch go"), "touch go")
     result = await _finish(second, "the second command")
-    _equal("the second command's result", (result.exit_code, result.output), (0, "b\nb-done\n"))
+    equal("the second command's result", (result.exit_code, result.output), (0, "b\nb-done\n"))
 
 
 COMMAND_BACKEND_CHECKS: tuple[CommandBackendCheck, ...] = (

@@ -8,11 +8,12 @@ lists them all and ``check_file_backend`` runs them against a factory of cases.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agentica.testing.conformance._asserts import NotApplicable, equal, require, shown
+from agentica.testing.conformance._asserts import check as _check
 from agentica.tools.files import BackendError, FileBackend, FileInfo, GrepLine
 
 __all__ = [
@@ -30,11 +31,6 @@ OUTSIDE_TEXT = "conformance: this text is outside the file area\n"
 """What ``Symlinks.link_outside`` puts in the files outside the root."""
 
 _T = TypeVar("_T")
-
-
-class NotApplicable(Exception):
-    """The check needs something the case does not offer (``put_bytes``, ``symlinks``); a test
-    runner reports it as skipped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,33 +92,18 @@ FileBackendFactory = Callable[[], FileBackendCase | Awaitable[FileBackendCase]]
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 300 else text[:300] + f"... ({len(text)} characters)"
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise AssertionError(message)
-
-
-def _equal(what: str, got: object, want: object) -> None:
-    if got != want:
-        raise AssertionError(f"{what}: expected {_shown(want)}, got {_shown(got)}")
-
-
 async def _refused(what: str, pending: Awaitable[object]) -> BackendError:
     """The ``BackendError`` that ``pending`` must raise."""
     try:
         result = await pending
     except BackendError as exc:
-        _require(bool(str(exc).strip()), f"{what}: BackendError without a message")
+        require(bool(str(exc).strip()), f"{what}: BackendError without a message")
         return exc
     except Exception as exc:
         raise AssertionError(
             f"{what}: expected BackendError, got {type(exc).__name__}: {exc}"
         ) from exc
-    raise AssertionError(f"{what}: expected BackendError, but it returned {_shown(result)}")
+    raise AssertionError(f"{what}: expected BackendError, but it returned {shown(result)}")
 
 
 async def _ok(what: str, pending: Awaitable[_T]) -> _T:
@@ -139,24 +120,6 @@ def _paths(found: Sequence[FileInfo | GrepLine]) -> list[str]:
 
 def _sort_key(path: str) -> tuple[str, ...]:
     return tuple(path.split("/"))
-
-
-def _check(check: FileBackendCheck) -> FileBackendCheck:
-    """A check whose unexpected exceptions (a ``BackendError`` where a call should succeed)
-    become ``AssertionError`` naming the check."""
-
-    @functools.wraps(check)
-    async def run(case: FileBackendCase) -> None:
-        try:
-            await check(case)
-        except (AssertionError, NotApplicable):
-            raise
-        except Exception as exc:
-            raise AssertionError(
-                f"{check.__name__}: the backend raised {type(exc).__name__}: {exc}"
-            ) from exc
-
-    return run
 
 
 async def _write_all(case: FileBackendCase, files: dict[str, str]) -> None:
@@ -210,7 +173,7 @@ async def check_refuses_path_escapes(case: FileBackendCase) -> None:
         await _refused(f"stat({path!r}) ({why}) must raise, not return", b.stat(path))
         await _refused(f"glob('*', {path!r}) ({why})", b.glob("*", path))
         await _refused(f"grep('x', {path!r}) ({why})", b.grep("x", path))
-    _equal(f"ls({case.workdir!r}) after refused writes", await b.ls(case.workdir), [])
+    equal(f"ls({case.workdir!r}) after refused writes", await b.ls(case.workdir), [])
 
 
 @_check
@@ -220,14 +183,14 @@ async def check_normalizes_paths(case: FileBackendCase) -> None:
     b = case.backend
     messy = f"  {case.path('a')}//b/./c/../d.txt  "
     info = await _ok(f"write({messy!r})", b.write(messy, "text"))
-    _equal(f"path returned by write({messy!r})", info.path, case.path("a/b/d.txt"))
-    _equal("read of the normalised path", await b.read(case.path("a/b/d.txt")), "text")
-    _equal("read with a trailing '/'", await b.read(case.path("a/b/d.txt") + "/"), "text")
+    equal(f"path returned by write({messy!r})", info.path, case.path("a/b/d.txt"))
+    equal("read of the normalised path", await b.read(case.path("a/b/d.txt")), "text")
+    equal("read with a trailing '/'", await b.read(case.path("a/b/d.txt") + "/"), "text")
     literal = await _ok("write of '%2e%2e/x.txt'", b.write(case.path("%2e%2e/x.txt"), "y"))
-    _equal("'%2e%2e' is a plain name", literal.path, case.path("%2e%2e/x.txt"))
+    equal("'%2e%2e' is a plain name", literal.path, case.path("%2e%2e/x.txt"))
     if case.workdir == "/":
         rel = await _ok("write('rel/x.txt') (relative)", b.write("rel/x.txt", "r"))
-        _equal("a relative path is taken from '/'", rel.path, "/rel/x.txt")
+        equal("a relative path is taken from '/'", rel.path, "/rel/x.txt")
 
 
 @_check
@@ -236,11 +199,11 @@ async def check_host_paths_are_virtual(case: FileBackendCase) -> None:
     written, and writing it stays inside."""
     b = case.backend
     hosts = case.path("etc/hosts")
-    _equal(f"stat({hosts!r}) in an empty area", await b.stat(hosts), None)
+    equal(f"stat({hosts!r}) in an empty area", await b.stat(hosts), None)
     await _refused(f"read({hosts!r}) in an empty area", b.read(hosts))
     await _ok(f"write({hosts!r})", b.write(hosts, "inside\n"))
-    _equal(f"read({hosts!r})", await b.read(hosts), "inside\n")
-    _equal("glob('**') after writing /etc/hosts", _paths(await b.glob("**", case.workdir)), [hosts])
+    equal(f"read({hosts!r})", await b.read(hosts), "inside\n")
+    equal("glob('**') after writing /etc/hosts", _paths(await b.glob("**", case.workdir)), [hosts])
 
 
 # ---------------------------------------------------------------------------------- links
@@ -259,7 +222,7 @@ async def _links_refused(case: FileBackendCase, file_link: str, dir_link: str) -
             info = await b.stat(path)
         except BackendError:
             continue
-        _equal(f"stat({path!r}) (through a link out) is refused or None", info, None)
+        equal(f"stat({path!r}) (through a link out) is refused or None", info, None)
 
 
 @_check
@@ -277,14 +240,14 @@ async def check_symlinks_out_are_not_followed(case: FileBackendCase) -> None:
     await _ok(f"write({inside!r})", b.write(inside, "inside text\n"))
     await _links_refused(case, file_link, dir_link)
     listed = _paths(await _ok(f"ls({case.workdir!r})", b.ls(case.workdir)))
-    _require(
+    require(
         file_link not in listed and dir_link not in listed,
         f"ls({case.workdir!r}) lists links that point outside: {listed}",
     )
-    _equal("glob('**') with links out", _paths(await b.glob("**", case.workdir)), [inside])
+    equal("glob('**') with links out", _paths(await b.glob("**", case.workdir)), [inside])
     secret = OUTSIDE_TEXT.strip()
-    _equal("grep for the outside text", await b.grep(secret, case.workdir), [])
-    _equal("the files outside the root", await case.symlinks.outside_files(), before)
+    equal("grep for the outside text", await b.grep(secret, case.workdir), [])
+    equal("the files outside the root", await case.symlinks.outside_files(), before)
 
 
 # ---------------------------------------------------------------------------------- text
@@ -304,9 +267,9 @@ async def check_binary_files_are_not_read(case: FileBackendCase) -> None:
     await _refused(f"read({png!r}) (binary, NUL bytes)", b.read(png))
     await _refused(f"read({latin!r}) (not UTF-8)", b.read(latin))
     info = await _ok(f"stat({png!r})", b.stat(png))
-    _require(info is not None and info.size == len(png_bytes), f"stat({png!r}) gave {info}")
-    _equal("grep finds nothing in a binary file", await b.grep("needle", case.workdir), [])
-    _equal("ls shows binary files", _paths(await b.ls(case.workdir)), [png, latin])
+    require(info is not None and info.size == len(png_bytes), f"stat({png!r}) gave {info}")
+    equal("grep finds nothing in a binary file", await b.grep("needle", case.workdir), [])
+    equal("ls shows binary files", _paths(await b.ls(case.workdir)), [png, latin])
 
 
 @_check
@@ -319,7 +282,7 @@ async def check_write_refuses_non_text(case: FileBackendCase) -> None:
     await _refused("write of content with a lone surrogate", b.write(path, "a\ud800b"))
     not_text: Any = b"bytes"
     await _refused("write of bytes instead of str", b.write(path, not_text))
-    _equal(f"stat({path!r}) after refused writes", await b.stat(path), None)
+    equal(f"stat({path!r}) after refused writes", await b.stat(path), None)
 
 
 @_check
@@ -336,9 +299,9 @@ async def check_text_round_trips(case: FileBackendCase) -> None:
     }
     await _write_all(case, texts)
     for name, text in texts.items():
-        _equal(f"read({case.path(name)!r})", await b.read(case.path(name)), text)
+        equal(f"read({case.path(name)!r})", await b.read(case.path(name)), text)
         info = await b.stat(case.path(name))
-        _require(
+        require(
             info is not None and info.size == len(text.encode("utf-8")),
             f"stat({case.path(name)!r}) size: expected {len(text.encode())} bytes, got {info}",
         )
@@ -350,13 +313,13 @@ async def check_empty_files(case: FileBackendCase) -> None:
     b = case.backend
     path = case.path("empty.txt")
     info = await _ok(f"write({path!r}, '')", b.write(path, ""))
-    _equal("size of an empty file from write", info.size, 0)
-    _equal(f"read({path!r})", await b.read(path), "")
-    _equal(
+    equal("size of an empty file from write", info.size, 0)
+    equal(f"read({path!r})", await b.read(path), "")
+    equal(
         f"ls({case.workdir!r})", [(e.path, e.size) for e in await b.ls(case.workdir)], [(path, 0)]
     )
-    _equal("glob('*') finds the empty file", _paths(await b.glob("*", case.workdir)), [path])
-    _equal("grep('^') in an empty file", await b.grep("^", case.workdir), [])
+    equal("glob('*') finds the empty file", _paths(await b.glob("*", case.workdir)), [path])
+    equal("grep('^') in an empty file", await b.grep("^", case.workdir), [])
 
 
 @_check
@@ -366,11 +329,9 @@ async def check_overwrite(case: FileBackendCase) -> None:
     path = case.path("f.txt")
     await _ok(f"write({path!r})", b.write(path, "long original text\n" * 100))
     info = await _ok(f"write({path!r}) again", b.write(path, "short\n"))
-    _equal(f"size after overwriting {path!r}", info.size, 6)
-    _equal(f"read({path!r}) after overwriting", await b.read(path), "short\n")
-    _equal(
-        "ls after overwriting", [(e.path, e.size) for e in await b.ls(case.workdir)], [(path, 6)]
-    )
+    equal(f"size after overwriting {path!r}", info.size, 6)
+    equal(f"read({path!r}) after overwriting", await b.read(path), "short\n")
+    equal("ls after overwriting", [(e.path, e.size) for e in await b.ls(case.workdir)], [(path, 6)])
 
 
 @_check
@@ -381,13 +342,13 @@ async def check_unicode_names(case: FileBackendCase) -> None:
     names = ["données/été.txt", "日本語.md", "emoji 🙂.txt", ".hidden", "ñ.txt", "space name.txt"]
     await _write_all(case, {name: f"content of {name}\n" for name in names})
     for name in names:
-        _equal(f"read({case.path(name)!r})", await b.read(case.path(name)), f"content of {name}\n")
+        equal(f"read({case.path(name)!r})", await b.read(case.path(name)), f"content of {name}\n")
     tops = sorted({name.split("/")[0] for name in names})
-    _equal("ls names (sorted by code point)", [e.name for e in await b.ls(case.workdir)], tops)
+    equal("ls names (sorted by code point)", [e.name for e in await b.ls(case.workdir)], tops)
     found = _paths(await b.glob("**", case.workdir))
-    _equal("glob('**') of unicode names", found, sorted(map(case.path, names), key=_sort_key))
+    equal("glob('**') of unicode names", found, sorted(map(case.path, names), key=_sort_key))
     lines = await b.grep("content of", case.workdir)
-    _equal("grep over unicode names", _paths(lines), found)
+    equal("grep over unicode names", _paths(lines), found)
 
 
 # ---------------------------------------------------------------------------------- sizes
@@ -410,13 +371,13 @@ async def check_write_size_limit(case: FileBackendCase) -> None:
     path, other = case.path("big.txt"), case.path("too-big.txt")
     text = _text_of(limit)
     info = await _ok(f"write of exactly {limit} bytes", b.write(path, text))
-    _equal("size of a file at the write limit", info.size, limit)
+    equal("size of a file at the write limit", info.size, limit)
     back = await _ok("read of a file at the write limit", b.read(path))
-    _require(back == text, f"read of a {limit}-byte file gave {len(back)} characters, not all")
+    require(back == text, f"read of a {limit}-byte file gave {len(back)} characters, not all")
     await _refused(f"write of {limit + 1} bytes", b.write(path, text + "z"))
     await _refused(f"write of {limit + 1} bytes to a new path", b.write(other, text + "z"))
-    _require(await b.read(path) == text, "a refused write over the limit changed the file")
-    _equal(f"stat({other!r}) after a refused write", await b.stat(other), None)
+    require(await b.read(path) == text, "a refused write over the limit changed the file")
+    equal(f"stat({other!r}) after a refused write", await b.stat(other), None)
 
 
 @_check
@@ -433,9 +394,9 @@ async def check_read_size_limit(case: FileBackendCase) -> None:
     await _refused(
         f"read of a {len(data)}-byte file (read limit {case.max_read_bytes})", b.read(path)
     )
-    _equal("grep in a file over the read limit", await b.grep("needle", case.workdir), [])
+    equal("grep in a file over the read limit", await b.grep("needle", case.workdir), [])
     info = await b.stat(path)
-    _require(info is not None and info.size == len(data), f"stat of the large file gave {info}")
+    require(info is not None and info.size == len(data), f"stat of the large file gave {info}")
 
 
 @_check
@@ -449,14 +410,14 @@ async def check_many_lines(case: FileBackendCase) -> None:
     text = "".join(f"line {i}\n" for i in range(1, count + 1)) + "needle " + "x" * 3000 + "\n"
     path = case.path("lines.txt")
     await _ok("write of a file of many lines", b.write(path, text))
-    _equal("read of a file of many lines", await b.read(path), text)
+    equal("read of a file of many lines", await b.read(path), text)
     target = count * 5 // 8  # 12345 of 20,000
-    _equal("grep line number", [g.line for g in await b.grep(f"^line {target}$", path)], [target])
+    equal("grep line number", [g.line for g in await b.grep(f"^line {target}$", path)], [target])
     long = await b.grep("needle", path)
-    _equal(
+    equal(
         "grep of a 3007-character line", [(g.line, len(g.text)) for g in long], [(count + 1, 2000)]
     )
-    _equal("grep limit", len(await b.grep("^line", path, limit=7)), 7)
+    equal("grep limit", len(await b.grep("^line", path, limit=7)), 7)
 
 
 # ---------------------------------------------------------------------------------- concurrency
@@ -472,7 +433,7 @@ async def _reader(case: FileBackendCase, path: str, allowed: set[str], stop: asy
     reads = 0
     while not stop.is_set() or reads == 0:
         text = await _ok(f"read({path!r}) during concurrent writes", case.backend.read(path))
-        _require(
+        require(
             text in allowed,
             "a read during concurrent writes saw a torn or mixed file "
             f"({len(text)} characters, starting {text[:40]!r})",
@@ -502,14 +463,14 @@ async def check_concurrent_writes_to_one_file(case: FileBackendCase) -> None:
     for reader in readers:
         reader.result()  # a torn read raises here
     final = await b.read(path)
-    _require(
+    require(
         final in versions,
         f"after concurrent writes {path!r} holds none of the writes "
         f"({len(final)} characters, starting {final[:40]!r})",
     )
     info = await b.stat(path)
-    _require(info is not None and info.size == len(final.encode()), f"stat after writes: {info}")
-    _equal("ls after concurrent writes", _paths(await b.ls(case.workdir)), [path])
+    require(info is not None and info.size == len(final.encode()), f"stat after writes: {info}")
+    equal("ls after concurrent writes", _paths(await b.ls(case.workdir)), [path])
 
 
 @_check
@@ -519,8 +480,8 @@ async def check_concurrent_writes_in_a_new_folder(case: FileBackendCase) -> None
     paths = [case.path(f"new/deeper/f{i:02d}.txt") for i in range(30)]
     await asyncio.gather(*(_ok(f"write({p!r})", b.write(p, p)) for p in paths))
     for p in paths:
-        _equal(f"read({p!r}) after concurrent writes", await b.read(p), p)
-    _equal("ls of the new folder", _paths(await b.ls(case.path("new/deeper"))), paths)
+        equal(f"read({p!r}) after concurrent writes", await b.read(p), p)
+    equal("ls of the new folder", _paths(await b.ls(case.path("new/deeper"))), paths)
 
 
 # ---------------------------------------------------------------------------------- ls, stat
@@ -539,20 +500,20 @@ async def check_ls(case: FileBackendCase) -> None:
     """``ls`` sorts by name, shows folders with size 0 and files with their size; a file lists
     as itself; a missing path raises ``BackendError``; an empty area lists as ``[]``."""
     b = case.backend
-    _equal(f"ls({case.workdir!r}) of an empty area", await b.ls(case.workdir), [])
+    equal(f"ls({case.workdir!r}) of an empty area", await b.ls(case.workdir), [])
     await _write_all(case, _TREE)
     entries = await b.ls(case.workdir)
     size = {name: len(text.encode()) for name, text in _TREE.items()}
     want = [("a", True, 0), ("a-b.py", False, size["a-b.py"]), ("b.py", False, size["b.py"])]
-    _equal("ls (name, is_dir, size)", [(e.name, e.is_dir, e.size) for e in entries], want)
-    _equal("ls paths", _paths(entries), [case.path(name) for name, _, _ in want])
-    _equal(
+    equal("ls (name, is_dir, size)", [(e.name, e.is_dir, e.size) for e in entries], want)
+    equal("ls paths", _paths(entries), [case.path(name) for name, _, _ in want])
+    equal(
         "ls of a folder",
         _paths(await b.ls(case.path("a") + "/")),
         [case.path("a/notes.md"), case.path("a/z.py")],
     )
     only = await b.ls(case.path("b.py"))
-    _equal(
+    equal(
         "ls of a file",
         [(e.path, e.is_dir, e.size) for e in only],
         [(case.path("b.py"), False, size["b.py"])],
@@ -566,15 +527,15 @@ async def check_stat(case: FileBackendCase) -> None:
     below a file."""
     b = case.backend
     root = await b.stat(case.workdir)
-    _require(root is not None and root.is_dir, f"stat({case.workdir!r}) must be a folder: {root}")
+    require(root is not None and root.is_dir, f"stat({case.workdir!r}) must be a folder: {root}")
     await _write_all(case, {"d/é.txt": "é\n"})
     f = await b.stat(case.path("d/é.txt"))
-    _equal("stat of a file", f and (f.path, f.is_dir, f.size), (case.path("d/é.txt"), False, 3))
-    _require(f is not None and f.modified >= 0, f"stat modified must be >= 0: {f}")
+    equal("stat of a file", f and (f.path, f.is_dir, f.size), (case.path("d/é.txt"), False, 3))
+    require(f is not None and f.modified >= 0, f"stat modified must be >= 0: {f}")
     d = await b.stat(case.path("d/"))
-    _equal("stat of a folder", d and (d.path, d.is_dir, d.size), (case.path("d"), True, 0))
-    _equal("stat of nothing", await b.stat(case.path("nothing.txt")), None)
-    _equal("stat below a file", await b.stat(case.path("d/é.txt/x")), None)
+    equal("stat of a folder", d and (d.path, d.is_dir, d.size), (case.path("d"), True, 0))
+    equal("stat of nothing", await b.stat(case.path("nothing.txt")), None)
+    equal("stat below a file", await b.stat(case.path("d/é.txt/x")), None)
 
 
 @_check
@@ -585,13 +546,13 @@ async def check_read_and_write_errors(case: FileBackendCase) -> None:
     await _write_all(case, {"src/a.py": "x = 1\n"})
     missing = case.path("src/b.py")
     error = await _refused("read of a missing file", b.read(missing))
-    _require(missing in str(error), f"the error for a missing file should name {missing}: {error}")
+    require(missing in str(error), f"the error for a missing file should name {missing}: {error}")
     await _refused("read of a folder", b.read(case.path("src")))
     await _refused(f"read of the work folder {case.workdir!r}", b.read(case.workdir))
     await _refused("write to a folder", b.write(case.path("src"), "text"))
     await _refused(f"write to the work folder {case.workdir!r}", b.write(case.workdir, "text"))
     await _refused("write below a file", b.write(case.path("src/a.py/inner.txt"), "text"))
-    _equal("the file after refused writes", await b.read(case.path("src/a.py")), "x = 1\n")
+    equal("the file after refused writes", await b.read(case.path("src/a.py")), "x = 1\n")
 
 
 # ---------------------------------------------------------------------------------- glob
@@ -609,17 +570,15 @@ async def check_glob(case: FileBackendCase) -> None:
         return _paths(await b.glob(pattern, p(where), limit=limit))
 
     every = [p(".hidden.py"), p("a/deep/er/x.py"), p("a/z.py"), p("a-b.py"), p("b.py")]
-    _equal("glob('**/*.py')", await names("**/*.py"), every)
-    _equal(
-        "glob('*.py') (top only)", await names("*.py"), [p(".hidden.py"), p("a-b.py"), p("b.py")]
-    )
-    _equal("glob('*.{md,py}', 'a')", await names("*.{md,py}", "a"), [p("a/notes.md"), p("a/z.py")])
-    _equal("glob('?.py')", await names("?.py"), [p("b.py")])
-    _equal("glob('[ab]*.py')", await names("[ab]*.py"), [p("a-b.py"), p("b.py")])
-    _equal("glob('[!a]*.py')", await names("[!a]*.py"), [p(".hidden.py"), p("b.py")])
-    _equal("glob('a/**/x.py')", await names("a/**/x.py"), [p("a/deep/er/x.py")])
-    _equal("glob('*') lists no folders", await names("*", "a"), [p("a/notes.md"), p("a/z.py")])
-    _equal("glob limit", await names("**", limit=2), [p(".hidden.py"), p("a/deep/er/x.py")])
+    equal("glob('**/*.py')", await names("**/*.py"), every)
+    equal("glob('*.py') (top only)", await names("*.py"), [p(".hidden.py"), p("a-b.py"), p("b.py")])
+    equal("glob('*.{md,py}', 'a')", await names("*.{md,py}", "a"), [p("a/notes.md"), p("a/z.py")])
+    equal("glob('?.py')", await names("?.py"), [p("b.py")])
+    equal("glob('[ab]*.py')", await names("[ab]*.py"), [p("a-b.py"), p("b.py")])
+    equal("glob('[!a]*.py')", await names("[!a]*.py"), [p(".hidden.py"), p("b.py")])
+    equal("glob('a/**/x.py')", await names("a/**/x.py"), [p("a/deep/er/x.py")])
+    equal("glob('*') lists no folders", await names("*", "a"), [p("a/notes.md"), p("a/z.py")])
+    equal("glob limit", await names("**", limit=2), [p(".hidden.py"), p("a/deep/er/x.py")])
     await _refused("glob of an empty pattern", b.glob("", p()))
     await _refused("glob with limit=0", b.glob("*", p(), limit=0))
     await _refused("glob in a file", b.glob("*", p("b.py")))
@@ -642,12 +601,12 @@ async def check_grep_matches(case: FileBackendCase) -> None:
         GrepLine(p("a-b.py"), 1, "main = 2"),
         GrepLine(p("crlf.txt"), 2, "main"),
     ]
-    _equal("grep('main')", await b.grep("main", p()), want)
-    _equal("grep('main', limit=2)", await b.grep("main", p(), limit=2), want[:2])
-    _equal("grep in one file", await b.grep("main", p("a/z.py")), [want[1]])
-    _equal("grep in a folder", await b.grep("main", p("a")), want[:2])
-    _equal("grep with no match", await b.grep("nothing-like-this", p()), [])
-    _equal("grep('^import')", await b.grep("^import", p()), [GrepLine(p("b.py"), 1, "import os")])
+    equal("grep('main')", await b.grep("main", p()), want)
+    equal("grep('main', limit=2)", await b.grep("main", p(), limit=2), want[:2])
+    equal("grep in one file", await b.grep("main", p("a/z.py")), [want[1]])
+    equal("grep in a folder", await b.grep("main", p("a")), want[:2])
+    equal("grep with no match", await b.grep("nothing-like-this", p()), [])
+    equal("grep('^import')", await b.grep("^import", p()), [GrepLine(p("b.py"), 1, "import os")])
     await _refused("grep with an invalid regex", b.grep("print(", p()))
     await _refused("grep with an empty pattern", b.grep("", p()))
     await _refused("grep with limit=0", b.grep("x", p(), limit=0))
@@ -665,10 +624,10 @@ async def check_grep_context(case: FileBackendCase) -> None:
     found = await b.grep("^hit", path, context=1)
     got = [(g.line, g.match) for g in found]
     want = [(2, False), (3, True), (4, False), (5, True), (6, False)]
-    _equal("grep context=1", got, [*want, (11, False), (12, True), (13, False)])
+    equal("grep context=1", got, [*want, (11, False), (12, True), (13, False)])
     edge = await b.grep("other 1$|other 15", path, context=2)
-    _equal("grep context at the file's edges", [g.line for g in edge], [1, 2, 3, 13, 14, 15])
-    _equal("grep context texts", found[0], GrepLine(path, 2, "other 2", match=False))
+    equal("grep context at the file's edges", [g.line for g in edge], [1, 2, 3, 13, 14, 15])
+    equal("grep context texts", found[0], GrepLine(path, 2, "other 2", match=False))
 
 
 @_check
@@ -682,11 +641,11 @@ async def check_grep_glob_filter(case: FileBackendCase) -> None:
     async def where(glob: str, folder: str = "") -> list[str]:
         return _paths(await b.grep("main", p(folder), glob=glob))
 
-    _equal("grep glob='*.py'", await where("*.py"), [p("a/z.py"), p("a-b.py")])
-    _equal("grep glob='!*.py'", await where("!*.py"), [p("a/notes.md")])
-    _equal("grep glob='a/*.py'", await where("a/*.py"), [p("a/z.py")])
-    _equal("grep glob='*.md' in a folder", await where("*.md", "a"), [p("a/notes.md")])
-    _equal("grep glob='z.py' (a name at any depth)", await where("z.py"), [p("a/z.py")])
+    equal("grep glob='*.py'", await where("*.py"), [p("a/z.py"), p("a-b.py")])
+    equal("grep glob='!*.py'", await where("!*.py"), [p("a/notes.md")])
+    equal("grep glob='a/*.py'", await where("a/*.py"), [p("a/z.py")])
+    equal("grep glob='*.md' in a folder", await where("*.md", "a"), [p("a/notes.md")])
+    equal("grep glob='z.py' (a name at any depth)", await where("z.py"), [p("a/z.py")])
 
 
 # ---------------------------------------------------------------------------------- all
@@ -697,9 +656,9 @@ async def check_is_a_file_backend(case: FileBackendCase) -> None:
     """The backend has every method of the protocol (``isinstance(b, FileBackend)``), and
     ``write`` returns a ``FileInfo`` for the normalised path."""
     b = case.backend
-    _require(isinstance(b, FileBackend), f"{b!r} lacks methods of FileBackend")
+    require(isinstance(b, FileBackend), f"{b!r} lacks methods of FileBackend")
     info = await _ok("write", b.write(case.path("x.txt"), "x"))
-    _equal("write returns a FileInfo", info, FileInfo(case.path("x.txt"), False, 1, info.modified))
+    equal("write returns a FileInfo", info, FileInfo(case.path("x.txt"), False, 1, info.modified))
 
 
 FILE_BACKEND_CHECKS: tuple[FileBackendCheck, ...] = (
