@@ -370,6 +370,18 @@ async def test_sse_lines_over_512_kb_are_read_and_a_huge_event_is_refused(kind: 
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_text_sent_before_a_huge_event_is_passed_on_before_the_error(kind: str) -> None:
+    head = sse(openai_chunks()[:2]) if kind == "openai" else sse(anthropic_events()[:7])
+    huge = [b"data: ", *[b"x" * (1 << 20)] * 17, b"\n\n"]  # sent 1 MB at a time
+    async with start_server(kind, lambda _: RawStream([head, *huge])) as server:
+        seen = []
+        with pytest.raises(ModelResponseError, match="over 16 MB"):
+            async for event in make_model(kind, server.base_url).response_stream(ask()):
+                seen.append(event)
+    assert TextDelta("hel" if kind == "openai" else "hello") in seen
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
 async def test_a_stream_cut_into_single_bytes_with_crlf_is_read(kind: str) -> None:
     body = sse(openai_chunks(), done=True) if kind == "openai" else sse(anthropic_events())
     body = body.replace(b"\n", b"\r\n")

@@ -1,18 +1,11 @@
-"""HTTP transport shared by the provider adapters: JSON POST, server-sent events, error mapping,
-and the checks a reply's fields pass at the adapter boundary.
-
-Every failure leaves here as a typed ``ModelError`` that names the provider, the model, the HTTP
-status and what to do about it; the ``retryable`` flag decides whether ``RetryPolicy`` tries again.
-
-Two time limits bound a model request: ``timeout`` (the wait for the answer to start and, for a
-stream, between two chunks) and a ``Deadline`` for the whole request, retries included, so a
-server that trickles keep-alive comments cannot hold a run forever.
+"""HTTP transport shared by the model adapters: the JSON POST (``post_json``) and the event
+stream (``stream_sse``) to an ``Endpoint``, the typed ``ModelError`` for every failure
+(``http_error``), and the checks a reply's fields pass at the adapter boundary.
 
 What a provider sends is untrusted: JSON is decoded with a guard against nesting deep enough to
-exhaust the stack, one server-sent event may be at most ``MAX_EVENT_BYTES``, and the helpers
+exhaust the stack (``loads``), one server-sent event may be at most ``MAX_EVENT_BYTES``, and
 ``text_field``, ``object_field``, ``list_field``, ``int_field`` and ``token_count`` check one
-field each, raising ``ReplyFieldError`` (which the adapters turn into ``ModelResponseError``)
-for a value of the wrong type.
+field each (``ReplyFieldError``).
 """
 
 from __future__ import annotations
@@ -88,7 +81,8 @@ def dumps(body: Mapping[str, Any]) -> bytes:
 
 
 class ReplyFieldError(ValueError):
-    """A field of a provider's reply has a value the adapter cannot use (the message says which)."""
+    """A field of a provider's reply has a value the adapter cannot use (the message says which);
+    the adapters turn it into ``ModelResponseError``."""
 
 
 def describe(value: Any) -> str:
@@ -175,7 +169,11 @@ class Endpoint:
 @dataclass(slots=True, frozen=True)
 class Deadline:
     """The overall time limit of one model request (all its attempts): ``limit`` seconds from
-    ``start`` (``time.monotonic()``)."""
+    ``start`` (``time.monotonic()``).
+
+    Two time limits bound a model request: ``timeout`` (the wait for the answer to start and,
+    for a stream, between two chunks) and this deadline for the whole request, retries
+    included, so a server that trickles keep-alive comments cannot hold a run forever."""
 
     limit: float
     start: float
@@ -297,7 +295,11 @@ def http_error(
     model: str,
     api_key_env: str,
 ) -> ModelHTTPError:
-    """The typed error for an HTTP error answer from a provider."""
+    """The typed error for an HTTP error answer from a provider.
+
+    Every failure leaves the transport as a typed ``ModelError`` that names the provider, the
+    model, the HTTP status and what to do about it; its ``retryable`` flag decides whether
+    ``RetryPolicy`` tries again."""
     detail = _error_text(raw)
     lowered = detail.lower()
     body = raw[:2000].decode("utf-8", "replace")

@@ -2,37 +2,8 @@
 
 The request JSON is built here from ``agentica.messages`` and posted to ``/v1/messages`` over one
 pooled aiohttp session per model object and event loop, like the OpenAI adapter; no SDK is
-involved.
-
-What it maps:
-
-- System messages become the top-level ``system`` (a list of text blocks). User text and images
-  (``data:`` URLs as base64 sources, ``https:`` URLs as url sources), assistant text and tool
-  calls (``tool_use`` blocks) and tool results (``tool_result`` blocks in a user turn) become
-  content blocks. Consecutive messages of one role are merged into one turn, because the API
-  wants user and assistant turns to alternate; tool results come first in their user turn.
-- Tools, ``tool_choice`` (``"required"`` is ``any``) and ``parallel_tool_calls=False``
-  (``disable_parallel_tool_use``).
-- Prompt caching (``prompt_caching=True``): ``cache_control`` breakpoints on the last tool
-  definition, the last system block and the last block of the message before the newest user
-  turn, so the stable prefix (tools, instructions, older history) is read from the cache on the
-  next request. Three breakpoints; the API allows four.
-- Extended thinking (``thinking_budget=...``): ``thinking`` and ``redacted_thinking`` blocks of a
-  reply are kept, signatures included, in ``AssistantMessage.provider_data["anthropic_blocks"]``
-  and sent back unchanged, before the message's other blocks, when the message is replayed; their
-  text is also the message's ``reasoning`` (``ReasoningDelta`` when streaming).
-- Structured output: by default the JSON schema is given to the model as instructions at the end
-  of the system prompt (any Claude model, any schema; the run loop validates the answer and asks
-  again when it does not match). ``native_structured_output=True`` sends it as
-  ``output_config.format`` instead (constrained decoding: Claude 4.5 models and newer, and only
-  the JSON-schema subset the API supports).
-- Usage: ``input_tokens`` counts every input token, cache reads and cache writes included;
-  ``cache_read_tokens`` and ``cache_write_tokens`` say how many of them were which.
-- Stop reasons: ``end_turn`` and ``stop_sequence`` are ``"stop"``, ``tool_use`` is
-  ``"tool_calls"``, ``max_tokens`` and ``model_context_window_exceeded`` are ``"length"``,
-  ``refusal`` is ``"content_filter"``; others (``pause_turn``) are kept as they are.
-
-Not sent (the Messages API has no such field): ``ModelSettings.seed`` and ``UserMessage.name``.
+involved. How messages, tools, prompt caching, thinking, structured output, usage and stop
+reasons map to the wire format: see ``Claude``.
 """
 
 from __future__ import annotations
@@ -253,6 +224,37 @@ def _structured_output_instructions(schema: OutputSchema) -> str:
 
 class Claude(HttpModel[None]):
     """A Claude model served through the Anthropic Messages API.
+
+    What it maps:
+
+    - System messages become the top-level ``system`` (a list of text blocks). User text and images
+      (``data:`` URLs as base64 sources, ``https:`` URLs as url sources), assistant text and tool
+      calls (``tool_use`` blocks) and tool results (``tool_result`` blocks in a user turn) become
+      content blocks. Consecutive messages of one role are merged into one turn, because the API
+      wants user and assistant turns to alternate; tool results come first in their user turn.
+    - Tools, ``tool_choice`` (``"required"`` is ``any``) and ``parallel_tool_calls=False``
+      (``disable_parallel_tool_use``).
+    - Prompt caching (``prompt_caching=True``): ``cache_control`` breakpoints on the last tool
+      definition, the last system block and the last block of the message before the newest user
+      turn, so the stable prefix (tools, instructions, older history) is read from the cache on the
+      next request. Three breakpoints; the API allows four.
+    - Extended thinking (``thinking_budget=...``): ``thinking`` and ``redacted_thinking`` blocks of
+      a reply are kept, signatures included, in
+      ``AssistantMessage.provider_data["anthropic_blocks"]`` and sent back unchanged, before the
+      message's other blocks, when the message is replayed; their text is also the message's
+      ``reasoning`` (``ReasoningDelta`` when streaming).
+    - Structured output: by default the JSON schema is given to the model as instructions at the end
+      of the system prompt (any Claude model, any schema; the run loop validates the answer and asks
+      again when it does not match). ``native_structured_output=True`` sends it as
+      ``output_config.format`` instead (constrained decoding: Claude 4.5 models and newer, and only
+      the JSON-schema subset the API supports).
+    - Usage: ``input_tokens`` counts every input token, cache reads and cache writes included;
+      ``cache_read_tokens`` and ``cache_write_tokens`` say how many of them were which.
+    - Stop reasons: ``end_turn`` and ``stop_sequence`` are ``"stop"``, ``tool_use`` is
+      ``"tool_calls"``, ``max_tokens`` and ``model_context_window_exceeded`` are ``"length"``,
+      ``refusal`` is ``"content_filter"``; others (``pause_turn``) are kept as they are.
+
+    Not sent (the Messages API has no such field): ``ModelSettings.seed`` and ``UserMessage.name``.
 
     Args:
         id: the model name, e.g. ``"claude-sonnet-4-5"``.

@@ -1,17 +1,10 @@
 """The embedded local model: llama.cpp in this process (``xllamacpp``), no key, no network.
 
-``LocalModel()`` is the default model when none is configured. On first use it assembles and
-verifies the weights (``agentica.models.weights``), loads them on a worker thread, and starts
-llama.cpp's server on a random 127.0.0.1 port. Requests go over one pooled HTTP connection to the
-server's raw completion endpoint with a prompt rendered by ``agentica.models.chat_template``, and
-tool calls are parsed from the reply text on the client (``agentica.models.toolparse``): the
-server's own strict tool-call parser rejects most of what these small models write (measured: HTTP
-500 in 46 of 72 runs), and a rejected reply cannot be recovered. A reply that tries to call a tool
-but is malformed is turned into a call the engine reports back to the model, so the model can fix
-it; it is never returned as the answer.
-
-One ``LocalModel`` holds one loaded model; ``shared_local_model(name)`` returns the process-wide
-instance per model name so that many agents share one copy of the weights. ``stop()`` unloads it.
+``LocalModel()`` is the default model when none is configured: it loads verified weights
+(``agentica.models.weights``), runs llama.cpp's server on a random 127.0.0.1 port, renders the
+prompt itself (``agentica.models.chat_template``) and parses tool calls from the reply text
+(``agentica.models.toolparse``). ``shared_local_model(name)`` returns the process-wide instance
+per model name so that many agents share one copy of the weights. ``stop()`` unloads it.
 """
 
 from __future__ import annotations
@@ -68,6 +61,15 @@ def _usage(raw: Any) -> Usage:
 
 class LocalModel:
     """A GGUF model run by llama.cpp inside this process.
+
+    On first use it assembles and verifies the weights, loads them on a worker thread, and
+    starts llama.cpp's server. Requests go over one pooled HTTP connection to the server's raw
+    completion endpoint, and tool calls are parsed from the reply text on the client: the
+    server's own strict tool-call parser rejects most of what these small models write
+    (measured: HTTP 500 in 46 of 72 runs), and a rejected reply cannot be recovered. A reply
+    that tries to call a tool but is malformed is turned into a call the engine reports back to
+    the model, so the model can fix it; it is never returned as the answer. One ``LocalModel``
+    holds one loaded model.
 
     Args:
         name: an embedded model (``"qwen2.5-coder-1.5b-instruct"``, the default, or

@@ -1,16 +1,6 @@
-"""A scripted Anthropic Messages API server on 127.0.0.1, for tests and benchmarks.
-
-It speaks the real wire format of ``POST /v1/messages``: JSON answers and server-sent-event
-streams with the real event sequence (``message_start``, ``content_block_start``, ``ping``,
-``content_block_delta`` with text, ``input_json_delta``, ``thinking_delta`` and
-``signature_delta``, ``content_block_stop``, ``message_delta``, ``message_stop``). Like the real
-API it answers HTTP 400 with an ``invalid_request_error`` body when roles do not alternate, when
-a ``tool_result`` does not answer a ``tool_use`` of the assistant turn right before it (or a
-``tool_use`` is left unanswered), when more than four ``cache_control`` breakpoints are set, or
-when a thinking tool loop leaves out the signed thinking block. It simulates prompt caching: the
-prefix up to each ``cache_control`` breakpoint is remembered, and a later request that repeats it
-reports ``cache_read_input_tokens`` (the rest up to the last breakpoint is
-``cache_creation_input_tokens``).
+"""A scripted Anthropic Messages API server on 127.0.0.1, for tests and benchmarks: the real wire
+format of ``POST /v1/messages`` (JSON answers and event streams), the real API's refusals of a
+malformed conversation (``request_error``), and simulated prompt caching (``FakeAnthropicServer``).
 
 ```python
 async with FakeAnthropicServer(lambda body: "hello") as server:
@@ -210,6 +200,17 @@ def _strip_cache(value: Any) -> Any:
 
 class FakeAnthropicServer(ScriptedServer):
     """A scripted Messages API server; ``responder(request_body)`` decides each reply.
+
+    Streams carry the real event sequence (``message_start``, ``content_block_start``, ``ping``,
+    ``content_block_delta`` with text, ``input_json_delta``, ``thinking_delta`` and
+    ``signature_delta``, ``content_block_stop``, ``message_delta``, ``message_stop``). Like the
+    real API it answers HTTP 400 with an ``invalid_request_error`` body when roles do not
+    alternate, when a ``tool_result`` does not answer a ``tool_use`` of the assistant turn right
+    before it (or a ``tool_use`` is left unanswered), when more than four ``cache_control``
+    breakpoints are set, or when a thinking tool loop leaves out the signed thinking block. It
+    simulates prompt caching: the prefix up to each ``cache_control`` breakpoint is remembered,
+    and a later request that repeats it reports ``cache_read_input_tokens`` (the rest up to the
+    last breakpoint is ``cache_creation_input_tokens``).
 
     Args:
         responder: returns the reply for a request body: a string (text), an
