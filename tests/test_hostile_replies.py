@@ -359,7 +359,8 @@ async def test_sse_lines_over_512_kb_are_read_and_a_huge_event_is_refused(kind: 
         events = anthropic_events()
         events[6]["delta"]["text"] = big
         body = sse(events)
-    replies = [RawStream([body]), RawStream([b"data: " + b"x" * (17 << 20) + b"\n\n"])]
+    huge = [b"data: ", *[b"x" * (1 << 20)] * 17, b"\n\n"]  # 1 MB writes: no long loop step
+    replies = [RawStream([body]), RawStream(huge)]
     async with start_server(kind, lambda _: replies.pop(0)) as server:
         model = make_model(kind, server.base_url)
         response = await call(model, True, ask())
