@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from agentica.deep.shell.supervisor import descendants
 from agentica.tools.commands import CappedOutput
 
 logger = logging.getLogger(__name__)
@@ -20,33 +21,6 @@ logger = logging.getLogger(__name__)
 SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))
 """The supervisor program (``supervisor.py``), run by path with ``python -I -S``."""
 PIPE_GUARD = 5.0  # seconds to wait for the output pipe to close once the supervisor exited
-
-
-def descendants(root: int) -> list[int]:
-    """Living descendants of ``root`` (for the last-resort kill); [] where /proc is missing."""
-    children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) >= 2 and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found: list[int] = []
-    stack = [root]
-    while stack:
-        for pid in children.get(stack.pop(), ()):
-            found.append(pid)
-            stack.append(pid)
-    return found
 
 
 def kill_tree(root: int) -> None:
