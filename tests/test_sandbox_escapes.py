@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,34 @@ async def test_commands_still_work_in_the_sandbox(shell: Shell, bait: Bait) -> N
         "import csv, json, os, sqlite3\nprint(json.dumps(sorted(os.listdir('.'))))"
     )
     assert out.startswith("exit code 0") and '"in.txt"' in out, out
+
+
+async def test_the_interpreter_and_agentica_stay_read_only_inside_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """A project's .venv (or an editable agentica) inside the workspace: the host runs it for
+    the next command, so the sandbox must not be able to change it although the workspace is
+    writable."""
+    from agentica.deep.shell.sandbox import AGENTICA_DIR, sandbox_mounts
+
+    venv = tmp_path / ".venv"
+    venv.mkdir()
+    (venv / "python").write_text("the host runs this\n")
+    mounts = sandbox_mounts(tmp_path, False, protected=[str(venv)])
+    assert mounts.index(str(venv)) > mounts.index("--bind")  # mounted over the workspace
+    command = "echo changed > .venv/python; echo x > .venv/planted; echo ok > note.txt"
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    process = await asyncio.create_subprocess_exec(
+        bwrap, "--unshare-all", "--die-with-parent", *mounts, "/bin/sh", "-c", command,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await process.communicate()
+    if (tmp_path / "note.txt").exists() is False and b"Operation not permitted" in output:
+        pytest.skip(f"bubblewrap cannot create namespaces here: {output.decode()[:200]}")
+    assert (tmp_path / "note.txt").read_text() == "ok\n"  # the workspace is writable
+    assert (venv / "python").read_text() == "the host runs this\n", output
+    assert not (venv / "planted").exists(), output
+    # by default the interpreter's directories and agentica's package are the protected ones
+    default = sandbox_mounts(Path(AGENTICA_DIR).parent, False)
+    assert default.count(AGENTICA_DIR) == 2  # --ro-bind SRC DEST, after the workspace

@@ -109,10 +109,26 @@ def pids_cgroup() -> str | None:
     return None
 
 
-def sandbox_mounts(root: Path, allow_network: bool) -> list[str]:
+AGENTICA_DIR = str(Path(__file__).resolve().parents[2])
+"""The installed ``agentica`` package (the supervisor the host runs for every command is in it)."""
+
+
+def _inside(folder: str, workspace: str) -> bool:
+    return os.path.realpath(folder).startswith(workspace + "/")
+
+
+def sandbox_mounts(
+    root: Path, allow_network: bool, *, protected: Sequence[str] | None = None
+) -> list[str]:
     """bwrap's file system options: the system directories read-only (``/etc`` without what
     not everyone may read), the interpreter, a fresh ``/dev``, ``/proc`` and ``/tmp``, the
-    workspace writable, and nothing else (no ``/home``, ``/root``, ``/run``, ``/var``, ``/sys``)."""
+    workspace writable, and nothing else (no ``/home``, ``/root``, ``/run``, ``/var``, ``/sys``).
+
+    ``protected`` (default: the interpreter's directories and agentica's package) stay read-only
+    even inside the workspace (a project's ``.venv``, an editable install): the host runs them
+    for the next command, so a command able to change them would escape the sandbox."""
+    if protected is None:
+        protected = [*python_dirs(), AGENTICA_DIR]
     argv: list[str] = []
     for top in SYSTEM_DIRS:
         if os.path.islink(top):
@@ -130,8 +146,13 @@ def sandbox_mounts(root: Path, allow_network: bool) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for folder in python_dirs():
         argv += ["--ro-bind", folder, folder]
-    workspace = str(root)
-    argv += ["--bind", workspace, workspace, "--remount-ro", "/", "--chdir", workspace]
+    workspace = os.path.realpath(root)
+    argv += ["--bind", workspace, workspace]
+    for folder in protected:  # after the workspace: a later mount covers an earlier one
+        if _inside(folder, workspace) and os.path.isdir(folder):
+            real = os.path.realpath(folder)
+            argv += ["--ro-bind", real, real]
+    argv += ["--remount-ro", "/", "--chdir", workspace]
     return argv
 
 
