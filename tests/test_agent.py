@@ -26,6 +26,7 @@ from agentica import (
 from agentica.messages import (
     AssistantMessage,
     Message,
+    RunUsage,
     SystemMessage,
     ToolMessage,
     Usage,
@@ -434,3 +435,26 @@ async def test_usage_and_cost_per_run_and_per_session() -> None:
 
     unpriced = Agent(model=ScriptedModel([reply]))
     assert (await unpriced.run("a")).usage.cost is None  # unknown price: unknown cost, not 0
+
+
+async def test_clone_of_a_subclass_with_its_own_constructor_is_a_plain_agent() -> None:
+    class Greeter(Agent):
+        def __init__(self, greeting: str) -> None:
+            super().__init__(model=ScriptedModel(["hi"]), instructions=greeting, name="greeter")
+
+    twin = Greeter("Say hi.").clone(name="twin")
+    assert type(twin) is Agent  # Greeter(**config) cannot work: its constructor differs
+    assert (twin.name, twin.instructions) == ("twin", "Say hi.")
+    assert (await twin.run("hello")).content == "hi"
+
+
+async def test_a_tool_agent_adds_only_its_own_runs_usage() -> None:
+    from agentica.run.child import run_child
+
+    worker = Agent(model=ScriptedModel(["one", "two"]))
+    await worker.run("earlier")  # a conversation with history: its usage is not the call's
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage())
+    response = await run_child(worker, "now", ctx)
+    assert response.content == "two"
+    assert ctx.usage.requests == 1
+    assert ctx.usage.total_tokens == worker.memory.runs[-1].usage.total_tokens

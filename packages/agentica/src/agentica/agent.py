@@ -20,7 +20,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Generic, Self, overload
+from typing import Any, Generic, Self, cast, overload
 
 from pydantic import TypeAdapter
 
@@ -367,6 +367,15 @@ class Agent(Generic[OutT]):
             "guardrails": self.guardrails.all,
         }
 
+    def _rebuilt(self, config: dict[str, Any]) -> Self:
+        """An agent of this class from ``config``; a subclass with its own constructor that does
+        not say how to rebuild it (``_config``) gets a plain ``Agent``, as ``clone()`` always
+        gave before subclasses could rebuild themselves."""
+        cls = type(self)
+        if cls.__init__ is not Agent.__init__ and cls._config is Agent._config:
+            return cast(Self, Agent(**config))
+        return cls(**config)
+
     def clone(self, **changes: Any) -> Self:
         """A new agent of the same class (a fresh conversation: a new ``session_id`` unless
         given) with this configuration and ``changes`` applied."""
@@ -376,7 +385,7 @@ class Agent(Generic[OutT]):
             raise UsageError(f"clone() got unknown settings: {', '.join(sorted(unknown))}")
         config["session_id"] = uuid.uuid4().hex
         config.update(changes)
-        twin = type(self)(**config)
+        twin = self._rebuilt(config)
         if _same(twin._tools, self._tools) and _same(twin.capabilities, self.capabilities):
             twin._functions = self.functions  # the same tool objects: resolved once
         if "output_type" not in changes:

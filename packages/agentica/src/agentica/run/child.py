@@ -36,6 +36,7 @@ async def run_child(
     bound the whole tree) and its ``deps``; its usage is added to ``ctx.usage`` whether it
     succeeds or fails; ``on_event`` is called with each of its events as they happen.
     """
+    earlier = len(agent.memory.runs)  # only this run's usage is added, whatever came before
     stream: RunStream[OutT] = RunStream(
         run_events(agent, task, deps=ctx.deps, stream=False, budget=ctx.budget)
     )
@@ -45,5 +46,6 @@ async def run_child(
                 if on_event is not None:
                     on_event(event)
     finally:
-        ctx.usage.merge(agent.memory.usage)
+        for record in agent.memory.runs[earlier:]:
+            ctx.usage.merge(record.usage)
     return stream.response
