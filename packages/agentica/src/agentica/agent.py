@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 from agentica._http import aclose_loop_sessions
 from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.errors import ConcurrentRunError, SessionConflictError, UsageError
-from agentica.limits import RunLimits
+from agentica.limits import RunBudget, RunLimits
 from agentica.messages import RunUsage
 from agentica.models.base import Model, ModelSettings, OutputSchema
 from agentica.models.registry import resolve_model
@@ -366,6 +366,24 @@ class Agent(Generic[OutT]):
             "session_id": self.session_id,
             "guardrails": self.guardrails.all,
         }
+
+    def _run_context(
+        self,
+        run_id: str,
+        *,
+        deps: Any,
+        usage: RunUsage,
+        input: str = "",
+        budget: RunBudget | None = None,
+    ) -> RunContext[Any]:
+        """The ``RunContext`` of run ``run_id`` of this agent: the typed view its capabilities
+        and tools get (session state, functions, model, storage, files, budget)."""
+        return RunContext(
+            run_id=run_id, deps=deps, usage=usage, agent=self, user_id=self.user_id,
+            session_id=self.session_id, storage=self.storage, input=input, budget=budget,
+            model=self.model, functions=self.functions, session_state=self.memory.state,
+            toolkits=self.toolkits,
+        )  # fmt: skip
 
     def _rebuilt(self, config: dict[str, Any]) -> Self:
         """An agent of this class from ``config``; a subclass with its own constructor that does

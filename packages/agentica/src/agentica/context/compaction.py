@@ -7,6 +7,7 @@ run layer applies them through ``agentica.run.window``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -449,17 +450,21 @@ def _summarizer_name(summarizer: Summarizer) -> str:
     return name if isinstance(name, str) and name else repr(summarizer)
 
 
-_CREDENTIAL = re.compile(
-    r"(?i)((?:\b[\w-]*(?:key|token|secret|password|passwd|authorization|credentials?)[\"']?"
-    r"\s*[=:]\s*[\"']?)(?:(?:bearer|basic)\s+)?|\b(?:bearer|basic)\s+)[^\s\"',;&]+"
-    r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"
-)
+@functools.cache
+def _credential() -> re.Pattern[str]:
+    """What looks like a credential in an error message (compiled when first needed: only a
+    failing summariser's error is masked)."""
+    return re.compile(
+        r"(?i)((?:\b[\w-]*(?:key|token|secret|password|passwd|authorization|credentials?)[\"']?"
+        r"\s*[=:]\s*[\"']?)(?:(?:bearer|basic)\s+)?|\b(?:bearer|basic)\s+)[^\s\"',;&]+"
+        r"|\b(?:sk|pk|rk)-[A-Za-z0-9_-]{8,}"
+    )
 
 
 def _error_text(error: BaseException, limit: int = 300) -> str:
     """``"ExceptionType: message"`` for reports: one line, at most ``limit`` characters, with
     what looks like a credential (``api_key=...``, ``Bearer ...``, ``sk-...``) masked."""
-    message = _CREDENTIAL.sub(lambda m: f"{m.group(1) or ''}***", " ".join(str(error).split()))
+    message = _credential().sub(lambda m: f"{m.group(1) or ''}***", " ".join(str(error).split()))
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return _short(text, limit)
 

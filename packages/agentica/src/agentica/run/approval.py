@@ -37,17 +37,7 @@ from agentica.tools.context import RunContext
 if TYPE_CHECKING:
     from agentica.agent import Agent
 
-__all__ = [
-    "Decision",
-    "HumanApproval",
-    "PendingCall",
-    "apply_decisions",
-    "approvals",
-    "paused_run",
-    "pending_calls",
-    "resumable_run",
-    "resumed_calls",
-]
+__all__ = ["Decision", "HumanApproval", "PendingCall"]  # the rest is the run loop's side
 
 DecisionKind = Literal["approve", "edit", "reject"]
 _KINDS: tuple[DecisionKind, ...] = ("approve", "edit", "reject")
@@ -277,12 +267,7 @@ async def pending_calls(agent: Agent[Any]) -> list[PendingCall]:
     record = paused_run(agent)
     if record is None:
         return []
-    ctx: RunContext[Any] = RunContext(
-        run_id=record.run_id, deps=None, usage=RunUsage(), agent=agent,
-        user_id=agent.user_id, session_id=agent.session_id, storage=agent.storage,
-        input=record.input, model=agent.model, functions=agent.functions,
-        session_state=agent.memory.state, toolkits=agent.toolkits,
-    )  # fmt: skip
+    ctx = agent._run_context(record.run_id, deps=None, usage=RunUsage(), input=record.input)
     return await _pending_of(agent, ctx, record)
 
 

@@ -55,7 +55,6 @@ class ActiveRun(RunState):
         stream: call the model with ``response_stream`` (else ``response``).
         request_tools: the schemas of every function of the agent.
         tools, offered: the schemas and the functions offered in this turn's request.
-        price: the model's price, when known.
         started_at: wall-clock start (``time.time()``), for the record.
         deadline: the event-loop time the run (or its tree) runs out of time, or ``None``.
         messages: the conversation sent to the model; ``new_messages`` what this run added.
@@ -74,7 +73,6 @@ class ActiveRun(RunState):
     request_tools: tuple[ToolDefinition, ...]
     tools: tuple[ToolDefinition, ...]
     offered: Mapping[str, Function]
-    price: ModelPrice | None
     started_at: float
     deadline: float | None
     messages: list[Message]
@@ -183,12 +181,7 @@ async def start_run(
     usage = RunUsage()
     run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
     functions = agent.functions
-    ctx: RunContext[Any] = RunContext(
-        run_id=run_id, deps=deps, usage=usage, agent=agent, user_id=agent.user_id,
-        session_id=agent.session_id, storage=agent.storage, input=user.text, budget=budget,
-        model=agent.model, functions=functions, session_state=agent.memory.state,
-        toolkits=agent.toolkits,
-    )  # fmt: skip
+    ctx = agent._run_context(run_id, deps=deps, usage=usage, input=user.text, budget=budget)
     system = await _instructions(agent, ctx)
     messages: list[Message] = [SystemMessage(content=system)] if system else []
     messages.extend(_history(agent, resuming))
@@ -207,7 +200,7 @@ async def start_run(
         limits=limits, usage=usage, model_id=agent.model.id, provider=agent.model.provider,
         output=output, started=time.monotonic(), run_id=run_id, ctx=ctx, budget=budget,
         settings=settings, stream=stream, request_tools=request_tools, tools=request_tools,
-        offered=functions, price=price, started_at=time.time(),
+        offered=functions, started_at=time.time(),
         deadline=_deadline(limits, budget), messages=messages,
         new_messages=[user] if resuming is None else [], window=window, pinned=[task],
         charge=charge,

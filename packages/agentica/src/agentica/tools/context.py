@@ -113,8 +113,8 @@ class RunContext(Generic[DepsT]):
     def agent(self) -> Any:
         """The ``Agent`` running this run, or ``None`` if it is gone (held weakly).
 
-        For the subagent machinery (which clones it) and guardrails; a capability or tool uses
-        the typed attributes above instead.
+        For the subagent machinery (which builds children from its configuration) and
+        guardrails; a capability or tool uses the typed attributes above instead.
         """
         return self._agent() if self._agent is not None else None
 
