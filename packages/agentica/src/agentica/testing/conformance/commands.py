@@ -228,6 +228,27 @@ async def check_working_directory(case: CommandBackendCase) -> None:
     equal("a file written at a relative path, read from the workspace", written.output, "here\n")
 
 
+_SHARED_VARIABLES = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "LANG",
+        "LANGUAGE",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "TERM",
+        "TZ",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "PYTHONUNBUFFERED",
+    }
+)
+"""What a minimal environment may share with the host's (same value, no secret)."""
+
+
 @_check
 async def check_environment_has_no_secrets(case: CommandBackendCase) -> None:
     """Commands do not inherit the host's environment: a secret there is not passed on."""
@@ -241,6 +262,14 @@ async def check_environment_has_no_secrets(case: CommandBackendCase) -> None:
     )
     equal(f"${SECRET_VARIABLE} in a command", plain.output, "unset\n")
     require("PATH=" in result.output, "commands have no PATH")
+    # a backend built before the secret was set could still pass the host's environment on
+    seen = dict(line.split("=", 1) for line in result.output.splitlines() if "=" in line)
+    leaked = sorted(
+        name for name, value in os.environ.items()
+        if name not in _SHARED_VARIABLES and not name.startswith("LC_")
+        and len(value) >= 8 and seen.get(name) == value
+    )  # fmt: skip
+    require(not leaked, f"commands see the host's environment variables {leaked[:5]}")
 
 
 def _seq_output(count: int) -> str:
