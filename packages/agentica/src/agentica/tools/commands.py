@@ -79,9 +79,9 @@ class CommandHandle(Protocol):
     def stream(self) -> AsyncIterator[str]:
         """The output as it comes: first the output so far (as ``output()``, when there is
         some), then each piece as the command writes it, ending once the command ended and its
-        output was read. A reader that falls more than the cap behind gets a
-        ``[... N bytes not streamed ...]`` marker instead of what it missed (memory stays
-        bounded)."""
+        output was read. A reader that falls far behind (more than the cap, and at least
+        256 KiB) gets a ``[... N bytes not streamed ...]`` marker instead of what it missed
+        (memory stays bounded)."""
         ...
 
     async def wait(self, timeout: float | None) -> CommandResult | None:
@@ -103,7 +103,9 @@ class CommandBackend(Protocol):
     computer over the network. Check an implementation with
     ``agentica.testing.conformance.commands``.
 
-    The contract, which the shell tools rely on and the conformance suite checks:
+    The contract, which the shell tools rely on (the conformance suite checks what a test can
+    observe: ending, output, input, working directory, environment and concurrency; not the
+    death of the owner nor the split between ``ToolError`` and ``UsageError``):
 
     - **Command.** ``start(command)`` runs ``/bin/sh -c command`` (POSIX ``sh``) and returns as
       soon as it runs; the command is non-empty and has no NUL character (the shell tools check).
