@@ -9,6 +9,7 @@ import stat
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -585,3 +586,11 @@ async def test_composite_errors_name_the_full_path(composite_parts: dict[str, Fi
         CompositeBackend(StateBackend({}), {"/": StateBackend({})})
     with pytest.raises(UsageError, match=r"route '\.\./x' is not a valid path"):
         CompositeBackend(StateBackend({}), {"../x": StateBackend({})})
+
+
+async def test_a_tree_backend_refuses_binary_content_put_in_its_store_directly() -> None:
+    files: dict[str, Any] = {"/blob.bin": {"content": "a\x00b", "modified": 0.0}}
+    backend = StateBackend(files)
+    with pytest.raises(BackendError, match=r"/blob.bin is a binary file"):
+        await backend.read("/blob.bin")
+    assert await backend.grep("a", "/") == []  # and grep skips it, as before

@@ -99,6 +99,12 @@ class _TreeBackend:
         content = await self._load(p)
         if content is None:
             raise is_a_dir(p) if await self._is_dir(p) else no_file(p)
+        if "\x00" in content:  # put in the store directly: binary, as grep also skips it
+            raise BackendError(
+                f"{{path}} is a binary file ({len(content)} characters); only text files can "
+                "be read",
+                path=p,
+            )
         return content
 
     async def write(self, path: str, content: str) -> FileInfo:
