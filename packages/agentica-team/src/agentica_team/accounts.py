@@ -1,0 +1,695 @@
+"""Accounts, courses and credentials: the service's who-is-who.
+
+``Accounts`` creates users (admin, teacher, student), courses and their members, provisions a
+class from a CSV or a list of e-mails, issues and revokes personal API tokens (stored hashed,
+expiring), logs browsers in with a password (argon2, rate-limited per account and per address)
+and resolves a request's credentials to a ``Principal``. Every change is audited in the same
+transaction as the change itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentica_team.db import Database
+from agentica_team.db.schema import courses, login_failures, members, new_id, tokens, users
+from agentica_team.db.schema import web_sessions as web_sessions_table
+from agentica_team.errors import BadRequest, Conflict, NotFound, RateLimited, Unauthorized
+from agentica_team.principal import ROLES, Principal, Role
+from agentica_team.security import (
+    TOKEN_PREFIX,
+    hash_password,
+    hash_secret,
+    new_secret,
+    new_token,
+    verify_password,
+)
+
+if TYPE_CHECKING:
+    from agentica_team.audit import Audit
+
+__all__ = [
+    "Accounts",
+    "Course",
+    "IssuedToken",
+    "Member",
+    "ProvisionedStudent",
+    "TokenInfo",
+    "User",
+    "WebLogin",
+    "parse_roster",
+]
+
+_EMAIL = re.compile(r"^[^@\s,;<>\"']{1,64}@[A-Za-z0-9.-]{1,253}$")
+_COURSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_ROSTER = 2000
+_TOUCH_EVERY = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: str
+    email: str
+    name: str
+    role: Role
+    active: bool
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Course:
+    id: str
+    name: str
+    title: str
+    owner_id: str
+    model: str | None
+    model_base_url: str | None
+    model_api_key_set: bool
+    max_output_tokens: int | None
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    user: User
+    role: str
+    added_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    id: str
+    user_id: str
+    name: str
+    hint: str
+    created_at: float
+    expires_at: float
+    revoked_at: float | None
+    last_used_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedToken:
+    """A token as issued: ``token`` is shown this once and never stored."""
+
+    info: TokenInfo
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionedStudent:
+    user: User
+    created: bool
+    token: str
+    connect: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebLogin:
+    principal: Principal
+    cookie: str
+    expires_at: float
+
+
+def _user(row: Any) -> User:
+    return User(row.id, row.email, row.name, row.role, bool(row.active), row.created_at)
+
+
+def _course(row: Any) -> Course:
+    return Course(
+        id=row.id,
+        name=row.name,
+        title=row.title,
+        owner_id=row.owner_id,
+        model=row.model,
+        model_base_url=row.model_base_url,
+        model_api_key_set=bool(row.model_api_key),
+        max_output_tokens=row.max_output_tokens,
+        created_at=row.created_at,
+    )
+
+
+def _token(row: Any) -> TokenInfo:
+    return TokenInfo(
+        row.id,
+        row.user_id,
+        row.name,
+        row.hint,
+        row.created_at,
+        row.expires_at,
+        row.revoked_at,
+        row.last_used_at,
+    )
+
+
+def check_email(email: str) -> str:
+    """``email`` normalised (trimmed, lower case), or ``BadRequest`` saying what is wrong."""
+    value = email.strip().lower()
+    if not _EMAIL.match(value):
+        raise BadRequest(f"{email[:100]!r} is not an e-mail address (expected name@domain)")
+    return value
+
+
+def parse_roster(text: str) -> list[tuple[str, str]]:
+    """``(email, name)`` pairs from a CSV (columns ``email`` and optionally ``name``, with or
+    without a header row) or from e-mails separated by newlines, commas or semicolons."""
+    rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
+    if rows and rows[0] and rows[0][0].strip().lower() in ("email", "e-mail", "mail"):
+        rows = rows[1:]
+    if rows and all(len(row) == 1 for row in rows):
+        cells = [c for row in rows for c in re.split(r"[;\s]+", row[0]) if c]
+        rows = [[c] for c in cells]
+    pairs: dict[str, str] = {}
+    for number, row in enumerate(rows, 1):
+        try:
+            email = check_email(row[0])
+        except BadRequest as exc:
+            raise BadRequest(f"roster line {number}: {exc.message}") from None
+        name = row[1].strip()[:200] if len(row) > 1 and row[1].strip() else email.split("@")[0]
+        pairs[email] = name
+    if not pairs:
+        raise BadRequest("the roster is empty: give a CSV with an `email` column or e-mails")
+    if len(pairs) > MAX_ROSTER:
+        raise BadRequest(f"the roster has {len(pairs)} students; add at most {MAX_ROSTER} at once")
+    return list(pairs.items())
+
+
+class Accounts:
+    """Users, courses, members and credentials in ``db``, audited to ``audit``."""
+
+    def __init__(
+        self,
+        db: Database,
+        audit: Audit,
+        *,
+        token_ttl: float = 180 * 86400,
+        web_session_ttl: float = 12 * 3600,
+        login_limit: int = 10,
+        base_url: str = "http://127.0.0.1:8000",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = db
+        self.audit = audit
+        self.token_ttl = token_ttl
+        self.web_session_ttl = web_session_ttl
+        self.login_limit = login_limit
+        self.base_url = base_url
+        self.clock = clock
+
+    # -- users ----------------------------------------------------------------------------------
+
+    async def create_user(
+        self,
+        email: str,
+        *,
+        name: str = "",
+        role: str = "student",
+        password: str | None = None,
+        actor: str = "",
+    ) -> User:
+        """A new account; ``Conflict`` if the e-mail is taken."""
+        if role not in ROLES:
+            raise BadRequest(f"role must be one of {', '.join(ROLES)}, not {role!r}")
+        address = check_email(email)
+        hashed = await asyncio.to_thread(hash_password, password) if password else None
+        async with self.db.write() as conn:
+            return await self._insert_user(conn, address, name, role, hashed, actor)
+
+    async def _insert_user(
+        self,
+        conn: AsyncConnection,
+        email: str,
+        name: str,
+        role: str,
+        hashed: str | None,
+        actor: str,
+    ) -> User:
+        taken = await conn.scalar(sa.select(users.c.id).where(users.c.email == email))
+        if taken is not None:
+            raise Conflict(f"an account with e-mail {email!r} exists already")
+        row = {
+            "id": new_id("u"),
+            "email": email,
+            "name": (name or email.split("@")[0])[:200],
+            "role": role,
+            "password_hash": hashed,
+            "active": True,
+            "created_at": self.clock(),
+        }
+        await conn.execute(users.insert().values(**row))
+        await self.audit.record_in(
+            conn,
+            "user_created",
+            actor_id=actor,
+            subject=row["id"],
+            data={"email": email, "role": role},
+        )
+        return _user(_Obj(row))
+
+    async def get_user(self, user_id: str) -> User:
+        async with self.db.read() as conn:
+            row = (await conn.execute(sa.select(users).where(users.c.id == user_id))).first()
+        if row is None:
+            raise NotFound(f"no user {user_id!r}")
+        return _user(row)
+
+    async def user_by_email(self, email: str) -> User | None:
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(sa.select(users).where(users.c.email == email.strip().lower()))
+            ).first()
+        return None if row is None else _user(row)
+
+    async def list_users(self, *, role: str | None = None, limit: int = 1000) -> list[User]:
+        query = sa.select(users).order_by(users.c.created_at).limit(limit)
+        if role is not None:
+            query = query.where(users.c.role == role)
+        async with self.db.read() as conn:
+            return [_user(row) for row in (await conn.execute(query)).all()]
+
+    async def set_active(self, user_id: str, active: bool, *, actor: str = "") -> User:
+        """Deactivate (every token and login stops working at once) or reactivate an account."""
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                users.update().where(users.c.id == user_id).values(active=active)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no user {user_id!r}")
+            if not active:
+                await conn.execute(
+                    web_sessions_table.delete().where(web_sessions_table.c.user_id == user_id)
+                )
+            kind = "user_activated" if active else "user_deactivated"
+            await self.audit.record_in(conn, kind, actor_id=actor, subject=user_id)
+        return await self.get_user(user_id)
+
+    async def set_password(self, user_id: str, password: str, *, actor: str = "") -> None:
+        if len(password) < 8:
+            raise BadRequest("a password needs at least 8 characters")
+        hashed = await asyncio.to_thread(hash_password, password)
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                users.update().where(users.c.id == user_id).values(password_hash=hashed)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no user {user_id!r}")
+            await conn.execute(
+                web_sessions_table.delete().where(web_sessions_table.c.user_id == user_id)
+            )
+            await self.audit.record_in(conn, "password_set", actor_id=actor, subject=user_id)
+
+    async def ensure_admin(self, email: str = "admin@localhost") -> tuple[User, str] | None:
+        """On first start (no admin exists): create ``email`` as admin with a random password and
+        return it with the password (shown once); else ``None``."""
+        from agentica_team.security import new_password
+
+        async with self.db.read() as conn:
+            exists = await conn.scalar(sa.select(users.c.id).where(users.c.role == "admin"))
+        if exists is not None:
+            return None
+        password = new_password()
+        try:
+            user = await self.create_user(email, name="admin", role="admin", password=password)
+        except Conflict:  # another worker won the race
+            return None
+        return user, password
+
+    # -- tokens ---------------------------------------------------------------------------------
+
+    async def issue_token(
+        self, user_id: str, *, name: str = "token", days: float | None = None, actor: str = ""
+    ) -> IssuedToken:
+        async with self.db.write() as conn:
+            return await self._issue_token_in(conn, user_id, name=name, days=days, actor=actor)
+
+    async def _issue_token_in(
+        self, conn: AsyncConnection, user_id: str, *, name: str, days: float | None, actor: str
+    ) -> IssuedToken:
+        if days is not None and not 0 < days <= 3650:
+            raise BadRequest("a token lives between a fraction of a day and 3650 days")
+        raw = new_token()
+        now = self.clock()
+        row = {
+            "id": new_id("t"),
+            "user_id": user_id,
+            "hash": hash_secret(raw),
+            "hint": raw[: len(TOKEN_PREFIX) + 4],
+            "name": name[:200] or "token",
+            "created_at": now,
+            "expires_at": now + (days * 86400 if days else self.token_ttl),
+            "revoked_at": None,
+            "last_used_at": None,
+        }
+        await conn.execute(tokens.insert().values(**row))
+        await self.audit.record_in(
+            conn,
+            "token_issued",
+            actor_id=actor or user_id,
+            subject=user_id,
+            data={"token_id": row["id"], "name": row["name"]},
+        )
+        return IssuedToken(_token(_Obj(row)), raw)
+
+    async def list_tokens(self, user_id: str) -> list[TokenInfo]:
+        query = sa.select(tokens).where(tokens.c.user_id == user_id).order_by(tokens.c.created_at)
+        async with self.db.read() as conn:
+            return [_token(row) for row in (await conn.execute(query)).all()]
+
+    async def revoke_token(self, user_id: str, token_id: str, *, actor: str = "") -> None:
+        """Revoke one of ``user_id``'s tokens (``NotFound`` for anyone else's)."""
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                tokens.update()
+                .where((tokens.c.id == token_id) & (tokens.c.user_id == user_id))
+                .where(tokens.c.revoked_at.is_(None))
+                .values(revoked_at=self.clock())
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no active token {token_id!r}")
+            await self.audit.record_in(
+                conn,
+                "token_revoked",
+                actor_id=actor or user_id,
+                subject=user_id,
+                data={"token_id": token_id},
+            )
+
+    async def principal_for_token(self, raw: str) -> Principal:
+        """The account a bearer token belongs to, or ``Unauthorized`` saying why not."""
+        if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
+            raise Unauthorized("that is not an agentica token (they start with agt_)")
+        query = sa.select(
+            tokens, users.c.email, users.c.name.label("user_name"), users.c.role, users.c.active
+        ).join(users, users.c.id == tokens.c.user_id)
+        async with self.db.read() as conn:
+            row = (await conn.execute(query.where(tokens.c.hash == hash_secret(raw)))).first()
+        now = self.clock()
+        if row is None or row.revoked_at is not None:
+            raise Unauthorized("the token is unknown or revoked: ask your teacher for a new one")
+        if row.expires_at <= now:
+            raise Unauthorized("the token has expired: create a new one (or ask your teacher)")
+        if not row.active:
+            raise Unauthorized("the account is deactivated")
+        if row.last_used_at is None or now - row.last_used_at > _TOUCH_EVERY:
+            async with self.db.write() as conn:
+                await conn.execute(
+                    tokens.update().where(tokens.c.id == row.id).values(last_used_at=now)
+                )
+        return Principal(row.user_id, row.email, row.user_name, row.role, "token", token_id=row.id)
+
+    # -- browser logins -------------------------------------------------------------------------
+
+    async def login(self, email: str, password: str, *, address: str) -> WebLogin:
+        """A browser session for ``email``; ``Unauthorized`` for a wrong pair and ``RateLimited``
+        after ``login_limit`` failures a minute for the account or the address."""
+        address_key = f"addr:{address}"
+        email_key = f"email:{email.strip().lower()[:320]}"
+        await self._check_login_rate((email_key, address_key))
+        user_row = None
+        async with self.db.read() as conn:
+            user_row = (
+                await conn.execute(sa.select(users).where(users.c.email == email.strip().lower()))
+            ).first()
+        stored = user_row.password_hash if user_row is not None else None
+        ok = await asyncio.to_thread(verify_password, stored, password)
+        if not ok or user_row is None or not user_row.active:
+            async with self.db.write() as conn:
+                await self._count_failure(conn, (email_key, address_key))
+                await self.audit.record_in(
+                    conn,
+                    "login_failed",
+                    subject=email.strip().lower()[:200],
+                    data={"address": address},
+                )
+            raise Unauthorized("wrong e-mail or password")
+        cookie, csrf = new_secret(), new_secret()
+        now = self.clock()
+        async with self.db.write() as conn:
+            await conn.execute(
+                web_sessions_table.insert().values(
+                    hash=hash_secret(cookie),
+                    user_id=user_row.id,
+                    csrf=csrf,
+                    created_at=now,
+                    expires_at=now + self.web_session_ttl,
+                )
+            )
+            await self.audit.record_in(
+                conn, "login", actor_id=user_row.id, subject=user_row.id, data={"address": address}
+            )
+        principal = Principal(
+            user_row.id, user_row.email, user_row.name, user_row.role, "cookie", csrf=csrf
+        )
+        return WebLogin(principal, cookie, now + self.web_session_ttl)
+
+    async def _check_login_rate(self, keys: Sequence[str]) -> None:
+        window = int(self.clock() // 60)
+        query = sa.select(sa.func.max(login_failures.c.count)).where(
+            login_failures.c.key.in_(keys) & (login_failures.c.window == window)
+        )
+        async with self.db.read() as conn:
+            worst = await conn.scalar(query)
+        if worst is not None and worst >= self.login_limit:
+            raise RateLimited(
+                "too many failed logins: wait a minute and try again",
+                retry_after=int(60 - self.clock() % 60) + 1,
+            )
+
+    async def _count_failure(self, conn: AsyncConnection, keys: Iterable[str]) -> None:
+        window = int(self.clock() // 60)
+        for key in keys:
+            insert = self.db.insert(login_failures).values(key=key, window=window, count=1)
+            await conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["key", "window"],
+                    set_={"count": login_failures.c.count + 1},
+                )
+            )
+        await conn.execute(login_failures.delete().where(login_failures.c.window < window - 5))
+
+    async def principal_for_cookie(self, cookie: str) -> Principal:
+        query = sa.select(
+            web_sessions_table, users.c.email, users.c.name, users.c.role, users.c.active
+        ).join(users, users.c.id == web_sessions_table.c.user_id)
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(query.where(web_sessions_table.c.hash == hash_secret(cookie)))
+            ).first()
+        if row is None or row.expires_at <= self.clock() or not row.active:
+            raise Unauthorized("the login has expired: log in again")
+        return Principal(row.user_id, row.email, row.name, row.role, "cookie", csrf=row.csrf)
+
+    async def logout(self, cookie: str) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                web_sessions_table.delete().where(web_sessions_table.c.hash == hash_secret(cookie))
+            )
+
+    # -- courses --------------------------------------------------------------------------------
+
+    async def create_course(
+        self, owner: Principal, name: str, *, title: str = "", model: str | None = None
+    ) -> Course:
+        """A course owned (and taught) by ``owner``; ``name`` is a short handle (``web-2026``)."""
+        if not _COURSE_NAME.match(name):
+            raise BadRequest(
+                f"course name {name[:80]!r} must be 1-64 letters, digits, '.', '_' or '-' "
+                "and start with a letter or digit"
+            )
+        now = self.clock()
+        row = {
+            "id": new_id("c"),
+            "name": name,
+            "title": (title or name)[:500],
+            "owner_id": owner.user_id,
+            "model": model,
+            "model_base_url": None,
+            "model_api_key": None,
+            "max_output_tokens": None,
+            "created_at": now,
+        }
+        async with self.db.write() as conn:
+            if await conn.scalar(sa.select(courses.c.id).where(courses.c.name == name)):
+                raise Conflict(f"a course named {name!r} exists already")
+            await conn.execute(courses.insert().values(**row))
+            await conn.execute(
+                members.insert().values(
+                    course_id=row["id"], user_id=owner.user_id, role="teacher", added_at=now
+                )
+            )
+            await self.audit.record_in(
+                conn,
+                "course_created",
+                actor_id=owner.user_id,
+                course_id=row["id"],
+                subject=row["id"],
+                data={"name": name},
+            )
+        return _course(_Obj(row))
+
+    async def get_course(self, course_id: str) -> Course:
+        async with self.db.read() as conn:
+            row = (await conn.execute(sa.select(courses).where(courses.c.id == course_id))).first()
+        if row is None:
+            raise NotFound(f"no course {course_id!r}")
+        return _course(row)
+
+    async def course_by_name(self, name: str) -> Course:
+        async with self.db.read() as conn:
+            row = (await conn.execute(sa.select(courses).where(courses.c.name == name))).first()
+        if row is None:
+            raise NotFound(f"no course named {name!r}")
+        return _course(row)
+
+    async def model_config(self, course_id: str) -> tuple[str | None, str | None, str | None]:
+        """The course's ``(model, base_url, api_key)``; server-side only."""
+        query = sa.select(courses.c.model, courses.c.model_base_url, courses.c.model_api_key)
+        async with self.db.read() as conn:
+            row = (await conn.execute(query.where(courses.c.id == course_id))).first()
+        if row is None:
+            raise NotFound(f"no course {course_id!r}")
+        return row.model, row.model_base_url, row.model_api_key
+
+    async def update_course(self, course_id: str, *, actor: str, **changes: Any) -> Course:
+        """Change ``title``, ``model``, ``model_base_url``, ``model_api_key`` (write-only) or
+        ``max_output_tokens``; the audit records which fields changed, never the key."""
+        allowed = {"title", "model", "model_base_url", "model_api_key", "max_output_tokens"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise BadRequest(f"cannot change {', '.join(sorted(unknown))} of a course")
+        if not changes:
+            return await self.get_course(course_id)
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                courses.update().where(courses.c.id == course_id).values(**changes)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no course {course_id!r}")
+            await self.audit.record_in(
+                conn,
+                "course_changed",
+                actor_id=actor,
+                course_id=course_id,
+                subject=course_id,
+                data={"fields": sorted(changes)},
+            )
+        return await self.get_course(course_id)
+
+    async def courses_of(self, principal: Principal) -> list[Course]:
+        """The courses ``principal`` can see: all for an admin, else those they are a member of."""
+        query = sa.select(courses).order_by(courses.c.created_at)
+        if not principal.is_admin:
+            query = query.join(members, members.c.course_id == courses.c.id).where(
+                members.c.user_id == principal.user_id
+            )
+        async with self.db.read() as conn:
+            return [_course(row) for row in (await conn.execute(query)).all()]
+
+    async def member_role(self, course_id: str, user_id: str) -> str | None:
+        """``"teacher"``, ``"student"`` or ``None``."""
+        query = sa.select(members.c.role).where(
+            (members.c.course_id == course_id) & (members.c.user_id == user_id)
+        )
+        async with self.db.read() as conn:
+            role: str | None = await conn.scalar(query)
+        return role
+
+    async def teaches(self, teacher_id: str, user_id: str) -> bool:
+        """Whether ``teacher_id`` teaches a course ``user_id`` is a member of."""
+        mine = sa.select(members.c.course_id).where(
+            (members.c.user_id == teacher_id) & (members.c.role == "teacher")
+        )
+        query = sa.select(members.c.user_id).where(
+            (members.c.user_id == user_id) & members.c.course_id.in_(mine)
+        )
+        async with self.db.read() as conn:
+            return (await conn.scalar(query.limit(1))) is not None
+
+    async def members(self, course_id: str, *, role: str | None = None) -> list[Member]:
+        query = (
+            sa.select(users, members.c.role.label("member_role"), members.c.added_at)
+            .join(members, members.c.user_id == users.c.id)
+            .where(members.c.course_id == course_id)
+            .order_by(users.c.email)
+        )
+        if role is not None:
+            query = query.where(members.c.role == role)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Member(_user(row), row.member_role, row.added_at) for row in rows]
+
+    async def add_member(self, course_id: str, user_id: str, role: str, *, actor: str) -> None:
+        if role not in ("teacher", "student"):
+            raise BadRequest(f"a course member is a teacher or a student, not {role!r}")
+        async with self.db.write() as conn:
+            await self._add_member_in(conn, course_id, user_id, role, actor)
+
+    async def _add_member_in(
+        self, conn: AsyncConnection, course_id: str, user_id: str, role: str, actor: str
+    ) -> None:
+        insert = self.db.insert(members).values(
+            course_id=course_id, user_id=user_id, role=role, added_at=self.clock()
+        )
+        await conn.execute(insert.on_conflict_do_nothing(index_elements=["course_id", "user_id"]))
+        await self.audit.record_in(
+            conn,
+            "member_added",
+            actor_id=actor,
+            course_id=course_id,
+            subject=user_id,
+            data={"role": role},
+        )
+
+    async def add_students(
+        self, course: Course, roster: Sequence[tuple[str, str]], *, actor: str
+    ) -> list[ProvisionedStudent]:
+        """Create (or reuse) an account per ``(email, name)``, add it to ``course`` and issue a
+        personal token with a ready ``agentica connect`` line for each."""
+        out: list[ProvisionedStudent] = []
+        for email, name in roster:
+            async with self.db.write() as conn:
+                row = (await conn.execute(sa.select(users).where(users.c.email == email))).first()
+                created = row is None
+                user = (
+                    await self._insert_user(conn, email, name, "student", None, actor)
+                    if row is None
+                    else _user(row)
+                )
+                await self._add_member_in(conn, course.id, user.id, "student", actor)
+                issued = await self._issue_token_in(
+                    conn, user.id, name=f"course {course.name}", days=None, actor=actor
+                )
+            out.append(ProvisionedStudent(user, created, issued.token, self.connect_line(issued)))
+        return out
+
+    def connect_line(self, issued: IssuedToken) -> str:
+        return f"agentica connect --server {self.base_url} --token {issued.token} --workspace ."
+
+    async def reissue_token(self, course: Course, user_id: str, *, actor: str) -> IssuedToken:
+        """Revoke the student's tokens for ``course`` and issue a new one."""
+        name = f"course {course.name}"
+        async with self.db.write() as conn:
+            await conn.execute(
+                tokens.update()
+                .where((tokens.c.user_id == user_id) & (tokens.c.name == name))
+                .where(tokens.c.revoked_at.is_(None))
+                .values(revoked_at=self.clock())
+            )
+            return await self._issue_token_in(conn, user_id, name=name, days=None, actor=actor)
+
+
+class _Obj:
+    """Attribute access over a dict (a row this module just inserted)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)

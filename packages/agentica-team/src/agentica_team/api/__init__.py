@@ -1,0 +1,1 @@
+"""The HTTP API: one router module per resource, mounted by ``agentica_team.app``."""

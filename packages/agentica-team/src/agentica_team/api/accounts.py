@@ -1,0 +1,122 @@
+"""Routes for logging in, the caller's own account and tokens, and accounts (admins)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from agentica_team.access import require_admin, sees_user
+from agentica_team.api.deps import COOKIE, PrincipalDep, TeamDep
+from agentica_team.api.schemas import (
+    IssuedTokenOut,
+    LoginBody,
+    MeOut,
+    PasswordBody,
+    TokenBody,
+    TokenOut,
+    UserBody,
+    UserChange,
+    UserOut,
+)
+from agentica_team.errors import Forbidden, NotFound
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api", tags=["accounts"])
+
+
+@router.post("/auth/login", response_model=MeOut)
+async def login(body: LoginBody, request: Request, response: Response, team: TeamDep) -> MeOut:
+    """Log a browser in: sets the session cookie and returns the CSRF value to send back in
+    ``X-CSRF-Token`` on every request that changes something. Rate-limited."""
+    address = request.client.host if request.client else "unknown"
+    done = await team.accounts.login(body.email, body.password, address=address)
+    response.set_cookie(
+        COOKIE,
+        done.cookie,
+        max_age=int(team.settings.web_session_hours * 3600),
+        httponly=True,
+        samesite="strict",
+        secure=team.settings.secure_cookies,
+        path="/",
+    )
+    user = await team.accounts.get_user(done.principal.user_id)
+    return MeOut(**UserOut.of(user).model_dump(), csrf_token=done.principal.csrf)
+
+
+@router.post("/auth/logout", status_code=204)
+async def logout(request: Request, response: Response, team: TeamDep, me: PrincipalDep) -> None:
+    """End the browser login (its cookie stops working)."""
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        await team.accounts.logout(cookie)
+    response.delete_cookie(COOKIE, path="/")
+
+
+@router.get("/me", response_model=MeOut)
+async def me(team: TeamDep, me: PrincipalDep) -> MeOut:
+    """The caller's account (and, for a browser login, its CSRF value)."""
+    user = await team.accounts.get_user(me.user_id)
+    return MeOut(**UserOut.of(user).model_dump(), csrf_token=me.csrf)
+
+
+@router.post("/me/password", status_code=204)
+async def set_my_password(body: PasswordBody, team: TeamDep, me: PrincipalDep) -> None:
+    """Set the caller's password (every browser login of the account ends)."""
+    await team.accounts.set_password(me.user_id, body.password, actor=me.user_id)
+
+
+@router.get("/me/tokens", response_model=list[TokenOut])
+async def my_tokens(team: TeamDep, me: PrincipalDep) -> list[TokenOut]:
+    """The caller's personal tokens (never the tokens themselves)."""
+    return [TokenOut.of(info) for info in await team.accounts.list_tokens(me.user_id)]
+
+
+@router.post("/me/tokens", response_model=IssuedTokenOut, status_code=201)
+async def new_token(body: TokenBody, team: TeamDep, me: PrincipalDep) -> IssuedTokenOut:
+    """A new personal token for programs; the response is the only time it is shown."""
+    issued = await team.accounts.issue_token(me.user_id, name=body.name, days=body.days)
+    return IssuedTokenOut(**TokenOut.of(issued.info).model_dump(), token=issued.token)
+
+
+@router.delete("/me/tokens/{token_id}", status_code=204)
+async def revoke_token(token_id: str, team: TeamDep, me: PrincipalDep) -> None:
+    """Revoke one of the caller's tokens."""
+    await team.accounts.revoke_token(me.user_id, token_id[:64], actor=me.user_id)
+
+
+@router.get("/users", response_model=list[UserOut])
+async def list_users(team: TeamDep, me: PrincipalDep, role: str | None = None) -> list[UserOut]:
+    """Every account (admins)."""
+    require_admin(me)
+    return [UserOut.of(user) for user in await team.accounts.list_users(role=role)]
+
+
+@router.post("/users", response_model=UserOut, status_code=201)
+async def create_user(body: UserBody, team: TeamDep, me: PrincipalDep) -> UserOut:
+    """Create an account (admins); teachers add students through their courses."""
+    require_admin(me)
+    user = await team.accounts.create_user(
+        body.email, name=body.name, role=body.role, password=body.password, actor=me.user_id
+    )
+    return UserOut.of(user)
+
+
+@router.get("/users/{user_id}", response_model=UserOut)
+async def get_user(user_id: str, team: TeamDep, me: PrincipalDep) -> UserOut:
+    """An account the caller may see (themself; a teacher their students; admins anyone)."""
+    if not await sees_user(team, me, user_id):
+        raise NotFound(f"no user {user_id[:64]!r}")
+    return UserOut.of(await team.accounts.get_user(user_id))
+
+
+@router.patch("/users/{user_id}", response_model=UserOut)
+async def change_user(user_id: str, body: UserChange, team: TeamDep, me: PrincipalDep) -> UserOut:
+    """Deactivate or reactivate an account: admins any, a teacher their own students."""
+    if user_id == me.user_id:
+        raise Forbidden("you cannot change whether your own account is active")
+    if not await sees_user(team, me, user_id):
+        raise NotFound(f"no user {user_id[:64]!r}")
+    target = await team.accounts.get_user(user_id)
+    if not me.is_admin and target.role != "student":
+        raise Forbidden("a teacher can (de)activate students only")
+    return UserOut.of(await team.accounts.set_active(user_id, body.active, actor=me.user_id))

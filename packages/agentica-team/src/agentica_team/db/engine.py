@@ -1,0 +1,160 @@
+"""``Database``: the service's connection to SQLite or PostgreSQL, and its schema upgrades.
+
+One async engine per ``Database`` (create and use it on one event loop; the app does). Writes go
+through ``write()``: on SQLite a transaction that begins with ``BEGIN IMMEDIATE`` (it takes the
+write lock at once, so concurrent writers queue instead of deadlocking, also across processes,
+with a 30 s busy timeout) behind a per-process lock; on PostgreSQL an ordinary transaction.
+``transaction(body)`` also retries PostgreSQL serialization failures and deadlocks.
+``upgrade()`` brings the schema to the newest alembic revision (``migrations/``), under an advisory
+lock on PostgreSQL so several workers can start at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from agentica.errors import StorageError
+from agentica_team.db.schema import VERSION_TABLE
+
+__all__ = ["Database"]
+
+T = TypeVar("T")
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_BUSY_TIMEOUT = 30.0
+_PG_MIGRATION_LOCK = 0x7465616D  # "team"
+_RETRYABLE_SQLSTATES = {"40001", "40P01"}
+_ATTEMPTS = 4
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" event emits BEGIN itself
+    cursor = dbapi_connection.cursor()
+    for pragma in (
+        f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT * 1000)}",
+        "PRAGMA journal_mode=WAL",
+        "PRAGMA synchronous=FULL",
+        "PRAGMA foreign_keys=ON",
+    ):
+        cursor.execute(pragma)
+    cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    connection.exec_driver_sql(connection.get_execution_options().get("team_begin", "BEGIN"))
+
+
+class Database:
+    """The service database at ``url`` (``sqlite+aiosqlite://`` or ``postgresql+asyncpg://``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.dialect = "sqlite" if url.startswith("sqlite") else "postgresql"
+        if self.dialect == "sqlite":
+            database = sa.engine.make_url(url).database or ""
+            if database and database != ":memory:":
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine: AsyncEngine = create_async_engine(
+                url, connect_args={"timeout": _BUSY_TIMEOUT}
+            )
+            event.listen(self.engine.sync_engine, "connect", _on_sqlite_connect)
+            event.listen(self.engine.sync_engine, "begin", _on_sqlite_begin)
+            self._writer = self.engine.execution_options(team_begin="BEGIN IMMEDIATE")
+            self._lock: asyncio.Lock | None = asyncio.Lock()
+        else:
+            self.engine = create_async_engine(
+                url,
+                pool_size=10,
+                max_overflow=20,
+                connect_args={"server_settings": {"application_name": "agentica-team"}},
+            )
+            self._writer = self.engine
+            self._lock = None
+
+    def __repr__(self) -> str:
+        return f"Database({sa.engine.make_url(self.url).render_as_string(hide_password=True)})"
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read transaction."""
+        async with self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A write transaction (committed when the block ends without an error)."""
+        if self._lock is None:
+            async with self._writer.begin() as conn:
+                yield conn
+            return
+        async with self._lock, self._writer.begin() as conn:
+            yield conn
+
+    async def transaction(self, body: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``body`` in a write transaction, retried on PostgreSQL serialization failures."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                async with self.write() as conn:
+                    return await body(conn)
+            except DBAPIError as exc:
+                retry = getattr(exc.orig, "sqlstate", None) in _RETRYABLE_SQLSTATES
+                if not retry or attempt == _ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def insert(self, table: sa.Table) -> Any:
+        """An INSERT with ``on_conflict_do_nothing/do_update`` for this dialect."""
+        return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
+
+    async def upgrade(self) -> None:
+        """Create or upgrade the schema to the newest revision (raises ``StorageError`` for a
+        database written by a newer version)."""
+        async with self.write() as conn:
+            if self.dialect == "postgresql":
+                await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
+            await conn.run_sync(_migrate, "head")
+
+    async def aclose(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    """An alembic ``Config`` for the service's migrations (bound to ``connection``)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS).replace("%", "%%"))
+    config.attributes["connection"] = connection
+    return config
+
+
+def _migrate(connection: Connection, target: str) -> None:
+    from alembic import command
+    from alembic.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(MIGRATIONS))
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    current = set(context.get_current_heads())
+    known = {revision.revision for revision in script.walk_revisions()}
+    if current - known:
+        raise StorageError(
+            f"the team database is at schema revision {', '.join(sorted(current - known))}, "
+            "which this version of agentica-team does not know: it was written by a newer "
+            "version; upgrade agentica-team to use it"
+        )
+    if current == set(script.get_heads()) and target == "head":
+        return
+    command.upgrade(alembic_config(connection), target)

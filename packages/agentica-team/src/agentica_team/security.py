@@ -1,0 +1,91 @@
+"""Secrets: personal API tokens, password hashes, browser sessions and their CSRF values.
+
+- A token is ``agt_`` + 32 random bytes (URL-safe); only its SHA-256 is stored, so a database leak
+  gives nobody a usable token (a token has 256 bits of entropy: a fast hash is enough).
+- Passwords are hashed with argon2id (``argon2-cffi``); hashing takes ~50 ms of CPU, so callers
+  run ``hash_password``/``verify_password`` in a worker thread.
+- A browser session is a random cookie value (stored as its SHA-256) with its own CSRF value,
+  which the page sends back in ``X-CSRF-Token`` on every unsafe request.
+- ``redact`` removes anything that looks like a key or token from text meant for logs and errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+__all__ = [
+    "TOKEN_PREFIX",
+    "hash_password",
+    "hash_secret",
+    "new_password",
+    "new_secret",
+    "new_token",
+    "redact",
+    "same",
+    "verify_password",
+]
+
+TOKEN_PREFIX = "agt_"
+_HASHER = PasswordHasher()
+_SECRETISH = re.compile(
+    r"(agt_[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}"
+    r"|(?i:bearer)\s+[A-Za-z0-9_\-.=]{8,})"
+)
+
+
+def new_token() -> str:
+    """A new personal API token (shown once; store ``hash_secret(token)``)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_secret() -> str:
+    """A random value for cookies and CSRF (32 bytes, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def new_password() -> str:
+    """A random password that is easy to type (20 characters)."""
+    return secrets.token_urlsafe(15)
+
+
+def hash_secret(value: str) -> str:
+    """The SHA-256 hex digest stored for a token or cookie value."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def same(a: str, b: str) -> bool:
+    """Compare two secrets in constant time."""
+    return hmac.compare_digest(
+        a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass")
+    )
+
+
+def hash_password(password: str) -> str:
+    """An argon2id hash of ``password`` (CPU-heavy: call it in a worker thread)."""
+    return _HASHER.hash(password)
+
+
+def verify_password(stored: str | None, password: str) -> bool:
+    """Whether ``password`` matches the ``stored`` hash (``None``: no password set). Runs the
+    hash even without a stored one, so timing does not reveal which accounts exist."""
+    try:
+        if stored is None:
+            _HASHER.verify(_DUMMY, password + "x")
+            return False
+        return _HASHER.verify(stored, password)
+    except (VerifyMismatchError, VerificationError, InvalidHashError):
+        return False
+
+
+def redact(text: str) -> str:
+    """``text`` with tokens, provider keys and bearer credentials replaced by ``[redacted]``."""
+    return _SECRETISH.sub("[redacted]", text)
+
+
+_DUMMY = _HASHER.hash("not a password anyone has")

@@ -1,0 +1,86 @@
+"""``Team``: one running service — its settings, database and the parts built on them.
+
+``Team.open(settings)`` upgrades the database, releases reservations left open by a crash,
+creates the first admin when there is none and starts the supervisor of agent sessions;
+``aclose()`` stops them in reverse order. The app keeps one ``Team`` in ``app.state``; nothing is
+process-global, so two ``Team`` objects (tests run several) never share state.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from agentica_team.accounts import Accounts, User
+from agentica_team.audit import Audit
+from agentica_team.budgets import Budgets
+from agentica_team.course_models import CourseModels
+from agentica_team.db import Database
+from agentica_team.settings import TeamSettings
+from agentica_team.supervisor import Supervisor
+
+__all__ = ["FirstAdmin", "Team"]
+
+log = logging.getLogger("agentica_team")
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAdmin:
+    """The admin account created on first start and its password (shown once)."""
+
+    user: User
+    password: str
+
+
+@dataclass(slots=True)
+class Team:
+    settings: TeamSettings
+    db: Database
+    audit: Audit
+    budgets: Budgets
+    accounts: Accounts
+    models: CourseModels
+    supervisor: Supervisor
+    first_admin: FirstAdmin | None = field(default=None)
+
+    @classmethod
+    async def open(cls, settings: TeamSettings) -> Team:
+        """The service on ``settings``' database, upgraded and started."""
+        db = Database(settings.database)
+        try:
+            await db.upgrade()
+            audit = Audit(db)
+            budgets = Budgets(db)
+            released = await budgets.release_stale(older_than=settings.reservation_timeout)
+            if released:
+                log.warning("released %d budget reservations left open by a crash", released)
+            accounts = Accounts(
+                db,
+                audit,
+                token_ttl=settings.token_ttl_days * 86400.0,
+                web_session_ttl=settings.web_session_hours * 3600.0,
+                login_limit=settings.login_attempts_per_minute,
+                base_url=settings.base_url,
+            )
+            models = CourseModels(settings, accounts, budgets, audit)
+            supervisor = Supervisor(
+                db, accounts=accounts, models=models, audit=audit, budgets=budgets
+            )
+            team = cls(settings, db, audit, budgets, accounts, models, supervisor)
+            created = await accounts.ensure_admin()
+            if created is not None:
+                team.first_admin = FirstAdmin(*created)
+            await supervisor.start()
+        except BaseException:
+            await db.aclose()
+            raise
+        return team
+
+    async def aclose(self) -> None:
+        """Stop the supervisor (runs are marked interrupted), close models and the database."""
+        try:
+            await self.supervisor.aclose()
+            await self.models.aclose()
+            await self.audit.aclose()
+        finally:
+            await self.db.aclose()
