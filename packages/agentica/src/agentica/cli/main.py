@@ -7,6 +7,10 @@ agentica models list | pull | where | serve
 agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
 The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``).
+Installed packages add commands through the ``agentica.commands`` entry-point group: each entry
+point names an object whose ``add_parser(commands)`` adds its sub-parser and sets the default
+``plugin_run``, a function of the parsed arguments returning the exit status (``agentica-team``
+adds ``serve`` and ``team`` this way; ``agentica`` never imports it).
 """
 
 from __future__ import annotations
@@ -164,7 +168,23 @@ def _parser() -> argparse.ArgumentParser:
     demo_command.add_parser(commands)
     models_command.add_parser(commands)
     sessions_command.add_parser(commands)
+    for name, plugin in _plugins().items():
+        if name not in commands.choices:
+            plugin.add_parser(commands)
     return parser
+
+
+def _plugins() -> dict[str, Any]:
+    """The commands installed packages add (entry-point group ``agentica.commands``)."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Any] = {}
+    for point in entry_points(group="agentica.commands"):
+        try:
+            found[point.name] = point.load()
+        except Exception as exc:  # a broken plugin must not break the other commands
+            print(f"agentica: ignoring the {point.name!r} command: {exc}", file=sys.stderr)
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -180,8 +200,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = models_command.run(args)
         elif args.command == "sessions":
             code = sessions_command.run(args)
-        else:  # pragma: no cover - argparse rejects unknown commands
-            code = 2
+        else:
+            code = int(args.plugin_run(args))
     except UsageError as exc:
         print(f"agentica: {exc}", file=sys.stderr)
         code = 2
