@@ -6,7 +6,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen
 
-.PHONY: install lint typecheck layers test test-fast bench demo clean
+.PHONY: install lint typecheck layers test test-fast bench demo serve clean
 
 $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
@@ -36,6 +36,9 @@ bench: install
 
 demo: install
 	$(RUN) agentica demo
+
+serve: install  # the team service; ARGS="--port 9000 --database-url postgresql://..."
+	$(RUN) agentica serve $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -47,7 +47,8 @@ class TeamSettings(BaseSettings):
     )
     data_dir: Path = Field(
         default_factory=default_data_dir,
-        description="Where the SQLite database and the first-start admin password file live.",
+        description="Where the default SQLite database lives (`$AGENTICA_HOME/team`, else "
+        "`~/.local/share/agentica/team`).",
     )
     host: str = Field(default="127.0.0.1", description="Address to listen on.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")

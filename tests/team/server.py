@@ -1,0 +1,58 @@
+"""Run the team service for a test: ``async with serve_team(settings) as (url, team): ...``.
+
+The app runs under a real uvicorn server on 127.0.0.1 (a free port) in the test's event loop, on
+its own ``Team`` opened from ``settings``; leaving the block stops the server and closes the team.
+``client(url, token=...)`` is an aiohttp session that sends the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import uvicorn
+
+from agentica_team.app import create_app
+from agentica_team.service import Team
+from agentica_team.settings import TeamSettings
+
+__all__ = ["client", "serve_team", "sqlite_settings"]
+
+
+def sqlite_settings(tmp_path: Path, **overrides: object) -> TeamSettings:
+    """Settings for a fresh SQLite database under ``tmp_path``."""
+    return TeamSettings(
+        database_url=f"sqlite:///{tmp_path / 'team.db'}", data_dir=tmp_path, **overrides
+    )
+
+
+@asynccontextmanager
+async def serve_team(settings: TeamSettings) -> AsyncIterator[tuple[str, Team]]:
+    team = await Team.open(settings)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(team=team), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+            await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}", team
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+        await team.aclose()
+
+
+def client(url: str, token: str | None = None) -> aiohttp.ClientSession:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return aiohttp.ClientSession(base_url=url, headers=headers)
