@@ -1,0 +1,858 @@
+"""Budgets: the token and money limits of a course and its students, enforced at admission.
+
+A model call first ``reserve``s its estimated maximum (tokens and micro-dollars) on every budget
+that applies: the course's own and the student's (their override, else the course's default
+student budget). Each budget row is taken with ONE conditional UPDATE that adds the estimate only
+if used + reserved + estimate stays within the limit, so admission holds across worker processes
+(PostgreSQL re-checks the condition on the newest row version; SQLite serializes writers); a
+refused call raises ``BudgetExceeded`` / ``RateLimited`` and nothing is held. After the call,
+``settle`` swaps the estimate for the real usage (and counts it per day in ``team_usage_daily``);
+a cancelled call is ``release``d, and ``release_stale`` frees the holds of crashed calls. Periods
+(day, ISO week, whole course) are keyed by the reservation's time; the token economy's savings
+(prompt-cache hits, compaction) are counted per day beside the usage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentica.errors import UsageError
+from agentica_team.db.engine import Database
+from agentica_team.db.schema import (
+    budget_usage,
+    budgets,
+    courses,
+    members,
+    new_id,
+    rate_windows,
+    reservations,
+    usage_daily,
+)
+from agentica_team.errors import BadRequest, BudgetExceeded, NotFound, RateLimited, TeamError
+
+__all__ = [
+    "PERIODS",
+    "SCOPES",
+    "BudgetInfo",
+    "Budgets",
+    "Remaining",
+    "Reservation",
+    "UsageRow",
+    "period_key",
+    "period_resets_at",
+]
+
+SCOPES = ("course", "student")
+PERIODS = ("day", "week", "course")
+_MAX_AMOUNT = 2**53  # sums of a few of these still fit a BIGINT
+_MAX_RATE = 2**31 - 1
+_DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ATTEMPTS = 3  # conditional UPDATEs per budget before giving up on a moving target (PostgreSQL)
+_KEEP_EXPIRED = 86_400.0  # an expired reservation can still be settled for a day
+
+
+# -- periods -----------------------------------------------------------------------------------
+
+
+def _utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _day(ts: float) -> str:
+    return _utc(ts).date().isoformat()
+
+
+def period_key(period: str, ts: float) -> str:
+    """The usage row a call at ``ts`` counts on: ``2026-11-24``, ``2026-W48`` or ``all``."""
+    if period == "course":
+        return "all"
+    today = _utc(ts).date()
+    if period == "day":
+        return today.isoformat()
+    year, week, _ = today.isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def period_resets_at(period: str, ts: float) -> float | None:
+    """When the period that contains ``ts`` ends (next UTC midnight / Monday); ``None`` for
+    ``course`` (it never resets)."""
+    if period == "course":
+        return None
+    today = _utc(ts).date()
+    days = 1 if period == "day" else 7 - today.weekday()
+    start = datetime.combine(today + timedelta(days=days), datetime.min.time(), UTC)
+    return start.timestamp()
+
+
+def _iso(ts: float | None) -> str | None:
+    return None if ts is None else _utc(ts).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    """One budget: ``scope`` ``course`` (the whole class together, ``user_id`` "") or
+    ``student`` (``user_id`` "" = the default for every student without their own, else that
+    student's override). ``None`` limits are unlimited. On a course budget,
+    ``requests_per_minute`` and ``max_concurrent`` count the whole class; on a student budget,
+    each student."""
+
+    id: str
+    course_id: str
+    scope: str
+    user_id: str
+    period: str
+    max_tokens: int | None
+    max_cost_micros: int | None
+    requests_per_minute: int | None
+    max_concurrent: int | None
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """An admitted call's hold on its budgets; ``settle`` or ``release`` it exactly once."""
+
+    id: str
+    course_id: str
+    user_id: str
+    tokens: int
+    cost_micros: int
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Remaining:
+    """A budget that applies to a student, and its current period's usage."""
+
+    budget_id: str
+    scope: str
+    period: str
+    max_tokens: int | None
+    max_cost_micros: int | None
+    used_tokens: int
+    used_cost_micros: int
+    reserved_tokens: int
+    reserved_cost_micros: int
+    resets_at: float | None
+
+    @property
+    def remaining_tokens(self) -> int | None:
+        """Tokens a new call may still reserve (``None``: unlimited)."""
+        return _left(self.max_tokens, self.used_tokens, self.reserved_tokens)
+
+    @property
+    def remaining_cost_micros(self) -> int | None:
+        """Micro-dollars a new call may still reserve (``None``: unlimited)."""
+        return _left(self.max_cost_micros, self.used_cost_micros, self.reserved_cost_micros)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """A student's usage on one UTC day from one source (``gateway`` or ``agent``).
+    ``cached_tokens`` (prompt-prefix cache hits) are part of ``input_tokens``;
+    ``compaction_saved_tokens`` are tokens compaction kept out of later calls."""
+
+    course_id: str
+    user_id: str
+    day: str
+    source: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cost_micros: int
+    cached_tokens: int
+    compaction_saved_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """What a reservation holds (its ``entries`` JSON): the amounts on each usage row."""
+
+    course_id: str
+    user_id: str
+    tokens: int
+    cost_micros: int
+    day: str
+    rows: tuple[tuple[str, str, str], ...]  # (budget_id, subject, period_key)
+
+    def dumps(self) -> str:
+        return json.dumps(
+            {
+                "tokens": self.tokens,
+                "cost_micros": self.cost_micros,
+                "day": self.day,
+                "rows": [list(row) for row in self.rows],
+            }
+        )
+
+    @classmethod
+    def loads(cls, course_id: str, user_id: str, text: str) -> _Held:
+        data = json.loads(text)
+        rows = tuple((str(b), str(s), str(k)) for b, s, k in data["rows"])
+        return cls(course_id, user_id, data["tokens"], data["cost_micros"], data["day"], rows)
+
+
+def _left(limit: int | None, used: int, reserved: int) -> int | None:
+    return None if limit is None else max(0, limit - used - reserved)
+
+
+def _info(row: Any) -> BudgetInfo:
+    return BudgetInfo(
+        id=row.id,
+        course_id=row.course_id,
+        scope=row.scope,
+        user_id=row.user_id,
+        period=row.period,
+        max_tokens=row.max_tokens,
+        max_cost_micros=row.max_cost_micros,
+        requests_per_minute=row.requests_per_minute,
+        max_concurrent=row.max_concurrent,
+        updated_at=row.updated_at,
+    )
+
+
+# -- validation --------------------------------------------------------------------------------
+
+
+def _check_limit(name: str, value: int | None, *, least: int, most: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(f"{name} must be a whole number or null (unlimited), not {value!r}")
+    if not least <= value <= most:
+        raise BadRequest(f"{name} must be between {least:,} and {most:,}; got {value:,}")
+
+
+def _check_budget(scope: str, user_id: str, period: str, limits: dict[str, int | None]) -> None:
+    if scope not in SCOPES:
+        raise BadRequest(f"scope must be 'course' or 'student', not {scope!r}")
+    if period not in PERIODS:
+        raise BadRequest(f"period must be 'day', 'week' or 'course', not {period!r}")
+    if scope == "course" and user_id:
+        raise BadRequest(
+            "a course budget covers the whole class, so it takes no user_id; to limit one "
+            "student use scope 'student' with their user_id"
+        )
+    _check_limit("max_tokens", limits["max_tokens"], least=0, most=_MAX_AMOUNT)
+    _check_limit("max_cost_micros", limits["max_cost_micros"], least=0, most=_MAX_AMOUNT)
+    _check_limit("requests_per_minute", limits["requests_per_minute"], least=1, most=_MAX_RATE)
+    _check_limit("max_concurrent", limits["max_concurrent"], least=1, most=_MAX_RATE)
+    if not user_id and all(value is None for value in limits.values()):
+        raise BadRequest(
+            "set at least one of max_tokens, max_cost_micros, requests_per_minute, "
+            "max_concurrent (a budget without limits only makes sense as one student's "
+            "exemption from the default student budget)"
+        )
+
+
+def _check_amounts(**amounts: int) -> None:
+    for name, value in amounts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_AMOUNT:
+            raise UsageError(f"{name} must be a whole number from 0 to 2**53, not {value!r}")
+
+
+def _check_day(name: str, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        if not _DAY_RE.fullmatch(value):
+            raise ValueError(value)
+        date.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(f"{name} must be a date as YYYY-MM-DD (UTC), not {value!r}") from None
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+def _whose(budget: BudgetInfo) -> str:
+    owner = "the course's" if budget.scope == "course" else "the student's"
+    if budget.period == "course":
+        return f"{owner} budget for the whole course"
+    return f"{owner} {'daily' if budget.period == 'day' else 'weekly'} budget"
+
+
+def _dollars(micros: int) -> str:
+    text = f"{micros / 1_000_000:,.6f}".rstrip("0")
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
+def _budget_detail(budget: BudgetInfo) -> dict[str, str]:
+    return {"id": budget.id, "scope": budget.scope, "period": budget.period}
+
+
+def _tokens(n: int) -> str:
+    return f"{n:,} token" if n == 1 else f"{n:,} tokens"
+
+
+def _over_budget(
+    budget: BudgetInfo, usage: Any, tokens: int, cost_micros: int, now: float
+) -> BudgetExceeded | None:
+    """The refusal for a call that does not fit ``budget`` given ``usage`` (None: it fits)."""
+    checks = (
+        ("tokens", budget.max_tokens, usage.used_tokens, usage.reserved_tokens, tokens),
+        (
+            "cost_micros",
+            budget.max_cost_micros,
+            usage.used_cost_micros,
+            usage.reserved_cost_micros,
+            cost_micros,
+        ),
+    )
+    for unit, limit, used, reserved, needed in checks:
+        if limit is not None and used + reserved + needed > limit:
+            return BudgetExceeded(
+                _refusal_message(budget, unit, (limit, used, reserved, needed), now),
+                budget=_budget_detail(budget),
+                unit=unit,
+                limit=limit,
+                used=used,
+                reserved=reserved,
+                needed=needed,
+                remaining_tokens=_left(budget.max_tokens, usage.used_tokens, usage.reserved_tokens),
+                remaining_cost_micros=_left(
+                    budget.max_cost_micros, usage.used_cost_micros, usage.reserved_cost_micros
+                ),
+                resets_at=_iso(period_resets_at(budget.period, now)),
+            )
+    return None
+
+
+def _refusal_message(
+    budget: BudgetInfo, unit: str, numbers: tuple[int, int, int, int], now: float
+) -> str:
+    limit, used, reserved, needed = numbers
+    amount = _tokens if unit == "tokens" else _dollars
+    if needed > limit:
+        return (
+            f"this call needs up to {amount(needed)} but {_whose(budget)} is {amount(limit)} in "
+            "total; ask for fewer output tokens or send a shorter prompt, or ask the teacher "
+            "to raise the budget"
+        )
+    left = max(0, limit - used - reserved)
+    bare = "{:,}".format if unit == "tokens" else _dollars  # the unit said once, at the limit
+    held = f" ({bare(reserved)} more are held by calls in progress)" if reserved else ""
+    resets = period_resets_at(budget.period, now)
+    when = (
+        f"it resets at {_iso(resets)}"
+        if resets is not None
+        else "it does not reset; ask the teacher to raise it"
+    )
+    return (
+        f"this call needs up to {amount(needed)} but {_whose(budget)} has {bare(left)} of "
+        f"{amount(limit)} left{held}; {when}"
+    )
+
+
+def _too_many_running(budget: BudgetInfo, usage: Any) -> RateLimited | None:
+    limit = budget.max_concurrent
+    if limit is None or usage.in_flight < limit:
+        return None
+    who = "the class" if budget.scope == "course" else "the student"
+    return RateLimited(
+        f"{who} already has {usage.in_flight:,} model calls in progress and the limit is "
+        f"{limit:,} at a time; retry when one finishes",
+        retry_after=1,
+        budget=_budget_detail(budget),
+        limit={"max_concurrent": limit},
+    )
+
+
+# -- the service -------------------------------------------------------------------------------
+
+
+class Budgets:
+    """The budgets, reservations and usage counters in ``db`` (``clock``: Unix seconds)."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    # -- budgets ------------------------------------------------------------------------------
+
+    async def set_budget(
+        self,
+        course_id: str,
+        *,
+        scope: str,
+        user_id: str = "",
+        period: str,
+        max_tokens: int | None = None,
+        max_cost_micros: int | None = None,
+        requests_per_minute: int | None = None,
+        max_concurrent: int | None = None,
+    ) -> BudgetInfo:
+        """Create or replace the budget of ``(course_id, scope, user_id)``; its id and its usage
+        so far are kept (a new ``period`` counts afresh from its current period)."""
+        limits = {
+            "max_tokens": max_tokens,
+            "max_cost_micros": max_cost_micros,
+            "requests_per_minute": requests_per_minute,
+            "max_concurrent": max_concurrent,
+        }
+        _check_budget(scope, user_id, period, limits)
+        now = self._clock()
+
+        async def body(conn: AsyncConnection) -> BudgetInfo:
+            await self._check_target(conn, course_id, user_id)
+            values = {"period": period, **limits, "updated_at": now}
+            key = {"course_id": course_id, "scope": scope, "user_id": user_id}
+            insert = self._db.insert(budgets).values(id=new_id("bud"), **key, **values)
+            await conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=[budgets.c.course_id, budgets.c.scope, budgets.c.user_id],
+                    set_=values,
+                )
+            )
+            where = [budgets.c[name] == value for name, value in key.items()]
+            return _info((await conn.execute(sa.select(budgets).where(*where))).one())
+
+        return await self._db.transaction(body)
+
+    async def _check_target(self, conn: AsyncConnection, course_id: str, user_id: str) -> None:
+        found = await conn.scalar(sa.select(courses.c.id).where(courses.c.id == course_id))
+        if found is None:
+            raise NotFound(f"there is no course {course_id!r}")
+        if not user_id:
+            return
+        member = await conn.scalar(
+            sa.select(members.c.user_id).where(
+                members.c.course_id == course_id, members.c.user_id == user_id
+            )
+        )
+        if member is None:
+            raise BadRequest(
+                f"user {user_id!r} is not a member of this course; add them to the course "
+                "first, or leave user_id empty for the default student budget"
+            )
+
+    async def list_budgets(self, course_id: str) -> list[BudgetInfo]:
+        """The course's budgets: the course budget first, then the default, then overrides."""
+        query = (
+            sa.select(budgets)
+            .where(budgets.c.course_id == course_id)
+            .order_by(budgets.c.scope, budgets.c.user_id)
+        )
+        async with self._db.read() as conn:
+            return [_info(row) for row in await conn.execute(query)]
+
+    async def delete_budget(self, course_id: str, budget_id: str) -> bool:
+        """Delete a budget and its usage counters; ``False`` if the course has no such budget.
+        Calls in progress on it settle without effect on it."""
+
+        async def body(conn: AsyncConnection) -> bool:
+            result = await conn.execute(
+                sa.delete(budgets).where(
+                    budgets.c.id == budget_id, budgets.c.course_id == course_id
+                )
+            )
+            if result.rowcount == 0:
+                return False
+            await conn.execute(sa.delete(budget_usage).where(budget_usage.c.budget_id == budget_id))
+            await conn.execute(sa.delete(rate_windows).where(rate_windows.c.budget_id == budget_id))
+            return True
+
+        return await self._db.transaction(body)
+
+    async def _applying(
+        self, conn: AsyncConnection, course_id: str, user_id: str
+    ) -> list[BudgetInfo]:
+        """The budgets that apply to ``user_id``, course budget first (the lock order)."""
+        query = sa.select(budgets).where(
+            budgets.c.course_id == course_id,
+            sa.or_(
+                sa.and_(budgets.c.scope == "course", budgets.c.user_id == ""),
+                sa.and_(budgets.c.scope == "student", budgets.c.user_id.in_([user_id, ""])),
+            ),
+        )
+        found = [_info(row) for row in await conn.execute(query)]
+        course = [b for b in found if b.scope == "course"]
+        own = [b for b in found if b.scope == "student" and b.user_id == user_id and user_id]
+        default = [b for b in found if b.scope == "student" and b.user_id == ""]
+        return course + (own or default)
+
+    # -- admission ----------------------------------------------------------------------------
+
+    async def reserve(
+        self, *, course_id: str, user_id: str, tokens: int, cost_micros: int
+    ) -> Reservation:
+        """Hold ``tokens`` and ``cost_micros`` (the call's estimated maximum) on every budget
+        that applies, or raise ``BudgetExceeded`` / ``RateLimited`` holding nothing."""
+        _check_amounts(tokens=tokens, cost_micros=cost_micros)
+
+        async def body(conn: AsyncConnection) -> Reservation:
+            now = self._clock()
+            rows: list[tuple[str, str, str]] = []
+            for budget in await self._applying(conn, course_id, user_id):
+                subject = "" if budget.scope == "course" else user_id
+                if budget.requests_per_minute is not None:
+                    await self._count_request(conn, budget, subject, now)
+                key = period_key(budget.period, now)
+                await self._hold(conn, budget, (budget.id, subject, key), tokens, cost_micros, now)
+                rows.append((budget.id, subject, key))
+            held = _Held(course_id, user_id, tokens, cost_micros, _day(now), tuple(rows))
+            reservation = Reservation(new_id("rsv"), course_id, user_id, tokens, cost_micros, now)
+            await conn.execute(
+                sa.insert(reservations).values(
+                    id=reservation.id,
+                    user_id=user_id,
+                    course_id=course_id,
+                    created_at=now,
+                    entries=held.dumps(),
+                    state="open",
+                )
+            )
+            return reservation
+
+        return await self._db.transaction(body)
+
+    async def _count_request(
+        self, conn: AsyncConnection, budget: BudgetInfo, subject: str, now: float
+    ) -> None:
+        """Count one request in the current minute's window, or raise ``RateLimited``."""
+        limit = budget.requests_per_minute
+        assert limit is not None
+        window = int(now // 60)
+        where = (
+            rate_windows.c.budget_id == budget.id,
+            rate_windows.c.user_id == subject,
+            rate_windows.c.window == window,
+        )
+        await conn.execute(
+            self._db.insert(rate_windows)
+            .values(budget_id=budget.id, user_id=subject, window=window, count=0)
+            .on_conflict_do_nothing()
+        )
+        counted = await conn.execute(
+            sa.update(rate_windows)
+            .where(*where, rate_windows.c.count < limit)
+            .values(count=rate_windows.c.count + 1)
+        )
+        if counted.rowcount == 1:
+            return
+        retry_after = max(1, math.ceil((window + 1) * 60 - now))
+        who = "the class" if budget.scope == "course" else "the student"
+        raise RateLimited(
+            f"{who} made {limit:,} model calls in the last minute, the most allowed; retry in "
+            f"{retry_after} s",
+            retry_after=retry_after,
+            budget=_budget_detail(budget),
+            limit={"requests_per_minute": limit},
+        )
+
+    async def _hold(
+        self,
+        conn: AsyncConnection,
+        budget: BudgetInfo,
+        row: tuple[str, str, str],
+        tokens: int,
+        cost_micros: int,
+        now: float,
+    ) -> None:
+        """Add the hold to the usage row with one conditional UPDATE, or raise the refusal."""
+        budget_id, subject, key = row
+        u = budget_usage.c
+        await conn.execute(
+            self._db.insert(budget_usage)
+            .values(budget_id=budget_id, subject=subject, period_key=key)
+            .on_conflict_do_nothing()
+        )
+        where = [u.budget_id == budget_id, u.subject == subject, u.period_key == key]
+        fits = list(where)
+        if budget.max_tokens is not None:
+            fits.append(u.used_tokens + u.reserved_tokens + tokens <= budget.max_tokens)
+        if budget.max_cost_micros is not None:
+            fits.append(
+                u.used_cost_micros + u.reserved_cost_micros + cost_micros <= budget.max_cost_micros
+            )
+        if budget.max_concurrent is not None:
+            fits.append(u.in_flight < budget.max_concurrent)
+        add = sa.update(budget_usage).values(
+            reserved_tokens=u.reserved_tokens + tokens,
+            reserved_cost_micros=u.reserved_cost_micros + cost_micros,
+            in_flight=u.in_flight + 1,
+        )
+        for _ in range(_ATTEMPTS):
+            if (await conn.execute(add.where(*fits))).rowcount == 1:
+                return
+            usage = (await conn.execute(sa.select(budget_usage).where(*where))).one()
+            refusal: TeamError | None = _too_many_running(budget, usage) or _over_budget(
+                budget, usage, tokens, cost_micros, now
+            )
+            if refusal is not None:
+                raise refusal
+        # PostgreSQL: the row kept changing between the UPDATE and the re-read
+        raise RateLimited(
+            f"{_whose(budget)} is busy with other calls right now; retry in a moment",
+            retry_after=1,
+            budget=_budget_detail(budget),
+        )
+
+    async def settle(
+        self,
+        reservation: Reservation,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_micros: int,
+        cached_tokens: int = 0,
+        source: str = "gateway",
+    ) -> None:
+        """Replace the reservation's hold by the real usage (input + output tokens, cost) on
+        the rows it reserved, and count it in the daily usage. Settling a reservation twice, or
+        one already released, does nothing; one that ``release_stale`` expired is still
+        counted."""
+        _check_amounts(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_micros=cost_micros,
+            cached_tokens=cached_tokens,
+        )
+        _check_source(source)
+        tokens = input_tokens + output_tokens
+
+        async def body(conn: AsyncConnection) -> None:
+            closed = await _close(conn, reservation.id, "settled", ("open", "expired"))
+            if closed is None:
+                return
+            held, was_open = closed
+            u = budget_usage.c
+            for row in held.rows:
+                values: dict[str, Any] = {
+                    "used_tokens": u.used_tokens + tokens,
+                    "used_cost_micros": u.used_cost_micros + cost_micros,
+                }
+                if was_open:
+                    values.update(_unhold_values(held))
+                await conn.execute(sa.update(budget_usage).where(*_usage_key(row)).values(values))
+            await self._count_daily(
+                conn,
+                held,
+                source,
+                requests=1,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_micros=cost_micros,
+                cached_tokens=cached_tokens,
+            )
+
+        await self._db.transaction(body)
+
+    async def release(self, reservation: Reservation) -> None:
+        """Give the hold back without usage (the call failed before using the model, or was
+        cancelled); does nothing if the reservation was settled or released already."""
+
+        async def body(conn: AsyncConnection) -> None:
+            closed = await _close(conn, reservation.id, "released", ("open",))
+            if closed is not None:
+                await _unhold(conn, closed[0])
+
+        await self._db.transaction(body)
+
+    async def release_stale(self, *, older_than: float) -> int:
+        """Release the open reservations made more than ``older_than`` seconds ago (their calls
+        crashed; a late ``settle`` still counts its usage) and return how many; also forget
+        finished reservations and rate windows no longer needed. ``older_than`` must exceed the
+        longest model call, since other workers' calls in progress are open too."""
+        now = self._clock()
+        cutoff = now - older_than
+
+        async def body(conn: AsyncConnection) -> int:
+            r = reservations.c
+            stale = await conn.scalars(
+                sa.select(r.id).where(r.state == "open", r.created_at < cutoff).order_by(r.id)
+            )
+            released = 0
+            for reservation_id in list(stale):
+                closed = await _close(conn, reservation_id, "expired", ("open",))
+                if closed is not None:
+                    await _unhold(conn, closed[0])
+                    released += 1
+            await conn.execute(
+                sa.delete(reservations).where(
+                    sa.or_(
+                        sa.and_(r.state.in_(["settled", "released"]), r.created_at < cutoff),
+                        sa.and_(r.state == "expired", r.created_at < cutoff - _KEEP_EXPIRED),
+                    )
+                )
+            )
+            await conn.execute(
+                sa.delete(rate_windows).where(rate_windows.c.window < int(now // 60) - 1)
+            )
+            return released
+
+        return await self._db.transaction(body)
+
+    # -- usage --------------------------------------------------------------------------------
+
+    async def add_compaction_savings(
+        self, course_id: str, user_id: str, tokens: int, *, source: str = "agent"
+    ) -> None:
+        """Count ``tokens`` that compaction kept out of the student's later calls (today)."""
+        _check_amounts(tokens=tokens)
+        _check_source(source)
+        if tokens == 0:
+            return
+        held = _Held(course_id, user_id, 0, 0, _day(self._clock()), ())
+
+        async def body(conn: AsyncConnection) -> None:
+            await self._count_daily(conn, held, source, compaction_saved_tokens=tokens)
+
+        await self._db.transaction(body)
+
+    async def _count_daily(
+        self, conn: AsyncConnection, held: _Held, source: str, **amounts: int
+    ) -> None:
+        key = {"course_id": held.course_id, "user_id": held.user_id, "day": held.day}
+        insert = self._db.insert(usage_daily).values(**key, source=source, **amounts)
+        await conn.execute(
+            insert.on_conflict_do_update(
+                index_elements=[
+                    usage_daily.c.course_id,
+                    usage_daily.c.user_id,
+                    usage_daily.c.day,
+                    usage_daily.c.source,
+                ],
+                set_={name: usage_daily.c[name] + insert.excluded[name] for name in amounts},
+            )
+        )
+
+    async def remaining(self, course_id: str, user_id: str) -> list[Remaining]:
+        """The budgets that apply to this student (course budget first) and what is left of
+        each in its current period."""
+        now = self._clock()
+        async with self._db.read() as conn:
+            found = []
+            for budget in await self._applying(conn, course_id, user_id):
+                subject = "" if budget.scope == "course" else user_id
+                key = (budget.id, subject, period_key(budget.period, now))
+                usage = (
+                    await conn.execute(sa.select(budget_usage).where(*_usage_key(key)))
+                ).first()
+                found.append(_remaining(budget, usage, now))
+            return found
+
+    async def usage(
+        self,
+        course_id: str,
+        *,
+        user_id: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+    ) -> list[UsageRow]:
+        """The course's daily usage rows (of one student if ``user_id``), ``since`` to ``until``
+        inclusive (``YYYY-MM-DD``, UTC), by day, student and source."""
+        _check_day("since", since)
+        _check_day("until", until)
+        if since is not None and until is not None and since > until:
+            raise BadRequest(f"since ({since}) is after until ({until}); swap them")
+        c = usage_daily.c
+        query = sa.select(usage_daily).where(c.course_id == course_id)
+        if user_id is not None:
+            query = query.where(c.user_id == user_id)
+        if since is not None:
+            query = query.where(c.day >= since)
+        if until is not None:
+            query = query.where(c.day <= until)
+        query = query.order_by(c.day, c.user_id, c.source)
+        async with self._db.read() as conn:
+            return [_usage_row(row) for row in await conn.execute(query)]
+
+
+# -- helpers on one connection -----------------------------------------------------------------
+
+
+def _check_source(source: str) -> None:
+    if not isinstance(source, str) or not 0 < len(source) <= 16:
+        raise UsageError(
+            f"source must be a short name such as 'gateway' or 'agent', not {source!r}"
+        )
+
+
+def _usage_key(row: Sequence[str]) -> list[sa.ColumnElement[bool]]:
+    budget_id, subject, key = row
+    u = budget_usage.c
+    return [u.budget_id == budget_id, u.subject == subject, u.period_key == key]
+
+
+def _unhold_values(held: _Held) -> dict[str, Any]:
+    u = budget_usage.c
+    return {
+        "reserved_tokens": u.reserved_tokens - held.tokens,
+        "reserved_cost_micros": u.reserved_cost_micros - held.cost_micros,
+        "in_flight": u.in_flight - 1,
+    }
+
+
+async def _unhold(conn: AsyncConnection, held: _Held) -> None:
+    for row in held.rows:
+        await conn.execute(
+            sa.update(budget_usage).where(*_usage_key(row)).values(_unhold_values(held))
+        )
+
+
+async def _close(
+    conn: AsyncConnection, reservation_id: str, state: str, before: tuple[str, ...]
+) -> tuple[_Held, bool] | None:
+    """Move the reservation from one of the ``before`` states to ``state`` (one conditional
+    UPDATE each, so only one settle or release wins); what it held and whether it was open."""
+    r = reservations.c
+    for prior in before:
+        row = (
+            await conn.execute(
+                sa.update(reservations)
+                .where(r.id == reservation_id, r.state == prior)
+                .values(state=state)
+                .returning(r.course_id, r.user_id, r.entries)
+            )
+        ).first()
+        if row is not None:
+            return _Held.loads(row.course_id, row.user_id, row.entries), prior == "open"
+    return None
+
+
+def _remaining(budget: BudgetInfo, usage: Any, now: float) -> Remaining:
+    def amount(name: str) -> int:
+        return 0 if usage is None else int(getattr(usage, name))
+
+    return Remaining(
+        budget_id=budget.id,
+        scope=budget.scope,
+        period=budget.period,
+        max_tokens=budget.max_tokens,
+        max_cost_micros=budget.max_cost_micros,
+        used_tokens=amount("used_tokens"),
+        used_cost_micros=amount("used_cost_micros"),
+        reserved_tokens=amount("reserved_tokens"),
+        reserved_cost_micros=amount("reserved_cost_micros"),
+        resets_at=period_resets_at(budget.period, now),
+    )
+
+
+def _usage_row(row: Any) -> UsageRow:
+    return UsageRow(
+        course_id=row.course_id,
+        user_id=row.user_id,
+        day=row.day,
+        source=row.source,
+        requests=row.requests,
+        input_tokens=row.input_tokens,
+        output_tokens=row.output_tokens,
+        cost_micros=row.cost_micros,
+        cached_tokens=row.cached_tokens,
+        compaction_saved_tokens=row.compaction_saved_tokens,
+    )
