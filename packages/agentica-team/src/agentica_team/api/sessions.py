@@ -1,0 +1,336 @@
+"""Routes for agent sessions: create and list them, send messages, stream their events (SSE),
+continue or cancel a run, and read the session's workspace files.
+
+A student sees only their own sessions (another's is a 404); a teacher can read, not change, the
+sessions in the courses they teach; admins can read every session. Sending a message appends it
+to the session's log (with its audit record, in one transaction) and wakes the supervisor: the
+handler never runs the agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentica.tools.files import BackendError
+from agentica_team.access import course_as_member
+from agentica_team.api.deps import PrincipalDep, TeamDep
+from agentica_team.errors import BadRequest, Conflict, Forbidden, NotFound
+from agentica_team.sessions import AgentSession, SessionEvent
+from agentica_team.supervisor import CancelRequested, MessageQueued
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+
+_PAGE = 500
+
+
+# -- bodies ----------------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionBody(_Body):
+    course_id: Annotated[str, Field(min_length=1, max_length=64)]
+    title: Annotated[str, Field(max_length=500)] = ""
+
+
+class MessageBody(_Body):
+    text: Annotated[str, Field(min_length=1, max_length=100_000)]
+
+
+class ContinueBody(_Body):
+    seq: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="The interrupted message to continue; default the latest."
+    )
+
+
+class SessionOut(BaseModel):
+    id: str
+    user_id: str
+    course_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    last_seq: int = Field(description="The seq of the session's last event.")
+    active: bool = Field(description="Whether the agent is working on the session now.")
+
+    @classmethod
+    def of(cls, session: AgentSession, active: bool) -> SessionOut:
+        return cls(
+            id=session.id,
+            user_id=session.user_id,
+            course_id=session.course_id,
+            title=session.title,
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+            last_seq=session.last_seq,
+            active=active,
+        )
+
+
+class MessageOut(BaseModel):
+    session_id: str
+    seq: int
+    ts: float
+    state: Literal["pending", "running", "done", "failed", "interrupted"]
+    text: str
+    continued: int = Field(default=0, description="How often it was continued after a stop.")
+
+    @classmethod
+    def of(cls, event: SessionEvent) -> MessageOut:
+        return cls(
+            session_id=event.session_id,
+            seq=event.seq,
+            ts=event.ts,
+            state=event.state,  # type: ignore[arg-type]
+            text=str(event.data.get("text", "")),
+            continued=int(event.data.get("continued", 0)),
+        )
+
+
+class EventOut(BaseModel):
+    """One entry of a session's log; the SSE stream sends these as ``data`` with ``id: seq``."""
+
+    seq: int
+    ts: float
+    kind: Literal["message", "run", "status"] = Field(
+        description="message: a student's instruction (its state in `state`); run: one run "
+        "event (`data.kind`: run_started, text_delta, tool_call_started, tool_call_completed, "
+        "todos, context_compacted, budget, budget_exceeded, run_failed, run_completed, ...); "
+        "status: a run started, ended, was interrupted or continued (`data.event`)."
+    )
+    state: str | None
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, event: SessionEvent) -> EventOut:
+        return cls.model_validate(event.to_json())
+
+
+class CancelOut(BaseModel):
+    session_id: str
+    cancelled: bool
+
+
+class FileOut(BaseModel):
+    path: str
+    size: int
+    modified: float
+
+
+class FileTextOut(FileOut):
+    content: str
+
+
+# -- access ----------------------------------------------------------------------------------
+
+
+SessionId = Annotated[str, Path(max_length=200)]
+
+
+async def readable_session(session_id: SessionId, team: TeamDep, me: PrincipalDep) -> AgentSession:
+    """The session if the caller may read it: its owner, an admin, or a teacher of its course
+    (404 for anyone else: its existence is not revealed)."""
+    session = await team.supervisor.sessions.get(session_id)
+    if session.user_id == me.user_id or me.is_admin:
+        return session
+    teaches = me.role == "teacher" and (
+        await team.accounts.member_role(session.course_id, me.user_id) == "teacher"
+    )
+    if teaches:
+        return session
+    raise NotFound(f"no session {session_id[:80]!r}")
+
+
+ReadableSession = Annotated[AgentSession, Depends(readable_session)]
+
+
+async def writable_session(
+    session: ReadableSession, team: TeamDep, me: PrincipalDep
+) -> AgentSession:
+    """The session if the caller owns it and is still in its course (403 for readers)."""
+    if session.user_id != me.user_id:
+        raise Forbidden("only the session's owner can change it; teachers and admins can read it")
+    if not me.is_admin and await team.accounts.member_role(session.course_id, me.user_id) is None:
+        raise Forbidden("you are no longer a member of this session's course")
+    return session
+
+
+WritableSession = Annotated[AgentSession, Depends(writable_session)]
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+@router.post("", response_model=SessionOut, status_code=201)
+async def create_session(body: SessionBody, team: TeamDep, me: PrincipalDep) -> SessionOut:
+    """A new agent session of the caller in a course they belong to."""
+    await course_as_member(team, me, body.course_id)
+    session = await team.supervisor.sessions.create(me.user_id, body.course_id, body.title)
+    return SessionOut.of(session, False)
+
+
+@router.get("", response_model=list[SessionOut])
+async def list_sessions(
+    team: TeamDep,
+    me: PrincipalDep,
+    course_id: Annotated[str | None, Query(max_length=64)] = None,
+    user_id: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> list[SessionOut]:
+    """The caller's sessions, most recently active first. With ``course_id`` a teacher of the
+    course (or an admin) gets the course's sessions (``user_id``: one student's)."""
+    sessions = team.supervisor.sessions
+    if course_id is None:
+        if user_id not in (None, me.user_id) and not me.is_admin:
+            raise BadRequest("to list a student's sessions, pass the course_id you teach")
+        found = await sessions.list_sessions(user_id=user_id or me.user_id, limit=limit)
+    else:
+        _, role = await course_as_member(team, me, course_id)
+        if role == "student":
+            if user_id not in (None, me.user_id):
+                raise Forbidden("students see only their own sessions")
+            user_id = me.user_id
+        found = await sessions.list_sessions(user_id=user_id, course_id=course_id, limit=limit)
+    return [SessionOut.of(s, team.supervisor.active(s.id)) for s in found]
+
+
+@router.get("/{session_id}", response_model=SessionOut)
+async def get_session(session: ReadableSession, team: TeamDep) -> SessionOut:
+    return SessionOut.of(session, team.supervisor.active(session.id))
+
+
+@router.get("/{session_id}/messages", response_model=list[MessageOut])
+async def list_messages(session: ReadableSession, team: TeamDep) -> list[MessageOut]:
+    """The session's messages (instructions), oldest first, with their states."""
+    return [MessageOut.of(m) for m in await team.supervisor.sessions.messages(session.id)]
+
+
+@router.post("/{session_id}/messages", response_model=MessageOut, status_code=202)
+async def post_message(
+    session: WritableSession, body: MessageBody, team: TeamDep, me: PrincipalDep
+) -> MessageOut:
+    """Queue an instruction for the session's agent. It is stored (and audited) before this
+    returns; the agent works on it in the background: follow ``GET .../events``."""
+    message = await team.supervisor.sessions.post_message(session, body.text, actor_id=me.user_id)
+    team.supervisor.deliver(session, MessageQueued(message.seq))
+    return MessageOut.of(message)
+
+
+@router.post("/{session_id}/continue", response_model=MessageOut, status_code=202)
+async def continue_message(
+    session: WritableSession, team: TeamDep, me: PrincipalDep, body: ContinueBody | None = None
+) -> MessageOut:
+    """Queue an interrupted message again (the server stopped or the run was cancelled while
+    it ran); the agent is told it is continuing."""
+    seq = body.seq if body is not None else None
+    message = await team.supervisor.sessions.requeue(session, seq, actor_id=me.user_id)
+    team.supervisor.deliver(session, MessageQueued(message.seq))
+    return MessageOut.of(message)
+
+
+@router.post("/{session_id}/cancel", response_model=CancelOut, status_code=202)
+async def cancel_run(session: WritableSession, team: TeamDep) -> CancelOut:
+    """Stop the run in progress (its message becomes ``interrupted`` and can be continued);
+    409 when nothing is running."""
+    if not team.supervisor.deliver(session, CancelRequested("cancelled by the student")):
+        raise Conflict("nothing is running in this session")
+    return CancelOut(session_id=session.id, cancelled=True)
+
+
+def _sse(event: SessionEvent) -> ServerSentEvent:
+    return ServerSentEvent(
+        raw_data=json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":")),
+        id=str(event.seq),
+    )
+
+
+@router.get("/{session_id}/events", response_class=EventSourceResponse)
+async def stream_events(
+    session: ReadableSession,
+    team: TeamDep,
+    after: Annotated[int, Query(ge=0, description="Send the events after this seq.")] = 0,
+    follow: Annotated[
+        bool, Query(description="Keep the stream open for new events (false: stored only).")
+    ] = True,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0)] = None,
+) -> AsyncIterator[EventOut]:
+    """The session's events as server-sent events (``id:`` the seq, ``data:`` an EventOut):
+    the stored ones after ``after`` (or after the ``Last-Event-ID`` a reconnecting client
+    sends), then, with ``follow``, live ones as the agent works.
+
+    Subscribes before reading the log, so nothing is missed in between; a live event whose
+    seq is not the next one (published out of order, or after the subscription was dropped
+    for falling behind) is preceded by the missing ones, read from the log."""
+    sessions, hub = team.supervisor.sessions, team.supervisor.hub
+    last = last_event_id if last_event_id is not None else after
+    while True:
+        with hub.subscribe(session.id) as subscription:
+            while True:  # the stored events
+                page = await sessions.events(session.id, after=last, limit=_PAGE)
+                for event in page:
+                    yield _sse(event)  # type: ignore[misc]
+                    last = event.seq
+                if len(page) < _PAGE:
+                    break
+            if not follow:
+                return
+            while subscription.active:
+                for event in await subscription.get():
+                    if event.seq <= last:
+                        continue
+                    if event.seq > last + 1:
+                        for missing in await sessions.events(
+                            session.id, after=last, before=event.seq, limit=event.seq - last
+                        ):
+                            yield _sse(missing)  # type: ignore[misc]
+                    yield _sse(event)  # type: ignore[misc]
+                    last = event.seq
+            if subscription.closed:
+                return
+
+
+@router.get("/{session_id}/events/log", response_model=list[EventOut])
+async def list_events(
+    session: ReadableSession,
+    team: TeamDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=_PAGE)] = 100,
+) -> list[EventOut]:
+    """The session's stored events after ``after`` as JSON (for clients without SSE)."""
+    events = await team.supervisor.sessions.events(session.id, after=after, limit=limit)
+    return [EventOut.of(event) for event in events]
+
+
+@router.get("/{session_id}/files", response_model=list[FileOut])
+async def list_files(session: ReadableSession, team: TeamDep) -> list[FileOut]:
+    """The files in the session's workspace (at most 1000)."""
+    found = await team.supervisor.workspace(session).glob("**/*", "/", limit=1000)
+    return [FileOut(path=f.path, size=f.size, modified=f.modified) for f in found]
+
+
+@router.get("/{session_id}/files/{path:path}", response_model=FileTextOut)
+async def read_file(
+    session: ReadableSession, path: Annotated[str, Path(max_length=1000)], team: TeamDep
+) -> FileTextOut:
+    """One file of the session's workspace with its text."""
+    workspace = team.supervisor.workspace(session)
+    try:
+        info = await workspace.stat(path)
+        if info is None:
+            raise NotFound(f"no file {path[:200]!r} in this session's workspace")
+        if info.is_dir:
+            raise BadRequest(f"{info.path!r} is a folder: list the files with GET .../files")
+        content = await workspace.read(info.path)
+    except BackendError as exc:
+        raise BadRequest(f"cannot read {path[:200]!r}: {exc}") from None
+    return FileTextOut(path=info.path, size=info.size, modified=info.modified, content=content)

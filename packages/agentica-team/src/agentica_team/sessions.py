@@ -1,0 +1,827 @@
+"""Agent sessions on the server: the session records, their event log and its live fan-out.
+
+A session's log (``team_session_events``) is numbered by ``seq`` (1, 2, ... per session, counted
+in ``team_agent_sessions.last_seq`` inside the inserting transaction). ``kind`` is ``message``
+(a student's instruction; ``state`` pending, running, done, failed or interrupted), ``run`` (one
+run event as JSON, ``encode_run_event``) or ``status`` (a run started, ended or was interrupted).
+``Sessions`` writes and reads it; ``EventWriter`` commits the run's events of every session in
+one transaction per batch (group commit) and then hands them to ``EventHub``, which fans each
+session's new events out to its live subscribers through bounded buffers: a subscriber that falls
+behind is dropped (it catches up from the log) instead of slowing the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentica.messages import ReasoningDelta, TextDelta, ToolCallDelta
+from agentica.run.events import (
+    AnswerSentBack,
+    ContextCompacted,
+    ModelRequestStarted,
+    ModelResponseReceived,
+    RunCompleted,
+    RunEvent,
+    RunStarted,
+    ToolCallCompleted,
+    ToolCallStarted,
+    ToolProgress,
+)
+from agentica.tools.call import FunctionCall
+from agentica_team.db.schema import agent_sessions, new_id, session_events
+from agentica_team.errors import Conflict, NotFound, RateLimited
+
+if TYPE_CHECKING:
+    from agentica_team.audit import Audit
+    from agentica_team.db import Database
+
+__all__ = [
+    "AgentSession",
+    "AuditNote",
+    "EventHub",
+    "EventWriter",
+    "MessageState",
+    "NewEvent",
+    "SessionEvent",
+    "Sessions",
+    "Subscription",
+    "encode_run_event",
+    "interrupted_event",
+    "status_event",
+]
+
+log = logging.getLogger("agentica_team.sessions")
+
+MessageState = Literal["pending", "running", "done", "failed", "interrupted"]
+MAX_QUEUED_MESSAGES = 20  # pending or running messages per session
+MAX_TEXT_IN_EVENT = 8_000  # characters of a tool's arguments or result kept in an event
+MAX_DELTA_CHARS = 16_000  # coalesced text deltas are cut into events of at most this size
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSession:
+    """A session: whose it is, in which course, its title and the last ``seq`` of its log."""
+
+    id: str
+    user_id: str
+    course_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    last_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One entry of a session's log (``data`` is the decoded JSON)."""
+
+    session_id: str
+    seq: int
+    ts: float
+    kind: str
+    state: str | None
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "ts": self.ts,
+            "kind": self.kind,
+            "state": self.state,
+            "data": self.data,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AuditNote:
+    """An audit record to write in the same transaction as an event."""
+
+    kind: str
+    actor_id: str
+    course_id: str
+    subject: str
+    data: Mapping[str, Any]
+
+
+def _session(row: Any) -> AgentSession:
+    return AgentSession(
+        row.id, row.user_id, row.course_id, row.title, row.created_at, row.updated_at, row.last_seq
+    )
+
+
+def _event(row: Any) -> SessionEvent:
+    return SessionEvent(row.session_id, row.seq, row.ts, row.kind, row.state, json.loads(row.data))
+
+
+def _dumps(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _clip(text: str | None, limit: int = MAX_TEXT_IN_EVENT) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+# -- run events as JSON --------------------------------------------------------------------------
+
+
+def _call_started(call: FunctionCall) -> dict[str, Any]:
+    return {"id": call.id, "name": call.name, "arguments": _clip(call.call.arguments)}
+
+
+def _call_completed(call: FunctionCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "name": call.name,
+        "status": call.status,
+        "result": _clip(call.content),
+        "error": _clip(call.error, 2000),
+        "duration": round(call.duration, 4),
+    }
+
+
+def _usage(usage: Any) -> dict[str, Any] | None:
+    return None if usage is None else dataclasses.asdict(usage)
+
+
+def _reply(event: ModelResponseReceived) -> dict[str, Any]:
+    message = event.message
+    return {
+        "turn": event.turn,
+        "content": _clip(message.content),
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": _clip(c.arguments)}
+            for c in message.tool_calls
+        ],
+        "finish_reason": message.finish_reason,
+        "usage": _usage(message.usage),
+        "model": message.model,
+    }
+
+
+def _completed(event: RunCompleted) -> dict[str, Any]:
+    response = event.response
+    return {
+        "run_id": response.run_id,
+        "content": response.content,
+        "stop_reason": response.stop_reason,
+        "usage": dataclasses.asdict(response.usage),
+        "model": response.model,
+        "duration": round(response.duration, 4),
+    }
+
+
+def _progress(event: ToolProgress) -> dict[str, Any]:
+    update = event.update
+    nested = encode_run_event(update) if _is_run_event(update) else None  # type: ignore[arg-type]
+    return {"source": event.source, "update": nested or {"text": _clip(str(update), 2000)}}
+
+
+def _is_run_event(value: object) -> bool:
+    return type(value) in _ENCODERS
+
+
+def _plain(event: Any) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(event).items() if k != "kind"}
+
+
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {
+    RunStarted: _plain,
+    ContextCompacted: _plain,
+    ModelRequestStarted: _plain,
+    TextDelta: _plain,
+    ReasoningDelta: _plain,
+    ToolCallDelta: _plain,
+    ModelResponseReceived: _reply,
+    AnswerSentBack: _plain,
+    ToolCallStarted: lambda e: _call_started(e.call),
+    ToolProgress: _progress,
+    ToolCallCompleted: lambda e: _call_completed(e.call),
+    RunCompleted: _completed,
+}
+
+
+def encode_run_event(event: RunEvent) -> dict[str, Any]:
+    """The JSON object of a run event: ``{"kind": ..., **fields}``; tool arguments and results
+    are cut at ``MAX_TEXT_IN_EVENT`` characters, a ``FunctionCall`` becomes its id, name,
+    arguments, status, result, error and duration."""
+    encoder = _ENCODERS.get(type(event), _plain)
+    return {"kind": event.kind, **encoder(event)}
+
+
+# -- live fan-out --------------------------------------------------------------------------------
+
+
+class Subscription:
+    """A live view of one session's new events (from ``EventHub.subscribe``).
+
+    ``get()`` returns the events published since the last call, waiting for some. When more than
+    ``limit`` events wait unread the subscription is dropped: ``dropped`` is set, ``get()``
+    returns ``[]`` and the reader should catch up from the log and subscribe again. ``closed`` is
+    set when the hub closes (the server is stopping)."""
+
+    __slots__ = ("_events", "_hub", "_ready", "closed", "dropped", "limit", "session_id")
+
+    def __init__(self, hub: EventHub, session_id: str, limit: int) -> None:
+        self._hub = hub
+        self.session_id = session_id
+        self.limit = limit
+        self._events: deque[SessionEvent] = deque()
+        self._ready = asyncio.Event()
+        self.dropped = False
+        self.closed = False
+
+    @property
+    def active(self) -> bool:
+        return not (self.dropped or self.closed)
+
+    def _push(self, events: Sequence[SessionEvent]) -> None:
+        if not self.active:
+            return
+        if len(self._events) + len(events) > self.limit:
+            self.dropped = True
+            self._events.clear()
+            self._hub._remove(self)
+        else:
+            self._events.extend(events)
+        self._ready.set()
+
+    def _close(self) -> None:
+        self.closed = True
+        self._events.clear()
+        self._ready.set()
+
+    async def get(self, timeout: float | None = None) -> list[SessionEvent]:
+        """The events published since the last call (``[]`` after ``timeout`` seconds, or when
+        dropped or closed)."""
+        if not self._events and self.active:
+            try:
+                await asyncio.wait_for(self._ready.wait(), timeout)
+            except TimeoutError:
+                return []
+        self._ready.clear()
+        events = list(self._events)
+        self._events.clear()
+        return events
+
+
+class EventHub:
+    """Per-session fan-out of newly committed events to live subscribers (one per SSE client).
+
+    ``publish`` never waits: each subscriber buffers at most ``limit`` unread events and is
+    dropped beyond that."""
+
+    def __init__(self, *, limit: int = 2000) -> None:
+        self.limit = limit
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._closed = False
+
+    @contextmanager
+    def subscribe(self, session_id: str) -> Iterator[Subscription]:
+        """A subscription to ``session_id``'s new events for the ``with`` block."""
+        subscription = Subscription(self, session_id, self.limit)
+        if self._closed:
+            subscription._close()
+        else:
+            self._subscribers.setdefault(session_id, set()).add(subscription)
+        try:
+            yield subscription
+        finally:
+            self._remove(subscription)
+
+    def _remove(self, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(subscription.session_id)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscribers[subscription.session_id]
+
+    def publish(self, session_id: str, events: Sequence[SessionEvent]) -> None:
+        """Hand committed ``events`` (in ``seq`` order) to the session's subscribers."""
+        for subscription in list(self._subscribers.get(session_id, ())):
+            subscription._push(events)
+
+    def subscribers(self, session_id: str) -> int:
+        return len(self._subscribers.get(session_id, ()))
+
+    def close(self) -> None:
+        """End every subscription (their readers see ``closed``)."""
+        self._closed = True
+        for subscribers in list(self._subscribers.values()):
+            for subscription in list(subscribers):
+                subscription._close()
+        self._subscribers.clear()
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class NewEvent:
+    """An event to write: its session, kind, state and data, the message whose state it
+    changes (``(seq, state)``) and the audit records written with it."""
+
+    session_id: str
+    kind: str
+    data: dict[str, Any]
+    state: str | None = None
+    message: tuple[int, str] | None = None  # (seq, new state) of a message of the session
+    audit: tuple[AuditNote, ...] = ()
+    # bookkeeping of the writer: when the event was queued, its serial number
+    ts: float = field(default=0.0)
+    serial: int = 0
+
+
+class Sessions:
+    """The sessions and their logs in ``db``; new events go to ``hub`` once committed."""
+
+    def __init__(
+        self,
+        db: Database,
+        audit: Audit,
+        hub: EventHub,
+        *,
+        clock: Callable[[], float] = time.time,
+        max_queued: int = MAX_QUEUED_MESSAGES,
+    ) -> None:
+        self.db = db
+        self.audit = audit
+        self.hub = hub
+        self.clock = clock
+        self.max_queued = max_queued
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def create(self, user_id: str, course_id: str, title: str = "") -> AgentSession:
+        """A new, empty session of ``user_id`` in ``course_id`` (audited)."""
+        now = self.clock()
+        session = AgentSession(new_id("s"), user_id, course_id, title, now, now, 0)
+        async with self.db.write() as conn:
+            await conn.execute(agent_sessions.insert().values(**dataclasses.asdict(session)))
+            await self.audit.record_in(
+                conn,
+                "session_created",
+                actor_id=user_id,
+                course_id=course_id,
+                subject=session.id,
+                data={"title": title},
+            )
+        return session
+
+    async def get(self, session_id: str) -> AgentSession:
+        """The session (``NotFound`` if there is none)."""
+        async with self.db.read() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(agent_sessions).where(agent_sessions.c.id == session_id)
+                )
+            ).first()
+        if row is None:
+            raise NotFound(f"no session {session_id[:80]!r}")
+        return _session(row)
+
+    async def list_sessions(
+        self, *, user_id: str | None = None, course_id: str | None = None, limit: int = 100
+    ) -> list[AgentSession]:
+        """Sessions of ``user_id`` and/or in ``course_id``, the most recently active first."""
+        query = sa.select(agent_sessions).order_by(
+            agent_sessions.c.updated_at.desc(), agent_sessions.c.id
+        )
+        if user_id is not None:
+            query = query.where(agent_sessions.c.user_id == user_id)
+        if course_id is not None:
+            query = query.where(agent_sessions.c.course_id == course_id)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query.limit(limit))).all()
+        return [_session(row) for row in rows]
+
+    # -- the log -----------------------------------------------------------------------------
+
+    async def _allocate(self, conn: AsyncConnection, session_id: str, count: int) -> int | None:
+        """Reserve ``count`` seqs of the session's log; the first one (``None``: no session)."""
+        last = (
+            await conn.execute(
+                sa.update(agent_sessions)
+                .where(agent_sessions.c.id == session_id)
+                .values(last_seq=agent_sessions.c.last_seq + count, updated_at=self.clock())
+                .returning(agent_sessions.c.last_seq)
+            )
+        ).scalar()
+        return None if last is None else int(last) - count + 1
+
+    async def _insert(
+        self, conn: AsyncConnection, session: AgentSession, new: Sequence[NewEvent]
+    ) -> list[SessionEvent]:
+        """Insert ``new`` events of ``session`` (seqs allocated here), change the messages they
+        name and write their audit records, all in ``conn``'s transaction."""
+        first = await self._allocate(conn, session.id, len(new))
+        if first is None:
+            return []
+        now = self.clock()
+        events = [
+            SessionEvent(session.id, first + n, item.ts or now, item.kind, item.state, item.data)
+            for n, item in enumerate(new)
+        ]
+        await conn.execute(
+            session_events.insert(),
+            [
+                {"session_id": e.session_id, "seq": e.seq, "ts": e.ts, "kind": e.kind,
+                 "state": e.state, "data": _dumps(e.data)}
+                for e in events
+            ],
+        )  # fmt: skip
+        for item in new:
+            if item.message is not None:
+                await self._set_state(conn, session.id, *item.message)
+            for note in item.audit:
+                await self.audit.record_in(
+                    conn,
+                    note.kind,
+                    actor_id=note.actor_id,
+                    course_id=note.course_id,
+                    subject=note.subject,
+                    data=note.data,
+                )
+        return events
+
+    async def _set_state(
+        self, conn: AsyncConnection, session_id: str, seq: int, state: str
+    ) -> None:
+        await conn.execute(
+            sa.update(session_events)
+            .where(
+                session_events.c.session_id == session_id,
+                session_events.c.seq == seq,
+                session_events.c.kind == "message",
+            )
+            .values(state=state)
+        )
+
+    async def post_message(
+        self, session: AgentSession, text: str, *, actor_id: str
+    ) -> SessionEvent:
+        """Append a pending message and its ``instruction`` audit record in one transaction and
+        publish it; ``RateLimited`` when the session already has ``max_queued`` messages
+        waiting or running."""
+        async with self.db.write() as conn:
+            queued = (
+                await conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(session_events)
+                    .where(
+                        session_events.c.session_id == session.id,
+                        session_events.c.kind == "message",
+                        session_events.c.state.in_(("pending", "running")),
+                    )
+                )
+            ).scalar_one()
+            if queued >= self.max_queued:
+                raise RateLimited(
+                    f"this session already has {queued} messages waiting or running (at most "
+                    f"{self.max_queued}); wait until the agent has worked through them",
+                    retry_after=10,
+                )
+            note = AuditNote(
+                "instruction",
+                actor_id,
+                session.course_id,
+                session.id,
+                {"session_id": session.id, "text": text[:4000], "chars": len(text)},
+            )
+            (event,) = await self._insert(
+                conn, session, [NewEvent(session.id, "message", {"text": text}, "pending",
+                                          audit=(note,))]
+            )  # fmt: skip
+            if not session.title:
+                await conn.execute(
+                    sa.update(agent_sessions)
+                    .where(agent_sessions.c.id == session.id, agent_sessions.c.title == "")
+                    .values(title=" ".join(text.split())[:80])
+                )
+        self.hub.publish(session.id, [event])
+        return event
+
+    async def requeue(
+        self, session: AgentSession, seq: int | None, *, actor_id: str
+    ) -> SessionEvent:
+        """Put an interrupted message (``seq``; default the latest one) back in the queue, with
+        a ``continued`` status event; ``Conflict`` if it is not interrupted."""
+        async with self.db.write() as conn:
+            query = sa.select(session_events).where(
+                session_events.c.session_id == session.id,
+                session_events.c.kind == "message",
+            )
+            if seq is None:
+                query = query.where(session_events.c.state == "interrupted")
+            else:
+                query = query.where(session_events.c.seq == seq)
+            row = (await conn.execute(query.order_by(session_events.c.seq.desc()).limit(1))).first()
+            if row is None:
+                what = "no interrupted message" if seq is None else f"no message {seq}"
+                raise NotFound(f"this session has {what}")
+            message = _event(row)
+            if message.state != "interrupted":
+                raise Conflict(
+                    f"message {message.seq} is {message.state}: only an interrupted message can "
+                    "be continued"
+                )
+            continued = int(message.data.get("continued", 0)) + 1
+            message = dataclasses.replace(
+                message, state="pending", data={**message.data, "continued": continued}
+            )
+            await conn.execute(
+                sa.update(session_events)
+                .where(session_events.c.session_id == session.id,
+                       session_events.c.seq == message.seq)
+                .values(state="pending", data=_dumps(message.data))
+            )  # fmt: skip
+            data = {"event": "continued", "message_seq": message.seq}
+            note = AuditNote("continue", actor_id, session.course_id, session.id,
+                             {"session_id": session.id, "message_seq": message.seq})  # fmt: skip
+            events = await self._insert(
+                conn, session, [NewEvent(session.id, "status", data, audit=(note,))]
+            )
+        self.hub.publish(session.id, events)
+        return message
+
+    async def events(
+        self, session_id: str, *, after: int = 0, before: int | None = None, limit: int = 500
+    ) -> list[SessionEvent]:
+        """The session's events with ``after < seq < before``, in order, at most ``limit``."""
+        query = sa.select(session_events).where(
+            session_events.c.session_id == session_id, session_events.c.seq > after
+        )
+        if before is not None:
+            query = query.where(session_events.c.seq < before)
+        async with self.db.read() as conn:
+            rows = (await conn.execute(query.order_by(session_events.c.seq).limit(limit))).all()
+        return [_event(row) for row in rows]
+
+    async def messages(self, session_id: str, *, limit: int = 500) -> list[SessionEvent]:
+        """The session's messages (instructions) and their states, oldest first."""
+        query = (
+            sa.select(session_events)
+            .where(session_events.c.session_id == session_id, session_events.c.kind == "message")
+            .order_by(session_events.c.seq)
+            .limit(limit)
+        )
+        async with self.db.read() as conn:
+            return [_event(row) for row in (await conn.execute(query)).all()]
+
+    async def next_pending(self, session_id: str) -> SessionEvent | None:
+        """The session's oldest pending message."""
+        query = (
+            sa.select(session_events)
+            .where(
+                session_events.c.session_id == session_id,
+                session_events.c.kind == "message",
+                session_events.c.state == "pending",
+            )
+            .order_by(session_events.c.seq)
+            .limit(1)
+        )
+        async with self.db.read() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else _event(row)
+
+    async def with_messages(self, state: MessageState) -> list[AgentSession]:
+        """The sessions that have a message in ``state``."""
+        having = (
+            sa.select(session_events.c.session_id)
+            .where(session_events.c.kind == "message", session_events.c.state == state)
+            .distinct()
+        )
+        async with self.db.read() as conn:
+            rows = (
+                await conn.execute(sa.select(agent_sessions).where(agent_sessions.c.id.in_(having)))
+            ).all()
+        return [_session(row) for row in rows]
+
+    async def interrupt_running(self, reason: str) -> int:
+        """Mark every message left ``running`` (by a crash) ``interrupted``, each with a status
+        event and an audit record, in one transaction; how many there were."""
+        async with self.db.write() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(session_events.c.session_id, session_events.c.seq).where(
+                        session_events.c.kind == "message", session_events.c.state == "running"
+                    )
+                )
+            ).all()
+            published: list[tuple[str, list[SessionEvent]]] = []
+            for session_id, seq in rows:
+                row = (
+                    await conn.execute(
+                        sa.select(agent_sessions).where(agent_sessions.c.id == session_id)
+                    )
+                ).first()
+                if row is None:  # pragma: no cover - events are deleted with their session
+                    continue
+                session = _session(row)
+                item = interrupted_event(session, seq, reason)
+                published.append((session_id, await self._insert(conn, session, [item])))
+        for session_id, events in published:
+            self.hub.publish(session_id, events)
+        return len(rows)
+
+    async def write_batch(self, items: Sequence[NewEvent]) -> list[SessionEvent]:
+        """Write ``items`` (of any sessions, in order) in one transaction; the stored events."""
+        by_session: dict[str, list[NewEvent]] = {}
+        for item in items:
+            by_session.setdefault(item.session_id, []).append(item)
+
+        async def body(conn: AsyncConnection) -> list[SessionEvent]:
+            rows = (
+                await conn.execute(
+                    sa.select(agent_sessions).where(agent_sessions.c.id.in_(list(by_session)))
+                )
+            ).all()
+            stored: list[SessionEvent] = []
+            for row in sorted(rows, key=lambda r: r.id):  # a fixed order: no deadlocks on PG
+                stored.extend(await self._insert(conn, _session(row), by_session[row.id]))
+            return stored
+
+        return await self.db.transaction(body)
+
+
+def status_event(
+    session: AgentSession,
+    event: str,
+    message_seq: int,
+    state: MessageState,
+    *,
+    audit: Iterable[AuditNote] = (),
+    **data: Any,
+) -> NewEvent:
+    """A ``status`` event ``event`` about message ``message_seq`` that also sets its state."""
+    return NewEvent(
+        session.id,
+        "status",
+        {"event": event, "message_seq": message_seq, "state": state, **data},
+        message=(message_seq, state),
+        audit=tuple(audit),
+    )
+
+
+def interrupted_event(session: AgentSession, message_seq: int, reason: str) -> NewEvent:
+    """The status event marking message ``message_seq`` interrupted (audited)."""
+    note = AuditNote(
+        "run_interrupted",
+        session.user_id,
+        session.course_id,
+        session.id,
+        {"session_id": session.id, "message_seq": message_seq, "reason": reason},
+    )
+    return status_event(
+        session, "run_interrupted", message_seq, "interrupted", audit=[note], reason=reason
+    )
+
+
+# -- group commit --------------------------------------------------------------------------------
+
+
+_DELTAS = ("text_delta", "reasoning_delta", "tool_call_delta")
+
+
+def _merge(last: NewEvent, item: NewEvent) -> bool:
+    """Fold the delta ``item`` into ``last`` (queued, not yet written) when both are deltas of
+    the same kind (tool-call deltas: of the same call); whether it did."""
+    if last.kind != "run" or item.message or item.audit:
+        return False
+    kind = item.data.get("kind")
+    if kind not in _DELTAS or last.data.get("kind") != kind:
+        return False
+    if kind == "tool_call_delta":
+        if item.data.get("index") != last.data.get("index") or item.data.get("id"):
+            return False
+        key = "arguments"
+    else:
+        key = "text"
+    if len(last.data[key]) + len(item.data[key]) > MAX_DELTA_CHARS:
+        return False
+    last.data[key] += item.data[key]
+    return True
+
+
+class EventWriter:
+    """Writes the sessions' new events in batches: whatever was queued while the previous
+    transaction ran goes into the next one (group commit), then to the ``EventHub``.
+
+    ``put`` never waits; consecutive text, reasoning and tool-call-argument deltas of a session
+    still in the queue are merged into one event (so under load one event carries the text of
+    several model chunks, at most ``MAX_DELTA_CHARS``). ``append`` waits while more than
+    ``max_queued`` events are queued. ``flush`` returns once everything put before it is
+    committed. A batch that cannot be written after a few attempts is logged and dropped.
+    """
+
+    def __init__(self, sessions: Sessions, *, max_queued: int = 20_000) -> None:
+        self.sessions = sessions
+        self.max_queued = max_queued
+        self._queue: list[NewEvent] = []
+        self._tail: dict[str, NewEvent] = {}  # each session's last queued event
+        self._serial = 0
+        self._written = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="agentica-team session events")
+
+    def put(self, item: NewEvent) -> None:
+        """Queue ``item`` (merged into the session's last queued delta when it can be)."""
+        last = self._tail.get(item.session_id)
+        if last is not None and _merge(last, item):
+            return
+        self._serial += 1
+        item.serial = self._serial
+        item.ts = item.ts or self.sessions.clock()
+        self._queue.append(item)
+        self._tail[item.session_id] = item
+        if len(self._queue) >= self.max_queued:
+            self._room.clear()
+        self._wake.set()
+
+    async def append(self, item: NewEvent) -> None:
+        """``put``, after waiting for room in the queue."""
+        while not self._room.is_set():
+            await self._room.wait()
+        self.put(item)
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is written (or dropped)."""
+        target = self._serial
+        if self._written >= target:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, future))
+        self._wake.set()
+        await asyncio.shield(future)
+
+    async def aclose(self) -> None:
+        """Write what is queued, then stop."""
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._queue:
+                if self._closing:
+                    return
+                continue
+            batch, self._queue, self._tail = self._queue, [], {}
+            self._room.set()
+            await self._write(batch)
+            self._written = batch[-1].serial
+            self._settle()
+            self._wake.set()  # look again: more may have been queued meanwhile
+
+    async def _write(self, batch: list[NewEvent]) -> None:
+        for attempt in range(1, 4):
+            try:
+                stored = await self.sessions.write_batch(batch)
+            except Exception as exc:
+                if attempt == 3:
+                    log.error("dropped %d session events that could not be written: %s",
+                              len(batch), exc)  # fmt: skip
+                    return
+                await asyncio.sleep(0.2 * attempt)
+                continue
+            by_session: dict[str, list[SessionEvent]] = {}
+            for event in stored:
+                by_session.setdefault(event.session_id, []).append(event)
+            for session_id, events in by_session.items():
+                self.sessions.hub.publish(session_id, events)
+            return
+
+    def _settle(self) -> None:
+        waiting = []
+        for target, future in self._waiters:
+            if target <= self._written:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((target, future))
+        self._waiters = waiting

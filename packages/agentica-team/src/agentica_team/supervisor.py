@@ -1,0 +1,448 @@
+"""The supervisor of agent sessions: it owns the loops that run the agents, one task per session.
+
+Request handlers never run agents: they append to a session's log and ``deliver`` a
+``RuntimeEvent`` (``MessageQueued``, ``CancelRequested``) to the supervisor. The seam for part 2
+is ``SessionRuntime``: the supervisor gives each active session one task, an ``Inbox`` of its
+events and a ``SessionScope`` (its log, the event writer, an agent factory), and calls
+``runtime.run(inbox)``, which returns when the session is idle. It owns the lifecycle (never two
+loops per session, crash recovery, shutdown); the runtime owns the behaviour. Part 1's runtime
+is ``SerialRuntime`` (messages one at a time, in order, one agent run each); part 2's
+event-driven runtimes (lanes, operations, interruption and preemption) implement the same
+protocol, take more event kinds (operation callbacks, executor connect/disconnect, timers) and
+are chosen by the factory passed as ``runtime=``; several workers add a lease per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+
+from agentica.agent import Agent
+from agentica.deep.backends import StoreBackend
+from agentica.deep.files import FileTools, WorkspaceOverview
+from agentica.deep.todos import Todos
+from agentica.errors import AgenticaError, RunCancelled
+from agentica.limits import RunLimits
+from agentica.run.events import ContextCompacted, RunEvent, ToolCallCompleted, ToolCallStarted
+from agentica.run.repetition import RepetitionGuard
+from agentica.storage.sql import SQLStorage
+from agentica_team.errors import TeamError
+from agentica_team.security import redact
+from agentica_team.sessions import (
+    AgentSession,
+    AuditNote,
+    EventHub,
+    EventWriter,
+    MessageState,
+    NewEvent,
+    SessionEvent,
+    Sessions,
+    encode_run_event,
+    interrupted_event,
+    status_event,
+)
+
+if TYPE_CHECKING:
+    from agentica_team.accounts import Accounts
+    from agentica_team.audit import Audit
+    from agentica_team.budgets import Budgets
+    from agentica_team.course_models import CourseModels
+    from agentica_team.db import Database
+
+__all__ = [
+    "INSTRUCTIONS",
+    "CancelRequested",
+    "Inbox",
+    "MessageQueued",
+    "RuntimeEvent",
+    "RuntimeFactory",
+    "SerialRuntime",
+    "SessionRuntime",
+    "SessionScope",
+    "Supervisor",
+]
+
+log = logging.getLogger("agentica_team.supervisor")
+
+INSTRUCTIONS = (
+    "You are a coding assistant for a student in a class. You work in the session's workspace "
+    "through the file tools (ls, read_file, write_file, edit_file, glob, grep); there is no "
+    "shell, so you cannot run code: reason about it carefully instead. Read files before you "
+    "change them. For a task with several steps, list them with write_todos and mark each one "
+    "done. Explain what you did briefly, so the student learns from it."
+)
+CONTINUE_PROMPT = (
+    "Your earlier work on the following instruction was interrupted (the server stopped). The "
+    "workspace may already hold part of it: look before you redo anything, then finish it.\n\n"
+    "The instruction was:\n{text}"
+)
+SHUTDOWN_REASON = "the server stopped while this message was running"
+RUN_LIMITS = RunLimits(max_turns=60, max_tool_calls=300, max_wall_time=1800.0)
+_AUDIT_TEXT = 2000
+
+
+# -- the seam ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQueued:
+    """A message was appended to (or re-queued in) the session's log: there is work to do.
+    The log is the truth; this event only says to look."""
+
+    seq: int
+    kind: Literal["message_queued"] = "message_queued"
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequested:
+    """Stop what the session is running now (its message becomes ``interrupted``)."""
+
+    reason: str
+    kind: Literal["cancel_requested"] = "cancel_requested"
+
+
+RuntimeEvent: TypeAlias = MessageQueued | CancelRequested
+"""What the supervisor delivers to a session's runtime (part 2 adds operation callbacks,
+executor connect/disconnect and timers)."""
+
+
+class Inbox:
+    """The events delivered to one session's loop that its runtime has not taken yet."""
+
+    __slots__ = ("_events", "_ready")
+
+    def __init__(self) -> None:
+        self._events: deque[RuntimeEvent] = deque()
+        self._ready = asyncio.Event()
+
+    def put(self, event: RuntimeEvent) -> None:
+        self._events.append(event)
+        self._ready.set()
+
+    def take(self) -> list[RuntimeEvent]:
+        """Every waiting event (never waits)."""
+        events = list(self._events)
+        self._events.clear()
+        self._ready.clear()
+        return events
+
+    def empty(self) -> bool:
+        return not self._events
+
+    async def wait(self) -> None:
+        """Wait until an event is waiting."""
+        while not self._events:
+            self._ready.clear()
+            await self._ready.wait()
+
+
+AgentFactory: TypeAlias = Callable[[], Awaitable[Agent[str]]]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionScope:
+    """What a runtime works with: its session, the log (``sessions``), the ``writer`` its
+    events go through, a factory of the session's agent (its conversation loaded from the
+    service database) and the budgets (compaction savings are counted there)."""
+
+    session: AgentSession
+    sessions: Sessions
+    writer: EventWriter
+    new_agent: AgentFactory
+    budgets: Budgets
+
+
+class SessionRuntime(Protocol):
+    """The behaviour of one session's loop: how it turns its events into agent work.
+
+    ``run(inbox)`` handles the inbox's events (and the work in the session's log they point
+    to) and returns when the session is idle: nothing to do and the inbox empty, checked with
+    no ``await`` between the check and the return, so an event delivered later starts a new
+    loop. It writes what happens through ``scope.writer`` and keeps each message's state in
+    the log. When its task is cancelled (the server stops) it marks what it was running
+    ``interrupted`` without awaiting (``writer.put``) and re-raises.
+    """
+
+    async def run(self, inbox: Inbox) -> None: ...
+
+
+RuntimeFactory: TypeAlias = Callable[[SessionScope], SessionRuntime]
+
+
+# -- part 1's runtime ----------------------------------------------------------------------------
+
+
+class SerialRuntime:
+    """Part 1's runtime: the session's pending messages one at a time, oldest first, each one
+    run of the session's agent; ``CancelRequested`` cancels the run in progress.
+
+    Each run's events are appended to the log (audited: tool calls and results); compaction
+    savings are counted on the budgets; a refused model call (``BudgetExceeded``,
+    ``RateLimited``) ends the run with an event saying so and the message ``failed``.
+    """
+
+    def __init__(self, scope: SessionScope) -> None:
+        self.scope = scope
+        self._agent: Agent[str] | None = None
+        self._running: Any = None  # the RunStream in progress
+
+    async def run(self, inbox: Inbox) -> None:
+        sessions, session_id = self.scope.sessions, self.scope.session.id
+        while True:
+            inbox.take()  # hints only (the log is the truth); a cancel with nothing running
+            message = await sessions.next_pending(session_id)
+            if message is None:
+                if inbox.empty():
+                    return
+                continue
+            await self._run_message(message, inbox)
+
+    async def _run_message(self, message: SessionEvent, inbox: Inbox) -> None:
+        scope, session = self.scope, self.scope.session
+        scope.writer.put(status_event(session, "run_started", message.seq, "running"))
+        await scope.writer.flush()  # from here a crash leaves it "running": interrupted on start
+        watcher = asyncio.create_task(self._watch(inbox))
+        try:
+            state, detail = await self._run_agent(message)
+        except asyncio.CancelledError:
+            scope.writer.put(interrupted_event(session, message.seq, SHUTDOWN_REASON))
+            raise
+        finally:
+            watcher.cancel()
+        scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
+        await self._report_budget()
+        await scope.writer.flush()
+
+    async def _watch(self, inbox: Inbox) -> None:
+        """Cancel the run in progress when a ``CancelRequested`` arrives."""
+        while True:
+            await inbox.wait()
+            for event in inbox.take():
+                if isinstance(event, CancelRequested) and self._running is not None:
+                    self._running.cancel(event.reason)
+
+    async def _run_agent(self, message: SessionEvent) -> tuple[MessageState, dict[str, Any]]:
+        """Run the agent on the message; its final state and what to say about it."""
+        text = str(message.data.get("text", ""))
+        prompt = CONTINUE_PROMPT.format(text=text) if message.data.get("continued") else text
+        try:
+            if self._agent is None:
+                self._agent = await self.scope.new_agent()
+            async with self._agent.run_stream(prompt, limits=RUN_LIMITS) as stream:
+                self._running = stream
+                async for event in stream:
+                    await self._on_event(event)
+            return "done", {}
+        except RunCancelled as exc:
+            return "interrupted", {"reason": str(exc)}
+        except TeamError as exc:  # a model call refused: budget, rate limit, model unavailable
+            await self._put_run({"kind": exc.kind, "message": exc.message, **exc.detail})
+            return "failed", {"error": exc.kind}
+        except AgenticaError as exc:
+            error = type(exc).__name__
+            await self._put_run({"kind": "run_failed", "error": error, "message": _said(exc)})
+            return "failed", {"error": error}
+        except Exception as exc:
+            log.error("session %s: the agent failed: %s: %s", self.scope.session.id,
+                      type(exc).__name__, redact(str(exc))[:2000])  # fmt: skip
+            text = "the agent failed unexpectedly (the server logged it)"
+            await self._put_run({"kind": "run_failed", "error": "internal", "message": text})
+            return "failed", {"error": "internal"}
+        finally:
+            self._running = None
+
+    async def _put_run(self, data: dict[str, Any], audit: tuple[AuditNote, ...] = ()) -> None:
+        await self.scope.writer.append(NewEvent(self.scope.session.id, "run", data, audit=audit))
+
+    async def _on_event(self, event: RunEvent) -> None:
+        await self._put_run(encode_run_event(event), self._audit_notes(event))
+        if isinstance(event, ContextCompacted) and event.before > event.after:
+            await self._count_savings(event.before - event.after)
+        elif isinstance(event, ToolCallCompleted) and event.call.name == "write_todos":
+            assert self._agent is not None
+            todos = self._agent.memory.state.get("todos")
+            await self._put_run(
+                {"kind": "todos", "items": todos if isinstance(todos, list) else []}
+            )
+
+    def _audit_notes(self, event: RunEvent) -> tuple[AuditNote, ...]:
+        session = self.scope.session
+        if isinstance(event, ToolCallStarted):
+            call = event.call
+            kind = "tool_call"
+            data: dict[str, Any] = {"arguments": call.call.arguments[:_AUDIT_TEXT]}
+        elif isinstance(event, ToolCallCompleted):
+            call = event.call
+            kind = "tool_result"
+            data = {"status": call.status, "result": call.content[:_AUDIT_TEXT],
+                    "duration": round(call.duration, 4)}  # fmt: skip
+        else:
+            return ()
+        data = {"session_id": session.id, "call_id": call.id, "tool": call.name, **data}
+        return (AuditNote(kind, session.user_id, session.course_id, session.id, data),)
+
+    async def _count_savings(self, tokens: int) -> None:
+        session = self.scope.session
+        try:
+            await self.scope.budgets.add_compaction_savings(
+                session.course_id, session.user_id, tokens, source="agent"
+            )
+        except Exception as exc:  # counting must never end the run
+            log.warning("could not count compaction savings: %s", redact(str(exc))[:500])
+
+    async def _report_budget(self) -> None:
+        """A ``budget`` event: what is left of the student's budgets (when any apply)."""
+        session = self.scope.session
+        try:
+            remaining = await self.scope.budgets.remaining(session.course_id, session.user_id)
+        except Exception as exc:
+            log.warning("could not read the remaining budget: %s", redact(str(exc))[:500])
+            return
+        if remaining:
+            budgets = [
+                {"scope": r.scope, "period": r.period, "remaining_tokens": r.remaining_tokens,
+                 "remaining_cost_micros": r.remaining_cost_micros, "resets_at": r.resets_at}
+                for r in remaining
+            ]  # fmt: skip
+            await self._put_run({"kind": "budget", "budgets": budgets})
+
+
+def _said(exc: BaseException) -> str:
+    return redact(str(exc))[:2000] or type(exc).__name__
+
+
+# -- the supervisor ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Loop:
+    """One session's loop: its task and its inbox."""
+
+    inbox: Inbox = field(default_factory=Inbox)
+    task: asyncio.Task[None] | None = None
+
+
+class Supervisor:
+    """Owns the agent loops of the service's sessions (see the module docstring).
+
+    ``deliver(session, event)`` hands an event to the session's loop, starting one if it has
+    none; a loop ends when its runtime is idle. ``start()`` marks messages a crash left
+    ``running`` as ``interrupted`` (they are not rerun: ``Sessions.requeue`` continues them)
+    and resumes sessions with pending messages; ``aclose()`` cancels the loops (their messages
+    become ``interrupted``), writes the queued events and ends the live streams.
+
+    The agent of a session is an ``Agent`` on the course's metered model for the session's
+    owner, with its conversation in the framework's ``SQLStorage`` on the service database
+    (``user_id`` the owner, ``session_id`` the session) and file tools over a ``StoreBackend``
+    of that storage (namespace: the session): a per-session workspace, no shell.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        accounts: Accounts,
+        models: CourseModels,
+        audit: Audit,
+        budgets: Budgets,
+        runtime: RuntimeFactory = SerialRuntime,
+        subscriber_limit: int = 2000,
+    ) -> None:
+        self.db = db
+        self.accounts = accounts
+        self.models = models
+        self.budgets = budgets
+        self.hub = EventHub(limit=subscriber_limit)
+        self.sessions = Sessions(db, audit, self.hub)
+        self.writer = EventWriter(self.sessions)
+        self.storage = SQLStorage(db.url)
+        self.runtime = runtime
+        self._loops: dict[str, _Loop] = {}
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the framework's tables, mark crashed runs interrupted, resume pending work."""
+        self.writer.start()
+        await self.storage.list_sessions("~team~", limit=1)  # creates or checks its schema now
+        count = await self.sessions.interrupt_running(SHUTDOWN_REASON)
+        if count:
+            log.warning("%d agent runs were interrupted by a crash; they can be continued", count)
+        for session in await self.sessions.with_messages("pending"):
+            self.deliver(session, MessageQueued(0))
+
+    async def aclose(self) -> None:
+        """Cancel every loop (their messages become interrupted), write what is queued, end
+        the live streams and close the framework's storage."""
+        self._closing = True
+        tasks = [loop.task for loop in self._loops.values() if loop.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.writer.aclose()
+        self.hub.close()
+        await self.storage.aclose()
+
+    # -- loops -------------------------------------------------------------------------------
+
+    def deliver(self, session: AgentSession, event: RuntimeEvent) -> bool:
+        """Give ``event`` to ``session``'s loop, starting one when it has none (a cancel with
+        no loop is dropped); whether it was delivered."""
+        if self._closing:
+            return False
+        loop = self._loops.get(session.id)
+        if loop is None:
+            if isinstance(event, CancelRequested):
+                return False
+            loop = self._loops[session.id] = _Loop()
+            loop.task = asyncio.create_task(self._own(session, loop), name=f"session {session.id}")
+        loop.inbox.put(event)
+        return True
+
+    def active(self, session_id: str) -> bool:
+        """Whether ``session_id`` has a loop now."""
+        return session_id in self._loops
+
+    @property
+    def loops(self) -> int:
+        """How many sessions have a loop now."""
+        return len(self._loops)
+
+    async def _own(self, session: AgentSession, loop: _Loop) -> None:
+        """The task of one session's loop: run its runtime until idle, then end."""
+        scope = SessionScope(
+            session, self.sessions, self.writer, lambda: self._new_agent(session), self.budgets
+        )
+        try:
+            await self.runtime(scope).run(loop.inbox)
+        except Exception as exc:
+            log.error("the loop of session %s failed: %s: %s", session.id, type(exc).__name__,
+                      redact(str(exc))[:2000])  # fmt: skip
+        finally:  # no await before this: a later deliver() starts a new loop
+            if self._loops.get(session.id) is loop:
+                del self._loops[session.id]
+
+    async def _new_agent(self, session: AgentSession) -> Agent[str]:
+        model = await self.models.for_user(
+            session.course_id, session.user_id, source="agent", session_id=session.id
+        )
+        files = FileTools(self.workspace(session))
+        return Agent(
+            model=model,
+            name="assistant",
+            instructions=INSTRUCTIONS,
+            tools=[files],
+            capabilities=[WorkspaceOverview(files), Todos(), RepetitionGuard()],
+            storage=self.storage,
+            user_id=session.user_id,
+            session_id=session.id,
+        )
+
+    def workspace(self, session: AgentSession) -> StoreBackend:
+        """The session's files (kept in the service database)."""
+        return StoreBackend(self.storage, session.user_id, namespace=session.id)

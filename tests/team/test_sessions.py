@@ -1,0 +1,367 @@
+"""Agent sessions on the server, over real HTTP: a student's message runs the agent in the
+background, its events stream as SSE, files land in the session's workspace, sessions survive a
+restart of the service, and each role sees exactly the sessions it should.
+
+The course's model is a scripted OpenAI-compatible server on loopback (``FakeOpenAIServer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from agentica.messages import AssistantMessage
+from agentica.testing import FakeOpenAIServer, call, tool_calls
+from agentica_team.principal import Principal
+from agentica_team.service import Team
+from agentica_team.settings import TeamSettings
+from agentica_team.supervisor import CancelRequested
+from tests.team.server import client, serve_team, sqlite_settings
+
+HELLO = "print('hello')\n"
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content)
+    return str(content or "")
+
+
+def tutor(body: dict[str, Any]) -> AssistantMessage | str:
+    """The scripted course model: writes /hello.py when asked to, then answers; says whether
+    it sees the earlier conversation when asked to remember."""
+    messages = body["messages"]
+    last = messages[-1]
+    if last["role"] == "tool":
+        return "I wrote /hello.py: it prints hello."
+    asked = _text(last)
+    if "remember" in asked:
+        earlier = " ".join(_text(m) for m in messages[:-1])
+        return "remembered: " + ("yes" if "/hello.py" in earlier else "no")
+    if "hello" in asked:
+        return tool_calls(call("write_file", path="/hello.py", content=HELLO))
+    return "ok"
+
+
+@dataclass
+class Class:
+    course: str
+    ann: str
+    ann_id: str
+    bob: str
+    teacher: str
+    other_teacher: str
+
+
+async def _principal(team: Team, user_id: str) -> Principal:
+    user = await team.accounts.get_user(user_id)
+    return Principal(user.id, user.email, user.name, user.role, "token")
+
+
+async def make_class(team: Team, model_url: str) -> Class:
+    """A teacher with a course on the scripted model, two students, and a teacher of another
+    course; personal tokens for each."""
+    accounts = team.accounts
+    teacher = await accounts.create_user("t@school.edu", role="teacher")
+    other = await accounts.create_user("o@school.edu", role="teacher")
+    course = await accounts.create_course(await _principal(team, teacher.id), "web-2026")
+    await accounts.update_course(
+        course.id, actor=teacher.id, model="fake-tutor", model_base_url=model_url
+    )
+    await accounts.create_course(await _principal(team, other.id), "art-2026")
+    ann, bob = await accounts.add_students(
+        course, [("ann@school.edu", "Ann"), ("bob@school.edu", "Bob")], actor=teacher.id
+    )
+    return Class(
+        course=course.id,
+        ann=ann.token,
+        ann_id=ann.user.id,
+        bob=bob.token,
+        teacher=(await accounts.issue_token(teacher.id)).token,
+        other_teacher=(await accounts.issue_token(other.id)).token,
+    )
+
+
+async def read_events(
+    http: aiohttp.ClientSession,
+    session_id: str,
+    *,
+    until: Any = None,
+    after: int = 0,
+    timeout: float = 30.0,
+) -> list[dict[str, Any]]:
+    """SSE events of the session (parsed ``data`` with ``id`` checked) until ``until(event)``."""
+    events: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        async with http.get(f"/api/sessions/{session_id}/events", params={"after": after}) as r:
+            assert r.status == 200, await r.text()
+            assert r.headers["content-type"].startswith("text/event-stream")
+            async for event in sse(r.content):
+                events.append(event)
+                if until is not None and until(event):
+                    break
+    return events
+
+
+async def sse(stream: aiohttp.StreamReader) -> AsyncIterator[dict[str, Any]]:
+    """Parse a text/event-stream: each event's JSON data, with its ``id`` field as ``_id``."""
+    fields: dict[str, str] = {}
+    async for raw in stream:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith(":"):
+            continue
+        if line:
+            name, _, value = line.partition(":")
+            fields[name] = value.removeprefix(" ")
+            continue
+        if "data" in fields:
+            event = json.loads(fields["data"])
+            event["_id"] = fields.get("id")
+            yield event
+        fields = {}
+
+
+def ended(seq: int) -> Any:
+    def check(event: dict[str, Any]) -> bool:
+        data = event["data"]
+        return (
+            event["kind"] == "status"
+            and data.get("message_seq") == seq
+            and (data["event"] in ("run_ended", "run_interrupted"))
+        )
+
+    return check
+
+
+async def send(http: aiohttp.ClientSession, session_id: str, text: str) -> dict[str, Any]:
+    async with http.post(f"/api/sessions/{session_id}/messages", json={"text": text}) as r:
+        assert r.status == 202, await r.text()
+        body: dict[str, Any] = await r.json()
+    return body
+
+
+async def new_session(http: aiohttp.ClientSession, course: str, title: str = "") -> str:
+    async with http.post("/api/sessions", json={"course_id": course, "title": title}) as r:
+        assert r.status == 201, await r.text()
+        return str((await r.json())["id"])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm_up(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Pay the process's one-time costs (imports, the first migration, FastAPI building its
+    routes on the first request: ~0.5 s on the event loop) before the tests' loops are
+    watched for blocking calls."""
+
+    async def warm_up() -> None:
+        scratch = tmp_path_factory.mktemp("warm-up")
+        async with FakeOpenAIServer(tutor) as model, serve_team(_settings(scratch)) as (url, team):
+            c = await make_class(team, model.base_url)
+            async with client(url, c.ann) as ann:
+                session_id = await new_session(ann, c.course)
+                message = await send(ann, session_id, "write a hello program")
+                await read_events(ann, session_id, until=ended(message["seq"]))
+
+    asyncio.run(warm_up())
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer(tutor) as server:
+        yield server
+
+
+def _settings(tmp_path: Path) -> TeamSettings:
+    return sqlite_settings(tmp_path)
+
+
+async def test_a_student_runs_the_agent_streams_its_events_and_keeps_the_session(
+    tmp_path: Path, model: FakeOpenAIServer
+) -> None:
+    settings = _settings(tmp_path)
+    async with serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            message = await send(ann, session_id, "write a hello program")
+            assert message["state"] == "pending" and message["seq"] == 1
+            events = await read_events(ann, session_id, until=ended(message["seq"]))
+
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            assert all(e["_id"] == str(e["seq"]) for e in events)
+            kinds = [e["data"].get("kind") or e["data"].get("event") for e in events]
+            assert kinds[0] is None and events[0]["kind"] == "message"
+            assert "run_started" in kinds and "run_completed" in kinds
+            started = next(
+                e["data"] for e in events if e["data"].get("kind") == "tool_call_started"
+            )
+            assert started["name"] == "write_file" and "/hello.py" in started["arguments"]
+            done = next(e["data"] for e in events if e["data"].get("kind") == "tool_call_completed")
+            assert done["status"] == "success"
+            text = "".join(
+                e["data"]["text"] for e in events if e["data"].get("kind") == "text_delta"
+            )
+            assert text == "I wrote /hello.py: it prints hello."
+            assert events[-1]["data"]["state"] == "done"
+
+            async with ann.get(f"/api/sessions/{session_id}/files") as r:
+                assert [f["path"] for f in await r.json()] == ["/hello.py"]
+            async with ann.get(f"/api/sessions/{session_id}/files/hello.py") as r:
+                assert (await r.json())["content"] == HELLO
+            async with ann.get(f"/api/sessions/{session_id}/files/nothing.py") as r:
+                assert r.status == 404
+            async with ann.get(f"/api/sessions/{session_id}/messages") as r:
+                assert [(m["seq"], m["state"]) for m in await r.json()] == [(1, "done")]
+            async with ann.get(f"/api/sessions/{session_id}") as r:
+                body = await r.json()
+                assert body["title"] == "write a hello program" and not body["active"]
+            last = events[-1]["seq"]
+
+        kinds = [r.kind for r in await team.audit.search(course_id=c.course, limit=1000)]
+        for kind in ("session_created", "instruction", "tool_call", "tool_result", "model_call"):
+            assert kind in kinds, kinds
+
+    # a new service on the same database: the history, the files and the conversation are there
+    async with serve_team(settings) as (url, team), client(url, c.ann) as ann:
+        async with ann.get(f"/api/sessions/{session_id}/events/log", params={"limit": 500}) as r:
+            assert [e["seq"] for e in await r.json()] == list(range(1, last + 1))
+        async with ann.get(f"/api/sessions/{session_id}/files/hello.py") as r:
+            assert (await r.json())["content"] == HELLO
+        second = await send(ann, session_id, "do you remember what you wrote?")
+        assert second["seq"] == last + 1
+        events = await read_events(ann, session_id, after=last, until=ended(second["seq"]))
+        completed = next(e["data"] for e in events if e["data"].get("kind") == "run_completed")
+        assert completed["content"] == "remembered: yes"
+
+
+async def test_only_the_owner_writes_a_teacher_of_the_course_reads_others_see_nothing(
+    tmp_path: Path, model: FakeOpenAIServer
+) -> None:
+    async with serve_team(_settings(tmp_path)) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with (
+            client(url, c.ann) as ann,
+            client(url, c.bob) as bob,
+            client(url, c.teacher) as teacher,
+            client(url, c.other_teacher) as other,
+        ):
+            session_id = await new_session(ann, c.course, "ann's work")
+            message = await send(ann, session_id, "write a hello program")
+            await read_events(ann, session_id, until=ended(message["seq"]))
+            base = f"/api/sessions/{session_id}"
+            reads = [base, f"{base}/messages", f"{base}/events/log", f"{base}/files",
+                     f"{base}/files/hello.py"]  # fmt: skip
+
+            for outsider in (bob, other):
+                for path in reads:
+                    async with outsider.get(path) as r:
+                        assert r.status == 404, (path, r.status)
+                async with outsider.get(f"{base}/events") as r:
+                    assert r.status == 404
+                async with outsider.post(f"{base}/messages", json={"text": "hi"}) as r:
+                    assert r.status == 404
+                async with outsider.post(f"{base}/continue", json={}) as r:
+                    assert r.status == 404
+                async with outsider.get("/api/sessions") as r:
+                    assert await r.json() == []
+
+            for path in reads:
+                async with teacher.get(path) as r:
+                    assert r.status == 200, (path, r.status)
+            events = await read_events(teacher, session_id, until=ended(message["seq"]))
+            assert events[0]["data"]["text"] == "write a hello program"
+            async with teacher.post(f"{base}/messages", json={"text": "hi"}) as r:
+                assert r.status == 403
+                assert "owner" in (await r.json())["error"]["message"]
+            async with teacher.get("/api/sessions", params={"course_id": c.course}) as r:
+                assert [s["id"] for s in await r.json()] == [session_id]
+            async with teacher.get(
+                "/api/sessions", params={"course_id": c.course, "user_id": c.ann_id}
+            ) as r:
+                assert [s["id"] for s in await r.json()] == [session_id]
+            async with other.get("/api/sessions", params={"course_id": c.course}) as r:
+                assert r.status == 404
+            async with bob.get("/api/sessions", params={"course_id": c.course}) as r:
+                assert await r.json() == []
+            async with bob.get(
+                "/api/sessions", params={"course_id": c.course, "user_id": c.ann_id}
+            ) as r:
+                assert r.status == 403
+            async with bob.post("/api/sessions", json={"course_id": "c_nope"}) as r:
+                assert r.status == 404
+            async with ann.get("/api/sessions") as r:
+                assert [s["title"] for s in await r.json()] == ["ann's work"]
+
+
+async def test_bad_requests_get_clear_4xx(tmp_path: Path, model: FakeOpenAIServer) -> None:
+    async with serve_team(_settings(tmp_path)) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            base = f"/api/sessions/{session_id}"
+            async with ann.post(f"{base}/messages", json={"text": ""}) as r:
+                assert r.status == 422 and "text" in (await r.json())["error"]["message"]
+            async with ann.post(f"{base}/messages", json={"txt": "hi"}) as r:
+                assert r.status == 422
+            async with ann.post(f"{base}/continue", json={}) as r:
+                assert r.status == 404
+                assert "interrupted" in (await r.json())["error"]["message"]
+            async with ann.post(f"{base}/cancel") as r:
+                assert r.status == 409
+            async with ann.get(f"{base}/events", headers={"Last-Event-ID": "x"}) as r:
+                assert r.status == 422
+            async with ann.get(f"{base}/files/..%2F..%2Fetc") as r:
+                assert 400 <= r.status < 500
+            async with ann.get(f"{base}/events", params={"follow": "false"}) as r:
+                assert r.status == 200 and await r.text() == ""
+
+
+async def test_a_cancelled_run_is_interrupted_and_can_be_continued(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def waits(body: dict[str, Any]) -> AssistantMessage | str:
+        if body["messages"][-1]["role"] == "user" and not release.is_set():
+            await release.wait()
+        return tutor(body)
+
+    async with (
+        FakeOpenAIServer(waits) as model,
+        serve_team(_settings(tmp_path)) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            message = await send(ann, session_id, "write a hello program")
+            base = f"/api/sessions/{session_id}"
+            events = await read_events(
+                ann, session_id, until=lambda e: e["data"].get("kind") == "model_request_started"
+            )
+            async with ann.post(f"{base}/cancel") as r:
+                assert r.status == 202, await r.text()
+            events = await read_events(ann, session_id, until=ended(message["seq"]))
+            assert events[-1]["data"]["state"] == "interrupted"
+            async with ann.get(f"{base}/messages") as r:
+                assert [m["state"] for m in await r.json()] == ["interrupted"]
+
+            release.set()
+            async with ann.post(f"{base}/continue", json={"seq": message["seq"]}) as r:
+                assert r.status == 202
+                assert (await r.json())["continued"] == 1
+            async with ann.post(f"{base}/continue", json={"seq": message["seq"]}) as r:
+                assert r.status == 409  # pending or running now: not interrupted
+            after = events[-1]["seq"]
+            events = await read_events(ann, session_id, after=after, until=ended(message["seq"]))
+            assert events[0]["data"]["event"] == "continued"
+            assert events[-1]["data"]["state"] == "done"
+            async with ann.get(f"{base}/files/hello.py") as r:
+                assert r.status == 200
+        assert not team.supervisor.deliver(
+            await team.supervisor.sessions.get(session_id), CancelRequested("nothing runs")
+        )
