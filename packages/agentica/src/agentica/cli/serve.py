@@ -14,9 +14,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agentica.errors import AgenticaError, ModelError, ModelHTTPError
-from agentica.messages import ReasoningDelta, TextDelta, ToolCallDelta
 from agentica.models.base import Model, ModelRequest, ResponseDone
-from agentica.models.openai_wire import chunk_body, completion_body, request_from_wire
+from agentica.models.openai_wire import (
+    chunk_body,
+    completion_body,
+    delta_to_wire,
+    request_from_wire,
+)
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -119,7 +123,7 @@ class _Server:
         try:
             async for event in self.model.response_stream(model_request):
                 if not isinstance(event, ResponseDone):
-                    delta = _wire_delta(event)
+                    delta = delta_to_wire(event)
                     await stream.write(chunk_body(response_id=rid, model=name, delta=delta))
                     continue
                 finish = event.response.message.finish_reason or "stop"
@@ -136,18 +140,3 @@ class _Server:
         await stream.write(b"data: [DONE]\n\n")
         await stream.write_eof()
         return stream
-
-
-def _wire_delta(event: TextDelta | ReasoningDelta | ToolCallDelta) -> dict[str, Any]:
-    """A streamed piece of the reply as the ``delta`` of an OpenAI chunk."""
-    if isinstance(event, TextDelta):
-        return {"content": event.text}
-    if isinstance(event, ReasoningDelta):
-        return {"reasoning_content": event.text}
-    call: dict[str, Any] = {"index": event.index, "function": {}}
-    if event.id:
-        call |= {"id": event.id, "type": "function"}
-    if event.name:
-        call["function"]["name"] = event.name
-    call["function"]["arguments"] = event.arguments
-    return {"tool_calls": [call]}

@@ -1,9 +1,10 @@
 """The OpenAI Chat Completions wire format, both ways: client requests and server answers.
 
 The ``OpenAIChat`` adapter uses ``message_to_wire``; the servers agentica runs itself (the
-loopback server of ``agentica models serve`` and the scripted ``FakeOpenAIServer`` of
-``agentica.testing``) use ``message_from_wire``, ``request_from_wire``, ``completion_body`` and
-``chunk_body`` to speak the same format from the other side.
+loopback server of ``agentica models serve``, the scripted ``FakeOpenAIServer`` of
+``agentica.testing``, the team service's gateway) use ``message_from_wire``,
+``request_from_wire``, ``completion_body``, ``chunk_body`` and ``delta_to_wire`` to speak the
+same format from the other side.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from agentica.messages import (
     ContentPart,
     ImagePart,
     Message,
+    ReasoningDelta,
     SystemMessage,
+    TextDelta,
     TextPart,
     ToolCall,
+    ToolCallDelta,
     ToolDefinition,
     ToolMessage,
     Usage,
@@ -31,6 +35,7 @@ from agentica.models.base import ModelRequest, ModelSettings, OutputSchema
 __all__ = [
     "chunk_body",
     "completion_body",
+    "delta_to_wire",
     "message_from_wire",
     "message_to_wire",
     "request_from_wire",
@@ -216,3 +221,18 @@ def chunk_body(
     if usage is not None:
         body["usage"] = usage_to_wire(usage)
     return b"data: " + json.dumps(body, ensure_ascii=False).encode() + b"\n\n"
+
+
+def delta_to_wire(event: TextDelta | ReasoningDelta | ToolCallDelta) -> dict[str, Any]:
+    """A streamed piece of a reply as the ``delta`` of a Chat Completions chunk."""
+    if isinstance(event, TextDelta):
+        return {"content": event.text}
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text}
+    call: dict[str, Any] = {"index": event.index, "function": {}}
+    if event.id:
+        call |= {"id": event.id, "type": "function"}
+    if event.name:
+        call["function"]["name"] = event.name
+    call["function"]["arguments"] = event.arguments
+    return {"tool_calls": [call]}
