@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -52,10 +53,9 @@ class Clock:
 # -- fixtures --------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def pg_url(pg_cluster: Cluster) -> str:
-    """One upgraded database for this module (tests empty it)."""
-    url = pg_cluster.create_database(f"budgets_{os.getpid()}_{random.randrange(10**9)}")
+def upgraded(url: str) -> str:
+    """``url`` with the schema created (from a sync fixture: alembic's work stays off the
+    tests' event loop)."""
 
     async def upgrade() -> None:
         database = Database(url)
@@ -66,18 +66,33 @@ def pg_url(pg_cluster: Cluster) -> str:
     return url
 
 
+@pytest.fixture(scope="module")
+def pg_url(pg_cluster: Cluster) -> str:
+    """One upgraded database for this module (tests empty it)."""
+    return upgraded(pg_cluster.create_database(f"budgets_{os.getpid()}_{random.randrange(10**9)}"))
+
+
+@pytest.fixture(scope="module")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An upgraded SQLite file that each test copies."""
+    path = tmp_path_factory.mktemp("budgets") / "template.db"
+    upgraded(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
+        template: Path = request.getfixturevalue("sqlite_template")
+        shutil.copyfile(template, tmp_path / "team.db")
         return f"sqlite+aiosqlite:///{tmp_path / 'team.db'}"
     return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture
 async def db(db_url: str) -> AsyncIterator[Database]:
-    """An upgraded, empty database with one course, its teacher and three students."""
+    """An empty database with the schema, one course, its teacher and three students."""
     database = Database(db_url)
-    await database.upgrade()
     async with database.write() as conn:
         if database.dialect == "postgresql":
             names = ", ".join(table.name for table in metadata.sorted_tables)

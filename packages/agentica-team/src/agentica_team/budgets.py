@@ -1,14 +1,14 @@
 """Budgets: the token and money limits of a course and its students, enforced at admission.
 
-A model call first ``reserve``s its estimated maximum (tokens and micro-dollars) on every budget
-that applies: the course's own and the student's (their override, else the course's default
-student budget). Each budget row is taken with ONE conditional UPDATE that adds the estimate only
-if used + reserved + estimate stays within the limit, so admission holds across worker processes
-(PostgreSQL re-checks the condition on the newest row version; SQLite serializes writers); a
-refused call raises ``BudgetExceeded`` / ``RateLimited`` and nothing is held. After the call,
-``settle`` swaps the estimate for the real usage (and counts it per day in ``team_usage_daily``);
-a cancelled call is ``release``d, and ``release_stale`` frees the holds of crashed calls. Periods
-(day, ISO week, whole course) are keyed by the reservation's time; the token economy's savings
+A model call first ``reserve``s its estimated maximum (tokens, micro-dollars) on each budget that
+applies: the course's, then the student's (their override, else the course's default). Each
+budget's usage row takes it in ONE conditional statement (an upsert whose UPDATE adds the
+estimate only if used + reserved + estimate stays within the limit), so admission holds across
+worker processes (PostgreSQL re-checks the condition on the newest row version; SQLite serializes
+writers); a refused call raises ``BudgetExceeded`` / ``RateLimited`` and holds nothing. ``settle``
+then swaps the estimate for the real usage (also counted per day in ``team_usage_daily``), a
+failed call is ``release``d and ``release_stale`` frees crashed calls' holds. Periods (UTC day,
+ISO week, whole course) are keyed by the reservation's time; the token economy's savings
 (prompt-cache hits, compaction) are counted per day beside the usage.
 """
 
@@ -300,7 +300,7 @@ def _tokens(n: int) -> str:
 
 
 def _over_budget(
-    budget: BudgetInfo, usage: Any, tokens: int, cost_micros: int, now: float
+    budget: BudgetInfo, usage: _Usage, tokens: int, cost_micros: int, now: float
 ) -> BudgetExceeded | None:
     """The refusal for a call that does not fit ``budget`` given ``usage`` (None: it fits)."""
     checks = (
@@ -358,7 +358,7 @@ def _refusal_message(
     )
 
 
-def _too_many_running(budget: BudgetInfo, usage: Any) -> RateLimited | None:
+def _too_many_running(budget: BudgetInfo, usage: _Usage) -> RateLimited | None:
     limit = budget.max_concurrent
     if limit is None or usage.in_flight < limit:
         return None
@@ -523,24 +523,21 @@ class Budgets:
     async def _count_request(
         self, conn: AsyncConnection, budget: BudgetInfo, subject: str, now: float
     ) -> None:
-        """Count one request in the current minute's window, or raise ``RateLimited``."""
+        """Count one request in the current minute's window (one conditional upsert), or raise
+        ``RateLimited``."""
         limit = budget.requests_per_minute
         assert limit is not None
         window = int(now // 60)
-        where = (
-            rate_windows.c.budget_id == budget.id,
-            rate_windows.c.user_id == subject,
-            rate_windows.c.window == window,
-        )
-        await conn.execute(
-            self._db.insert(rate_windows)
-            .values(budget_id=budget.id, user_id=subject, window=window, count=0)
-            .on_conflict_do_nothing()
+        w = rate_windows.c
+        insert = self._db.insert(rate_windows).values(
+            budget_id=budget.id, user_id=subject, window=window, count=1
         )
         counted = await conn.execute(
-            sa.update(rate_windows)
-            .where(*where, rate_windows.c.count < limit)
-            .values(count=rate_windows.c.count + 1)
+            insert.on_conflict_do_update(
+                index_elements=[w.budget_id, w.user_id, w.window],
+                set_={"count": w.count + 1},
+                where=w.count < limit,
+            )
         )
         if counted.rowcount == 1:
             return
@@ -563,16 +560,14 @@ class Budgets:
         cost_micros: int,
         now: float,
     ) -> None:
-        """Add the hold to the usage row with one conditional UPDATE, or raise the refusal."""
-        budget_id, subject, key = row
+        """Add the hold to the usage row with one conditional statement (an upsert whose
+        update only happens if the hold fits), or raise the refusal."""
         u = budget_usage.c
-        await conn.execute(
-            self._db.insert(budget_usage)
-            .values(budget_id=budget_id, subject=subject, period_key=key)
-            .on_conflict_do_nothing()
-        )
-        where = [u.budget_id == budget_id, u.subject == subject, u.period_key == key]
-        fits = list(where)
+        if _larger_than(budget, tokens, cost_micros):
+            too_large = _over_budget(budget, await _usage(conn, row), tokens, cost_micros, now)
+            assert too_large is not None
+            raise too_large
+        fits: list[sa.ColumnElement[bool]] = []
         if budget.max_tokens is not None:
             fits.append(u.used_tokens + u.reserved_tokens + tokens <= budget.max_tokens)
         if budget.max_cost_micros is not None:
@@ -581,21 +576,34 @@ class Budgets:
             )
         if budget.max_concurrent is not None:
             fits.append(u.in_flight < budget.max_concurrent)
-        add = sa.update(budget_usage).values(
-            reserved_tokens=u.reserved_tokens + tokens,
-            reserved_cost_micros=u.reserved_cost_micros + cost_micros,
-            in_flight=u.in_flight + 1,
+        budget_id, subject, key = row
+        insert = self._db.insert(budget_usage).values(
+            budget_id=budget_id,
+            subject=subject,
+            period_key=key,
+            reserved_tokens=tokens,
+            reserved_cost_micros=cost_micros,
+            in_flight=1,
+        )
+        hold = insert.on_conflict_do_update(
+            index_elements=[u.budget_id, u.subject, u.period_key],
+            set_={
+                "reserved_tokens": u.reserved_tokens + tokens,
+                "reserved_cost_micros": u.reserved_cost_micros + cost_micros,
+                "in_flight": u.in_flight + 1,
+            },
+            where=sa.and_(*fits) if fits else None,
         )
         for _ in range(_ATTEMPTS):
-            if (await conn.execute(add.where(*fits))).rowcount == 1:
+            if (await conn.execute(hold)).rowcount == 1:
                 return
-            usage = (await conn.execute(sa.select(budget_usage).where(*where))).one()
+            usage = await _usage(conn, row)
             refusal: TeamError | None = _too_many_running(budget, usage) or _over_budget(
                 budget, usage, tokens, cost_micros, now
             )
             if refusal is not None:
                 raise refusal
-        # PostgreSQL: the row kept changing between the UPDATE and the re-read
+        # PostgreSQL: the row kept changing between the statement and the re-read
         raise RateLimited(
             f"{_whose(budget)} is busy with other calls right now; retry in a moment",
             retry_after=1,
@@ -670,18 +678,22 @@ class Budgets:
         longest model call, since other workers' calls in progress are open too."""
         now = self._clock()
         cutoff = now - older_than
-
-        async def body(conn: AsyncConnection) -> int:
-            r = reservations.c
-            stale = await conn.scalars(
-                sa.select(r.id).where(r.state == "open", r.created_at < cutoff).order_by(r.id)
+        r = reservations.c
+        async with self._db.read() as conn:
+            stale = list(
+                await conn.scalars(
+                    sa.select(r.id).where(r.state == "open", r.created_at < cutoff).order_by(r.id)
+                )
             )
-            released = 0
-            for reservation_id in list(stale):
-                closed = await _close(conn, reservation_id, "expired", ("open",))
-                if closed is not None:
-                    await _unhold(conn, closed[0])
-                    released += 1
+
+        async def expire(conn: AsyncConnection, reservation_id: str) -> int:
+            closed = await _close(conn, reservation_id, "expired", ("open",))
+            if closed is None:  # settled or released meanwhile
+                return 0
+            await _unhold(conn, closed[0])
+            return 1
+
+        async def forget(conn: AsyncConnection) -> None:
             await conn.execute(
                 sa.delete(reservations).where(
                     sa.or_(
@@ -693,9 +705,12 @@ class Budgets:
             await conn.execute(
                 sa.delete(rate_windows).where(rate_windows.c.window < int(now // 60) - 1)
             )
-            return released
 
-        return await self._db.transaction(body)
+        released = 0
+        for reservation_id in stale:  # one transaction each: the lock order of a settle
+            released += await self._db.transaction(lambda c, i=reservation_id: expire(c, i))
+        await self._db.transaction(forget)
+        return released
 
     # -- usage --------------------------------------------------------------------------------
 
@@ -740,10 +755,7 @@ class Budgets:
             for budget in await self._applying(conn, course_id, user_id):
                 subject = "" if budget.scope == "course" else user_id
                 key = (budget.id, subject, period_key(budget.period, now))
-                usage = (
-                    await conn.execute(sa.select(budget_usage).where(*_usage_key(key)))
-                ).first()
-                found.append(_remaining(budget, usage, now))
+                found.append(_remaining(budget, await _usage(conn, key), now))
             return found
 
     async def usage(
@@ -825,20 +837,47 @@ async def _close(
     return None
 
 
-def _remaining(budget: BudgetInfo, usage: Any, now: float) -> Remaining:
-    def amount(name: str) -> int:
-        return 0 if usage is None else int(getattr(usage, name))
+def _larger_than(budget: BudgetInfo, tokens: int, cost_micros: int) -> bool:
+    """Whether the call alone exceeds the whole budget."""
+    return (budget.max_tokens is not None and tokens > budget.max_tokens) or (
+        budget.max_cost_micros is not None and cost_micros > budget.max_cost_micros
+    )
 
+
+@dataclass(frozen=True, slots=True)
+class _Usage:
+    used_tokens: int = 0
+    used_cost_micros: int = 0
+    reserved_tokens: int = 0
+    reserved_cost_micros: int = 0
+    in_flight: int = 0
+
+
+async def _usage(conn: AsyncConnection, row: Sequence[str]) -> _Usage:
+    """A usage row's counters (zeros if it does not exist yet)."""
+    found = (await conn.execute(sa.select(budget_usage).where(*_usage_key(row)))).first()
+    if found is None:
+        return _Usage()
+    return _Usage(
+        found.used_tokens,
+        found.used_cost_micros,
+        found.reserved_tokens,
+        found.reserved_cost_micros,
+        found.in_flight,
+    )
+
+
+def _remaining(budget: BudgetInfo, usage: _Usage, now: float) -> Remaining:
     return Remaining(
         budget_id=budget.id,
         scope=budget.scope,
         period=budget.period,
         max_tokens=budget.max_tokens,
         max_cost_micros=budget.max_cost_micros,
-        used_tokens=amount("used_tokens"),
-        used_cost_micros=amount("used_cost_micros"),
-        reserved_tokens=amount("reserved_tokens"),
-        reserved_cost_micros=amount("reserved_cost_micros"),
+        used_tokens=usage.used_tokens,
+        used_cost_micros=usage.used_cost_micros,
+        reserved_tokens=usage.reserved_tokens,
+        reserved_cost_micros=usage.reserved_cost_micros,
         resets_at=period_resets_at(budget.period, now),
     )
 
