@@ -54,11 +54,13 @@ _SLOW_CALLBACK = 0.3  # as tests/conftest.py's SLOW_CALLBACK
 
 
 class LoopThread:
-    """An event loop running on a daemon thread; ``run(coro)`` runs a coroutine there."""
+    """An event loop running on a daemon thread; ``run(coro)`` runs a coroutine there. With
+    ``watch`` the loop runs in debug mode, so a callback that blocks it is logged (and fails
+    the test that runs meanwhile)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, watch: bool = True) -> None:
         self.loop = asyncio.new_event_loop()
-        self.loop.set_debug(True)
+        self.loop.set_debug(watch)
         self.loop.slow_callback_duration = _SLOW_CALLBACK
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
@@ -130,6 +132,8 @@ class Api:
         self._session = aiohttp.ClientSession(
             base_url=self.url,
             cookie_jar=aiohttp.DummyCookieJar(),
+            # a connection per request: after a failure the server may close a kept-alive one
+            connector=aiohttp.TCPConnector(force_close=True),
             timeout=aiohttp.ClientTimeout(total=60),
         )
         return self
@@ -367,11 +371,15 @@ class LiveTeam:
 
 @contextmanager
 def _live_team(
-    tmp_path: Path, responder: Responder = scripted_reply, **overrides: Any
+    tmp_path: Path,
+    responder: Responder = scripted_reply,
+    *,
+    watch_loop: bool = True,
+    **overrides: Any,
 ) -> Iterator[LiveTeam]:
     from tests.team.server import serve_team, sqlite_settings  # the app: imported when used
 
-    thread = LoopThread()
+    thread = LoopThread(watch=watch_loop)
     upstream = CapturingUpstream(responder)
     serving = None
     try:
@@ -398,5 +406,7 @@ def _live_team(
 
 @pytest.fixture(scope="session")
 def live_team() -> Callable[..., Any]:
-    """``with live_team(tmp_path, responder, **settings) as live``: see the section comment."""
+    """``with live_team(tmp_path, responder, watch_loop=True, **settings) as live``: see the
+    section comment (``watch_loop=False`` where the test's own thread keeps the CPU busy, as a
+    fuzzer does: the server's thread then waits for the GIL, which looks like a blocked loop)."""
     return _live_team
