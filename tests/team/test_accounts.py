@@ -322,7 +322,8 @@ def test_the_command_line_provisions_a_class_and_verifies_the_audit(tmp_path: Pa
     done = _cli(tmp_path, "team", "add-students", "web", str(roster), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("agentica connect --server") == 2
-    rows = list(csv.DictReader(out.open()))
+    with out.open() as written:
+        rows = list(csv.DictReader(written))
     assert [r["email"] for r in rows] == ["ann@school.edu", "bob@school.edu"]
     assert all(r["token"].startswith("agt_") and r["token"] in r["connect"] for r in rows)
     assert out.stat().st_mode & 0o077 == 0

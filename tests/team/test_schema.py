@@ -3,6 +3,7 @@ newest, on SQLite and PostgreSQL, ending exactly at the tables ``db/schema.py`` 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +54,16 @@ async def _check_every_path(url: str) -> None:
         await db.aclose()
 
 
-async def test_sqlite_upgrades_from_empty_and_every_revision(tmp_path: Path) -> None:
-    await _check_every_path(f"sqlite+aiosqlite:///{tmp_path / 'team.db'}")
+# alembic's commands are synchronous: the checks run on a thread of their own
 
 
-async def test_postgresql_upgrades_from_empty_and_every_revision(pg_cluster: Cluster) -> None:
+def test_sqlite_upgrades_from_empty_and_every_revision(tmp_path: Path) -> None:
+    asyncio.run(_check_every_path(f"sqlite+aiosqlite:///{tmp_path / 'team.db'}"))
+
+
+def test_postgresql_upgrades_from_empty_and_every_revision(pg_cluster: Cluster) -> None:
     url = pg_cluster.create_database("team_schema")
-    await _check_every_path(url)
+    asyncio.run(_check_every_path(url))
 
 
 async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> None:

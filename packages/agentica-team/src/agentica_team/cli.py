@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["serve_command", "team_command"]
 
 
-
 def _settings_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="a TOML settings file (default $AGENTICA_TEAM_CONFIG)")
     parser.add_argument(
@@ -181,7 +180,7 @@ async def _with_parts(
 ) -> int:
     parts = _Parts(_settings(args))
     try:
-        await parts.db.upgrade()
+        await parts.db.upgrade(framework=False)
         return await action(parts, args)
     finally:
         await parts.audit.aclose()

@@ -117,9 +117,14 @@ class Database:
         """An INSERT with ``on_conflict_do_nothing/do_update`` for this dialect."""
         return (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(table)
 
-    async def upgrade(self) -> None:
-        """Create or upgrade the schema to the newest revision (raises ``StorageError`` for a
-        database written by a newer version)."""
+    async def upgrade(self, *, framework: bool = True) -> None:
+        """Create or upgrade the schema to the newest revision, the framework's storage tables
+        included unless ``framework=False`` (raises ``StorageError`` for a database written by a
+        newer version). Alembic loads and runs its scripts synchronously, so this runs on a
+        worker thread with an engine of its own: the event loop never waits."""
+        await asyncio.to_thread(_upgrade_on_own_loop, self.url, framework)
+
+    async def _upgrade_here(self) -> None:
         async with self.write() as conn:
             if self.dialect == "postgresql":
                 await conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_PG_MIGRATION_LOCK})")
@@ -128,6 +133,28 @@ class Database:
     async def aclose(self) -> None:
         """Close every pooled connection."""
         await self.engine.dispose()
+
+
+def _upgrade_on_own_loop(url: str, framework: bool) -> None:
+    """Upgrade the service's tables and the framework's (agent sessions and workspaces share the
+    database), on this thread's own event loop."""
+    from agentica.storage.sql import SQLStorage
+
+    async def upgrade() -> None:
+        db = Database(url)
+        try:
+            await db._upgrade_here()
+        finally:
+            await db.aclose()
+        if not framework:
+            return
+        storage = SQLStorage(url)
+        try:
+            await storage.list_sessions("~schema-check~", limit=1)
+        finally:
+            await storage.aclose()
+
+    asyncio.run(upgrade())
 
 
 def alembic_config(connection: Connection | None = None) -> Any:
