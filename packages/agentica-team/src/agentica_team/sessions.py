@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentica.errors import AgenticaError, StorageError
 from agentica.messages import ReasoningDelta, TextDelta, ToolCallDelta
 from agentica.run.events import (
     AnswerSentBack,
@@ -42,6 +43,7 @@ from agentica.run.events import (
 from agentica.tools.call import FunctionCall
 from agentica_team.db.schema import agent_sessions, new_id, session_events
 from agentica_team.errors import Conflict, NotFound, RateLimited
+from agentica_team.security import redact
 
 if TYPE_CHECKING:
     from agentica_team.audit import Audit
@@ -332,7 +334,8 @@ class EventHub:
 @dataclass(slots=True)
 class NewEvent:
     """An event to write: its session, kind, state and data, the message whose state it
-    changes (``(seq, state)``) and the audit records written with it."""
+    changes (``(seq, state)``), the audit records written with it and, for a student's
+    message, the session's queue limit and a title for an untitled session."""
 
     session_id: str
     kind: str
@@ -340,9 +343,13 @@ class NewEvent:
     state: str | None = None
     message: tuple[int, str] | None = None  # (seq, new state) of a message of the session
     audit: tuple[AuditNote, ...] = ()
-    # bookkeeping of the writer: when the event was queued, its serial number
+    # a new message: refused when the session has this many messages waiting or running
+    queue_limit: int | None = None
+    title: str | None = None  # becomes the session's title if it has none
+    # bookkeeping of the writer: when the event was queued, its serial number, who waits
     ts: float = field(default=0.0)
     serial: int = 0
+    future: asyncio.Future[SessionEvent] | None = field(default=None, repr=False)
 
 
 class Sessions:
@@ -362,6 +369,7 @@ class Sessions:
         self.hub = hub
         self.clock = clock
         self.max_queued = max_queued
+        self.writer = EventWriter(self)
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -410,109 +418,147 @@ class Sessions:
 
     # -- the log -----------------------------------------------------------------------------
 
-    async def _allocate(self, conn: AsyncConnection, session_id: str, count: int) -> int | None:
-        """Reserve ``count`` seqs of the session's log; the first one (``None``: no session)."""
-        last = (
-            await conn.execute(
-                sa.update(agent_sessions)
-                .where(agent_sessions.c.id == session_id)
-                .values(last_seq=agent_sessions.c.last_seq + count, updated_at=self.clock())
-                .returning(agent_sessions.c.last_seq)
+    async def _allocate(self, conn: AsyncConnection, counts: Mapping[str, int]) -> dict[str, int]:
+        """Reserve ``counts[session_id]`` seqs of each session's log in one statement; each
+        session's last reserved seq (sessions that do not exist are left out)."""
+        table = agent_sessions.c
+        added: sa.ColumnElement[int]
+        if len(counts) == 1:
+            ((session_id, count),) = counts.items()
+            where, added = table.id == session_id, sa.literal(count)
+        else:
+            where, added = table.id.in_(list(counts)), sa.case(dict(counts), value=table.id)
+        rows = await conn.execute(
+            sa.update(agent_sessions)
+            .where(where)
+            .values(last_seq=table.last_seq + added, updated_at=self.clock())
+            .returning(table.id, table.last_seq)
+        )
+        return {row.id: int(row.last_seq) for row in rows}
+
+    async def _refusals(
+        self, conn: AsyncConnection, new: Sequence[NewEvent]
+    ) -> dict[int, RateLimited]:
+        """The new messages (by index) refused because their session's queue is full."""
+        limited = {item.session_id for item in new if item.queue_limit is not None}
+        if not limited:
+            return {}
+        c = session_events.c
+        rows = await conn.execute(
+            sa.select(c.session_id, sa.func.count())
+            .where(
+                c.session_id.in_(sorted(limited)),
+                c.kind == "message",
+                c.state.in_(("pending", "running")),
             )
-        ).scalar()
-        return None if last is None else int(last) - count + 1
+            .group_by(c.session_id)
+        )
+        queued: dict[str, int] = {row[0]: int(row[1]) for row in rows}
+        refused = {}
+        for index, item in enumerate(new):
+            if item.queue_limit is None:
+                continue
+            count = queued.get(item.session_id, 0)
+            if count >= item.queue_limit:
+                refused[index] = RateLimited(
+                    f"this session already has {count} messages waiting or running (at most "
+                    f"{item.queue_limit}); wait until the agent has worked through them",
+                    retry_after=10,
+                )
+            else:
+                queued[item.session_id] = count + 1
+        return refused
 
     async def _insert(
-        self, conn: AsyncConnection, session: AgentSession, new: Sequence[NewEvent]
-    ) -> list[SessionEvent]:
-        """Insert ``new`` events of ``session`` (seqs allocated here), change the messages they
-        name and write their audit records, all in ``conn``'s transaction."""
-        first = await self._allocate(conn, session.id, len(new))
-        if first is None:
-            return []
-        now = self.clock()
-        events = [
-            SessionEvent(session.id, first + n, item.ts or now, item.kind, item.state, item.data)
-            for n, item in enumerate(new)
+        self, conn: AsyncConnection, new: Sequence[NewEvent]
+    ) -> list[SessionEvent | AgenticaError]:
+        """Insert ``new`` events (of any sessions, in order; seqs allocated here), change the
+        messages they name, write their audit records and titles, all in ``conn``'s
+        transaction. What became of each: its stored event, or why it was not written
+        (``RateLimited``: the session's queue is full; ``NotFound``: no such session)."""
+        refused = await self._refusals(conn, new)
+        outcomes: list[SessionEvent | AgenticaError] = [
+            refused.get(index, _MISSING) for index in range(len(new))
         ]
+        counts: dict[str, int] = {}
+        for item, outcome in zip(new, outcomes, strict=True):
+            if outcome is _MISSING:
+                counts[item.session_id] = counts.get(item.session_id, 0) + 1
+        last = await self._allocate(conn, counts) if counts else {}
+        seqs = {session_id: last[session_id] - counts[session_id] for session_id in last}
+        now = self.clock()
+        kept: list[tuple[NewEvent, SessionEvent]] = []
+        for index, item in enumerate(new):
+            if outcomes[index] is not _MISSING:
+                continue
+            if item.session_id not in seqs:
+                outcomes[index] = NotFound(f"no session {item.session_id[:80]!r}")
+                continue
+            seqs[item.session_id] += 1
+            event = SessionEvent(item.session_id, seqs[item.session_id], item.ts or now,
+                                 item.kind, item.state, item.data)  # fmt: skip
+            outcomes[index] = event
+            kept.append((item, event))
+        if kept:
+            await self._write_kept(conn, kept)
+        return outcomes
+
+    async def _write_kept(
+        self, conn: AsyncConnection, kept: Sequence[tuple[NewEvent, SessionEvent]]
+    ) -> None:
         await conn.execute(
             session_events.insert(),
             [
                 {"session_id": e.session_id, "seq": e.seq, "ts": e.ts, "kind": e.kind,
                  "state": e.state, "data": _dumps(e.data)}
-                for e in events
+                for _, e in kept
             ],
         )  # fmt: skip
-        for item in new:
-            if item.message is not None:
-                await self._set_state(conn, session.id, *item.message)
-            for note in item.audit:
-                await self.audit.record_in(
-                    conn,
-                    note.kind,
-                    actor_id=note.actor_id,
-                    course_id=note.course_id,
-                    subject=note.subject,
-                    data=note.data,
-                )
-        return events
-
-    async def _set_state(
-        self, conn: AsyncConnection, session_id: str, seq: int, state: str
-    ) -> None:
-        await conn.execute(
-            sa.update(session_events)
-            .where(
-                session_events.c.session_id == session_id,
-                session_events.c.seq == seq,
-                session_events.c.kind == "message",
+        changes = [
+            {"b_session": item.session_id, "b_seq": item.message[0], "b_state": item.message[1]}
+            for item, _ in kept
+            if item.message is not None
+        ]
+        if changes:
+            await conn.execute(_SET_STATE, changes)
+        titles = [{"b_session": item.session_id, "b_title": item.title}
+                  for item, _ in kept if item.title]  # fmt: skip
+        if titles:
+            await conn.execute(_SET_TITLE, titles)
+        for note in (note for item, _ in kept for note in item.audit):
+            await self.audit.record_in(
+                conn,
+                note.kind,
+                actor_id=note.actor_id,
+                course_id=note.course_id,
+                subject=note.subject,
+                data=note.data,
             )
-            .values(state=state)
-        )
 
     async def post_message(
         self, session: AgentSession, text: str, *, actor_id: str
     ) -> SessionEvent:
-        """Append a pending message and its ``instruction`` audit record in one transaction and
-        publish it; ``RateLimited`` when the session already has ``max_queued`` messages
-        waiting or running."""
-        async with self.db.write() as conn:
-            queued = (
-                await conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(session_events)
-                    .where(
-                        session_events.c.session_id == session.id,
-                        session_events.c.kind == "message",
-                        session_events.c.state.in_(("pending", "running")),
-                    )
-                )
-            ).scalar_one()
-            if queued >= self.max_queued:
-                raise RateLimited(
-                    f"this session already has {queued} messages waiting or running (at most "
-                    f"{self.max_queued}); wait until the agent has worked through them",
-                    retry_after=10,
-                )
-            note = AuditNote(
-                "instruction",
-                actor_id,
-                session.course_id,
-                session.id,
-                {"session_id": session.id, "text": text[:4000], "chars": len(text)},
-            )
-            (event,) = await self._insert(
-                conn, session, [NewEvent(session.id, "message", {"text": text}, "pending",
-                                          audit=(note,))]
-            )  # fmt: skip
-            if not session.title:
-                await conn.execute(
-                    sa.update(agent_sessions)
-                    .where(agent_sessions.c.id == session.id, agent_sessions.c.title == "")
-                    .values(title=" ".join(text.split())[:80])
-                )
-        self.hub.publish(session.id, [event])
-        return event
+        """Append a pending message with its ``instruction`` audit record (in one transaction,
+        group-committed with other writes) and publish it; returns once it is committed.
+        ``RateLimited`` when the session already has ``max_queued`` messages waiting or
+        running."""
+        note = AuditNote(
+            "instruction",
+            actor_id,
+            session.course_id,
+            session.id,
+            {"session_id": session.id, "text": text[:4000], "chars": len(text)},
+        )
+        item = NewEvent(
+            session.id,
+            "message",
+            {"text": text},
+            "pending",
+            audit=(note,),
+            queue_limit=self.max_queued,
+            title=None if session.title else " ".join(text.split())[:80],
+        )
+        return await self.writer.commit(item)
 
     async def requeue(
         self, session: AgentSession, seq: int | None, *, actor_id: str
@@ -551,8 +597,8 @@ class Sessions:
             data = {"event": "continued", "message_seq": message.seq}
             note = AuditNote("continue", actor_id, session.course_id, session.id,
                              {"session_id": session.id, "message_seq": message.seq})  # fmt: skip
-            events = await self._insert(
-                conn, session, [NewEvent(session.id, "status", data, audit=(note,))]
+            events = _written(
+                await self._insert(conn, [NewEvent(session.id, "status", data, audit=(note,))])
             )
         self.hub.publish(session.id, events)
         return message
@@ -632,29 +678,42 @@ class Sessions:
                     continue
                 session = _session(row)
                 item = interrupted_event(session, seq, reason)
-                published.append((session_id, await self._insert(conn, session, [item])))
+                published.append((session_id, _written(await self._insert(conn, [item]))))
         for session_id, events in published:
             self.hub.publish(session_id, events)
         return len(rows)
 
-    async def write_batch(self, items: Sequence[NewEvent]) -> list[SessionEvent]:
-        """Write ``items`` (of any sessions, in order) in one transaction; the stored events."""
-        by_session: dict[str, list[NewEvent]] = {}
-        for item in items:
-            by_session.setdefault(item.session_id, []).append(item)
+    async def write_batch(self, items: Sequence[NewEvent]) -> list[SessionEvent | AgenticaError]:
+        """Write ``items`` (of any sessions, in order) in one transaction; what became of each
+        (see ``_insert``)."""
 
-        async def body(conn: AsyncConnection) -> list[SessionEvent]:
-            rows = (
-                await conn.execute(
-                    sa.select(agent_sessions).where(agent_sessions.c.id.in_(list(by_session)))
-                )
-            ).all()
-            stored: list[SessionEvent] = []
-            for row in sorted(rows, key=lambda r: r.id):  # a fixed order: no deadlocks on PG
-                stored.extend(await self._insert(conn, _session(row), by_session[row.id]))
-            return stored
+        async def body(conn: AsyncConnection) -> list[SessionEvent | AgenticaError]:
+            return await self._insert(conn, items)
 
         return await self.db.transaction(body)
+
+
+def _written(outcomes: Sequence[SessionEvent | AgenticaError]) -> list[SessionEvent]:
+    return [outcome for outcome in outcomes if isinstance(outcome, SessionEvent)]
+
+
+_MISSING: Any = object()
+
+_SET_TITLE = (
+    sa.update(agent_sessions)
+    .where(agent_sessions.c.id == sa.bindparam("b_session"), agent_sessions.c.title == "")
+    .values(title=sa.bindparam("b_title"))
+)
+
+_SET_STATE = (
+    sa.update(session_events)
+    .where(
+        session_events.c.session_id == sa.bindparam("b_session"),
+        session_events.c.seq == sa.bindparam("b_seq"),
+        session_events.c.kind == "message",
+    )
+    .values(state=sa.bindparam("b_state"))
+)
 
 
 def status_event(
@@ -724,7 +783,10 @@ class EventWriter:
     still in the queue are merged into one event (so under load one event carries the text of
     several model chunks, at most ``MAX_DELTA_CHARS``). ``append`` waits while more than
     ``max_queued`` events are queued. ``flush`` returns once everything put before it is
-    committed. A batch that cannot be written after a few attempts is logged and dropped.
+    committed; ``commit`` once its event is, returning it (students' messages go this way, so
+    the messages of a whole class arriving at once share a few transactions). A batch that
+    cannot be written after a few attempts is dropped: logged, and its ``commit`` callers get
+    the error.
     """
 
     def __init__(self, sessions: Sessions, *, max_queued: int = 20_000) -> None:
@@ -742,11 +804,12 @@ class EventWriter:
         self._closing = False
 
     def start(self) -> None:
-        if self._task is None:
+        if self._task is None and not self._closing:
             self._task = asyncio.create_task(self._loop(), name="agentica-team session events")
 
     def put(self, item: NewEvent) -> None:
         """Queue ``item`` (merged into the session's last queued delta when it can be)."""
+        self.start()
         last = self._tail.get(item.session_id)
         if last is not None and _merge(last, item):
             return
@@ -764,6 +827,16 @@ class EventWriter:
         while not self._room.is_set():
             await self._room.wait()
         self.put(item)
+
+    async def commit(self, item: NewEvent) -> SessionEvent:
+        """Queue ``item`` and wait until it is written; the stored event (or, raised, why it
+        was not: ``RateLimited``, ``NotFound``, ``StorageError``). Cancelling the wait does
+        not take the event back."""
+        if self._closing:
+            raise StorageError("the server is stopping; send the message again in a moment")
+        item.future = asyncio.get_running_loop().create_future()
+        self.put(item)
+        return await asyncio.shield(item.future)
 
     async def flush(self) -> None:
         """Wait until everything queued so far is written (or dropped)."""
@@ -801,20 +874,27 @@ class EventWriter:
     async def _write(self, batch: list[NewEvent]) -> None:
         for attempt in range(1, 4):
             try:
-                stored = await self.sessions.write_batch(batch)
+                outcomes = await self.sessions.write_batch(batch)
             except Exception as exc:
-                if attempt == 3:
-                    log.error("dropped %d session events that could not be written: %s",
-                              len(batch), exc)  # fmt: skip
-                    return
-                await asyncio.sleep(0.2 * attempt)
-                continue
-            by_session: dict[str, list[SessionEvent]] = {}
-            for event in stored:
-                by_session.setdefault(event.session_id, []).append(event)
-            for session_id, events in by_session.items():
-                self.sessions.hub.publish(session_id, events)
-            return
+                if attempt < 3:
+                    await asyncio.sleep(0.2 * attempt)
+                    continue
+                log.error("dropped %d session events that could not be written: %s",
+                          len(batch), redact(str(exc))[:500])  # fmt: skip
+                failed = StorageError("the session's log could not be written; try again")
+                outcomes = [failed] * len(batch)
+            break
+        by_session: dict[str, list[SessionEvent]] = {}
+        for item, outcome in zip(batch, outcomes, strict=True):
+            if isinstance(outcome, SessionEvent):
+                by_session.setdefault(outcome.session_id, []).append(outcome)
+            if item.future is not None and not item.future.done():
+                if isinstance(outcome, SessionEvent):
+                    item.future.set_result(outcome)
+                else:
+                    item.future.set_exception(outcome)
+        for session_id, events in by_session.items():
+            self.sessions.hub.publish(session_id, events)
 
     def _settle(self) -> None:
         waiting = []

@@ -358,7 +358,7 @@ class Supervisor:
         self.budgets = budgets
         self.hub = EventHub(limit=subscriber_limit)
         self.sessions = Sessions(db, audit, self.hub)
-        self.writer = EventWriter(self.sessions)
+        self.writer = self.sessions.writer
         self.storage = SQLStorage(db.url)
         self.runtime = runtime
         self._loops: dict[str, _Loop] = {}
