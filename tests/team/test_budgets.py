@@ -135,14 +135,15 @@ async def reserve_many(
     budgets: Budgets, count: int, *, tokens: int, cost_micros: int = 0, users: Iterator[str]
 ) -> tuple[list[Reservation], list[BaseException]]:
     """``count`` reservations at once; the admitted ones and the refusals."""
-    results = await asyncio.gather(
-        *(
-            budgets.reserve(course_id=COURSE, user_id=next(users), tokens=tokens,
-                            cost_micros=cost_micros)
-            for _ in range(count)
-        ),
-        return_exceptions=True,
-    )  # fmt: skip
+    calls: list[asyncio.Future[Reservation]] = []
+    for i in range(count):
+        calls.append(
+            asyncio.ensure_future(budgets.reserve(course_id=COURSE, user_id=next(users),
+                                                  tokens=tokens, cost_micros=cost_micros))
+        )  # fmt: skip
+        if i % 10 == 9:  # keep loop steps short: in debug mode a task records its creation stack
+            await asyncio.sleep(0)
+    results = await asyncio.gather(*calls, return_exceptions=True)
     admitted = [r for r in results if isinstance(r, Reservation)]
     refused = [r for r in results if isinstance(r, BaseException)]
     return admitted, refused
@@ -504,6 +505,18 @@ async def test_settle_and_release_are_idempotent(budgets: Budgets) -> None:
     assert (left.used_tokens, left.reserved_tokens) == (150, 0)
     (row,) = await budgets.usage(COURSE)
     assert (row.requests, row.input_tokens, row.output_tokens) == (1, 100, 50)
+
+
+async def test_real_usage_above_the_estimate_still_counts(budgets: Budgets) -> None:
+    """The gateway caps output at the estimate, but if a provider bills more, the truth is kept
+    and the next call is refused."""
+    await budgets.set_budget(COURSE, scope="student", period="day", max_tokens=1_000)
+    call = await budgets.reserve(course_id=COURSE, user_id="s_ada", tokens=900, cost_micros=0)
+    await budgets.settle(call, input_tokens=900, output_tokens=300, cost_micros=0)
+    (left,) = await budgets.remaining(COURSE, "s_ada")
+    assert (left.used_tokens, left.reserved_tokens, left.remaining_tokens) == (1_200, 0, 0)
+    with pytest.raises(BudgetExceeded, match="has 0 of 1,000 tokens left"):
+        await budgets.reserve(course_id=COURSE, user_id="s_ada", tokens=1, cost_micros=0)
 
 
 async def test_concurrent_double_settles_count_once(budgets: Budgets, db: Database) -> None:

@@ -18,7 +18,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -496,16 +496,14 @@ class Budgets:
 
         async def body(conn: AsyncConnection) -> Reservation:
             now = self._clock()
-            rows: list[tuple[str, str, str]] = []
-            for budget in await self._applying(conn, course_id, user_id):
-                subject = "" if budget.scope == "course" else user_id
-                if budget.requests_per_minute is not None:
-                    await self._count_request(conn, budget, subject, now)
-                key = period_key(budget.period, now)
-                await self._hold(conn, budget, (budget.id, subject, key), tokens, cost_micros, now)
-                rows.append((budget.id, subject, key))
-            held = _Held(course_id, user_id, tokens, cost_micros, _day(now), tuple(rows))
+            applying = await self._applying(conn, course_id, user_id)
+            rows = tuple(
+                (b.id, "" if b.scope == "course" else user_id, period_key(b.period, now))
+                for b in applying
+            )
+            held = _Held(course_id, user_id, tokens, cost_micros, _day(now), rows)
             reservation = Reservation(new_id("rsv"), course_id, user_id, tokens, cost_micros, now)
+            # first the new row nobody else touches, so the budgets' rows stay locked briefly
             await conn.execute(
                 sa.insert(reservations).values(
                     id=reservation.id,
@@ -516,6 +514,10 @@ class Budgets:
                     state="open",
                 )
             )
+            for budget, row in zip(applying, rows, strict=True):
+                if budget.requests_per_minute is not None:
+                    await self._count_request(conn, budget, row[1], now)
+                await self._hold(conn, budget, row, tokens, cost_micros, now)
             return reservation
 
         return await self._db.transaction(body)
@@ -686,12 +688,15 @@ class Budgets:
                 )
             )
 
-        async def expire(conn: AsyncConnection, reservation_id: str) -> int:
-            closed = await _close(conn, reservation_id, "expired", ("open",))
-            if closed is None:  # settled or released meanwhile
-                return 0
-            await _unhold(conn, closed[0])
-            return 1
+        def expire(reservation_id: str) -> Callable[[AsyncConnection], Awaitable[int]]:
+            async def body(conn: AsyncConnection) -> int:
+                closed = await _close(conn, reservation_id, "expired", ("open",))
+                if closed is None:  # settled or released meanwhile
+                    return 0
+                await _unhold(conn, closed[0])
+                return 1
+
+            return body
 
         async def forget(conn: AsyncConnection) -> None:
             await conn.execute(
@@ -708,7 +713,7 @@ class Budgets:
 
         released = 0
         for reservation_id in stale:  # one transaction each: the lock order of a settle
-            released += await self._db.transaction(lambda c, i=reservation_id: expire(c, i))
+            released += await self._db.transaction(expire(reservation_id))
         await self._db.transaction(forget)
         return released
 
