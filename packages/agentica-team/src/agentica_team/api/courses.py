@@ -65,6 +65,8 @@ async def change_course(
     and ``max_output_tokens``."""
     await course_as_teacher(team, me, course_id)
     changes = body.model_dump(exclude_unset=True)
+    if "title" in changes and changes["title"] is None:
+        raise BadRequest("title cannot be null: send a title, or leave the field out")
     if "model_api_key" in changes and changes["model_api_key"] == "":
         changes["model_api_key"] = None
     if changes.get("model_base_url") and not str(changes["model_base_url"]).startswith(

@@ -66,7 +66,7 @@ class Database:
             if database and database != ":memory:":
                 Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.engine: AsyncEngine = create_async_engine(
-                url, connect_args={"timeout": _BUSY_TIMEOUT}
+                url, connect_args={"timeout": _BUSY_TIMEOUT}, hide_parameters=True
             )
             event.listen(self.engine.sync_engine, "connect", _on_sqlite_connect)
             event.listen(self.engine.sync_engine, "begin", _on_sqlite_begin)
@@ -77,6 +77,7 @@ class Database:
                 url,
                 pool_size=10,
                 max_overflow=20,
+                hide_parameters=True,  # bound values (a provider key) stay out of errors and logs
                 connect_args={"server_settings": {"application_name": "agentica-team"}},
             )
             self._writer = self.engine
