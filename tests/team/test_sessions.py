@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from agentica.messages import AssistantMessage
-from agentica.testing import FakeOpenAIServer, call, tool_calls
+from agentica.testing import FakeOpenAIServer, HTTPFault, call, tool_calls
 from agentica_team.principal import Principal
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
@@ -365,3 +365,170 @@ async def test_a_cancelled_run_is_interrupted_and_can_be_continued(tmp_path: Pat
         assert not team.supervisor.deliver(
             await team.supervisor.sessions.get(session_id), CancelRequested("nothing runs")
         )
+
+
+async def test_messages_run_one_at_a_time_in_order(tmp_path: Path) -> None:
+    asked: list[str] = []
+    running = 0
+    most = 0
+
+    async def counting(body: dict[str, Any]) -> AssistantMessage | str:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            await asyncio.sleep(0.05)
+            asked.append(_text(body["messages"][-1]))
+            return "done: " + asked[-1]
+        finally:
+            running -= 1
+
+    async with (
+        FakeOpenAIServer(counting) as model,
+        serve_team(_settings(tmp_path)) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            seqs = [(await send(ann, session_id, f"task {n}"))["seq"] for n in range(4)]
+            events = await read_events(ann, session_id, until=ended(seqs[-1]))
+            assert team.supervisor.loops <= 1
+        assert asked == [f"task {n}" for n in range(4)]
+        assert most == 1, "two runs of one session overlapped"
+        starts = [
+            e["data"]["message_seq"] for e in events if e["data"].get("event") == "run_started"
+        ]
+        assert starts == seqs
+        ends = [e["data"] for e in events if e["data"].get("event") == "run_ended"]
+        assert [(d["message_seq"], d["state"]) for d in ends] == [(s, "done") for s in seqs]
+
+
+async def test_a_refused_model_call_ends_the_run_with_a_budget_event(
+    tmp_path: Path, model: FakeOpenAIServer
+) -> None:
+    async with serve_team(_settings(tmp_path)) as (url, team):
+        c = await make_class(team, model.base_url)
+        await team.budgets.set_budget(
+            c.course, scope="student", user_id=c.ann_id, period="day", max_tokens=10
+        )
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            message = await send(ann, session_id, "write a hello program")
+            events = await read_events(ann, session_id, until=ended(message["seq"]))
+            refused = [e["data"] for e in events if e["data"].get("kind") == "budget_exceeded"]
+            assert len(refused) == 1 and "budget" in refused[0]["message"]
+            assert refused[0]["limit"] == 10 and refused[0]["remaining_tokens"] == 10
+            assert events[-1]["data"]["state"] == "failed"
+            assert events[-1]["data"]["error"] == "budget_exceeded"
+            budget = [e["data"] for e in events if e["data"].get("kind") == "budget"]
+            assert budget and budget[0]["budgets"][0]["remaining_tokens"] == 10
+            async with ann.get(f"/api/sessions/{session_id}/files") as r:
+                assert await r.json() == []  # no tool ran: the model was never called
+        assert model.requests == []
+
+
+async def test_a_stopping_server_interrupts_the_run_and_a_new_one_continues_it(
+    tmp_path: Path,
+) -> None:
+    release = asyncio.Event()
+
+    async def waits(body: dict[str, Any]) -> AssistantMessage | str:
+        if body["messages"][-1]["role"] == "user" and not release.is_set():
+            await release.wait()
+        return tutor(body)
+
+    settings = _settings(tmp_path)
+    async with FakeOpenAIServer(waits) as model:
+        async with serve_team(settings) as (url, team):
+            c = await make_class(team, model.base_url)
+            async with client(url, c.ann) as ann:
+                session_id = await new_session(ann, c.course)
+                message = await send(ann, session_id, "write a hello program")
+                await read_events(
+                    ann,
+                    session_id,
+                    until=lambda e: e["data"].get("kind") == "model_request_started",
+                )
+        release.set()
+        async with serve_team(settings) as (url, team), client(url, c.ann) as ann:
+            base = f"/api/sessions/{session_id}"
+            async with ann.get(f"{base}/messages") as r:
+                assert [m["state"] for m in await r.json()] == ["interrupted"]
+            async with ann.get(f"{base}/events/log", params={"limit": 500}) as r:
+                log = await r.json()
+            marks = [e["data"] for e in log if e["data"].get("event") == "run_interrupted"]
+            assert len(marks) == 1 and "stopped" in marks[0]["reason"]
+            async with ann.post(f"{base}/continue", json={}) as r:
+                assert r.status == 202
+            events = await read_events(ann, session_id, after=log[-1]["seq"],
+                                       until=ended(message["seq"]))  # fmt: skip
+            assert events[-1]["data"]["state"] == "done"
+
+
+async def test_a_subscriber_that_falls_behind_catches_up_from_the_log(
+    tmp_path: Path, model: FakeOpenAIServer
+) -> None:
+    async with serve_team(_settings(tmp_path)) as (url, team):
+        team.supervisor.hub.limit = 1  # every batch of two or more events drops the subscriber
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            first = await send(ann, session_id, "write a hello program")
+            second = await send(ann, session_id, "write a hello program again")
+            events = await read_events(ann, session_id, until=ended(second["seq"]))
+            assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+            assert first["seq"] < second["seq"] <= events[-1]["seq"]
+            async with ann.get(
+                f"/api/sessions/{session_id}/events/log", params={"limit": 500}
+            ) as r:
+                assert [e["seq"] for e in await r.json()] == [e["seq"] for e in events]
+
+
+OVERFLOW = HTTPFault(
+    400,
+    {
+        "error": {
+            "message": "This model's maximum context length is 4000 tokens. However, your "
+            "messages resulted in 5012 tokens.",
+            "type": "invalid_request_error",
+            "code": "context_length_exceeded",
+        }
+    },
+)
+
+
+async def test_compaction_is_streamed_and_its_savings_are_counted(tmp_path: Path) -> None:
+    """A model with a small window rejects the growing conversation; the agent compacts it,
+    the stream shows it and the course's usage counts the tokens it saved."""
+    reads = 0
+
+    def small_window(body: dict[str, Any]) -> AssistantMessage | str | HTTPFault:
+        nonlocal reads
+        if len(json.dumps(body["messages"])) > 14_000:
+            return OVERFLOW
+        if not body.get("tools"):
+            return "Summary: the student's report was read several times."
+        if reads == 0:
+            reads = 1
+            report = "".join(f"line {n}: " + "lorem ipsum " * 5 + "\n" for n in range(60))
+            return tool_calls(call("write_file", path="/report.txt", content=report))
+        if reads > 8:
+            return "I read the report eight times."
+        reads += 1
+        return tool_calls(call("read_file", path="/report.txt", offset=reads - 2))
+
+    async with (
+        FakeOpenAIServer(small_window) as model,
+        serve_team(_settings(tmp_path)) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            message = await send(ann, session_id, "read the report again and again")
+            events = await read_events(ann, session_id, until=ended(message["seq"]))
+        compacted = [e["data"] for e in events if e["data"].get("kind") == "context_compacted"]
+        assert compacted and compacted[0]["trigger"] == "overflow"
+        assert events[-1]["data"]["state"] == "done"
+        saved = sum(e["before"] - e["after"] for e in compacted)
+        usage = await team.budgets.usage(c.course, user_id=c.ann_id)
+        assert sum(row.compaction_saved_tokens for row in usage) == saved > 0

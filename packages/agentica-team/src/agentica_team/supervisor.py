@@ -213,8 +213,8 @@ class SerialRuntime:
             raise
         finally:
             watcher.cancel()
-        scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
         await self._report_budget()
+        scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
         await scope.writer.flush()
 
     async def _watch(self, inbox: Inbox) -> None:
