@@ -14,7 +14,7 @@ import io
 import json
 import secrets
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -106,15 +106,20 @@ async def sql(db: Database, statement: str, **params: Any) -> list[Any]:
         return list(result) if result.returns_rows else []
 
 
-async def record_many(audit: Audit, n: int, chain: str = COURSE) -> list[AuditRecord]:
-    """``n`` records written concurrently (the writer batches them), started 10 per loop step
-    so the blocked-loop check's debug mode does not make one step long."""
+async def gathered(calls: Iterable[Coroutine[Any, Any, AuditRecord]]) -> list[AuditRecord]:
+    """``asyncio.gather(*calls)``, the tasks started 10 per loop step (creating hundreds at
+    once in the blocked-loop check's debug mode makes one step long on a busy machine)."""
     tasks = []
-    for i in range(n):
-        tasks.append(asyncio.create_task(audit.record("k", course_id=chain, data={"i": i})))
+    for i, call in enumerate(calls):
+        tasks.append(asyncio.create_task(call))
         if i % 10 == 9:
             await asyncio.sleep(0)
     return list(await asyncio.gather(*tasks))
+
+
+async def record_many(audit: Audit, n: int, chain: str = COURSE) -> list[AuditRecord]:
+    """``n`` records written concurrently (the writer batches them)."""
+    return await gathered(audit.record("k", course_id=chain, data={"i": i}) for i in range(n))
 
 
 async def fill(audit: Audit, n: int, chain: str = COURSE) -> list[AuditRecord]:
@@ -240,7 +245,7 @@ async def test_concurrent_appends_from_several_writers_keep_one_valid_chain(
             for i in range(200)
         ]
         calls += [in_transaction(1000 + i) for i in range(20)]
-        records = await asyncio.gather(*calls)
+        records = await gathered(calls)
     finally:
         await other.aclose()
         await other_db.aclose()
@@ -261,37 +266,39 @@ async def test_aclose_writes_what_is_queued_then_refuses(db: Database) -> None:
     audit = Audit(db)
     tasks = [asyncio.create_task(audit.record("k", course_id=COURSE)) for _ in range(30)]
     await asyncio.sleep(0)
+    abandoned = asyncio.create_task(audit.record("abandoned", course_id=COURSE))
+    await asyncio.sleep(0)
+    abandoned.cancel()  # the caller stops waiting; the record is written all the same
     await audit.aclose()
     assert len(await asyncio.gather(*tasks)) == 30
-    assert len(await audit.search(course_id=COURSE)) == 30
+    assert len(await audit.search(course_id=COURSE)) == 31
+    assert abandoned.cancelled()
     with pytest.raises(RuntimeError, match="closed"):
         await audit.record("k")
+
+
+REFUSE_POISON = {
+    "sqlite": [
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON team_audit WHEN NEW.kind = 'poison' "
+        "BEGIN SELECT RAISE(ABORT, 'poison refused'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN "
+        "IF NEW.kind = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF; "
+        "RETURN NEW; END $$ LANGUAGE plpgsql",
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON team_audit "
+        "FOR EACH ROW EXECUTE FUNCTION refuse_poison()",
+    ],
+}
 
 
 async def test_one_bad_record_does_not_fail_the_rest_of_its_batch(
     db: Database, audit: Audit
 ) -> None:
-    # the batch fails as a whole (an id longer than the column on PostgreSQL is refused by
-    # the database, and we make SQLite refuse it the same way); the others are written alone
-    await sql(
-        db,
-        "CREATE TABLE IF NOT EXISTS audit_guard (x int)"
-        if db.dialect == "postgresql"
-        else "CREATE TRIGGER refuse_poison BEFORE INSERT ON team_audit "
-        "WHEN NEW.kind = 'poison' BEGIN SELECT RAISE(ABORT, 'poison refused'); END",
-    )
-    if db.dialect == "postgresql":
-        await sql(
-            db,
-            "CREATE FUNCTION refuse_poison() RETURNS trigger AS $$ BEGIN "
-            "IF NEW.kind = 'poison' THEN RAISE EXCEPTION 'poison refused'; END IF; "
-            "RETURN NEW; END $$ LANGUAGE plpgsql",
-        )
-        await sql(
-            db,
-            "CREATE TRIGGER refuse_poison BEFORE INSERT ON team_audit "
-            "FOR EACH ROW EXECUTE FUNCTION refuse_poison()",
-        )
+    # a trigger refuses one record: its batch fails as a whole, then each record is written
+    # on its own
+    for statement in REFUSE_POISON[db.dialect]:
+        await sql(db, statement)
     outcomes = await asyncio.gather(
         *(audit.record("poison" if i == 7 else "ok", course_id=COURSE) for i in range(20)),
         return_exceptions=True,
@@ -327,6 +334,17 @@ async def test_verify_finds_an_altered_field(db: Database, audit: Audit, alterat
     )
     words = "missing" if column in ("chain", "seq") else "altered"
     await assert_broken(audit, 5, words)
+
+
+async def test_verify_survives_values_of_the_wrong_type(db: Database, audit: Audit) -> None:
+    if db.dialect != "sqlite":
+        pytest.skip("PostgreSQL's column types refuse these values")
+    await fill(audit, 6)
+    await sql(db, "UPDATE team_audit SET ts = 'yesterday' WHERE chain = :c AND seq = 3", c=COURSE)
+    await sql(db, "UPDATE team_audit SET data = x'7b7d' WHERE chain = :c AND seq = 5", c=COURSE)
+    await assert_broken(audit, 3, "altered")
+    await sql(db, "UPDATE team_audit SET seq = 'three' WHERE chain = :c AND seq = 3", c=COURSE)
+    await assert_broken(audit, 3, "missing")
 
 
 async def rehash(db: Database, seq: int, **changes: Any) -> None:
@@ -467,10 +485,9 @@ async def test_a_deleted_head_is_reported_then_restored_with_a_record_saying_so(
 
 
 async def test_verify_streams_long_chains_in_pages(db: Database, audit: Audit) -> None:
-    records = await record_many(audit, 1300)  # pages of 1000
-    assert (await report(audit)) == ChainReport(
-        COURSE, 1300, True, None, None, max(records, key=lambda r: r.seq).hash
-    )
+    records = await record_many(audit, 1300)  # verify reads pages of 1000
+    last = max(records, key=lambda r: r.seq)
+    assert (await report(audit)) == ChainReport(COURSE, 1300, True, None, None, last.hash)
     await sql(db, "UPDATE team_audit SET ts = 0 WHERE chain = :c AND seq = 1234", c=COURSE)
     result = await report(audit)
     assert (result.ok, result.records, result.first_bad_seq) == (False, 1233, 1234)
@@ -566,6 +583,10 @@ async def test_ids_that_do_not_fit_are_refused(audit: Audit) -> None:
         await audit.record("")
     long_subject = await audit.record("k", subject="s" * 500)
     assert len(long_subject.subject) == 200
+    odd = await audit.record("k", subject="nul\x00 and \udcff (a file name that is not UTF-8)")
+    assert odd.subject == "nul\ufffd and \ufffd (a file name that is not UTF-8)"
+    odd_data = await audit.record("k", data={"path": "\udcff\x00"})
+    assert (await audit.search(course_id=None))[-1].data == odd_data.data == {"path": "\udcff\x00"}
 
 
 # -- search and export -----------------------------------------------------------------------
