@@ -377,6 +377,7 @@ def _live_team(
     watch_loop: bool = True,
     **overrides: Any,
 ) -> Iterator[LiveTeam]:
+    from agentica_team.settings import TeamSettings
     from tests.team.server import serve_team, sqlite_settings  # the app: imported when used
 
     thread = LoopThread(watch=watch_loop)
@@ -386,7 +387,10 @@ def _live_team(
         thread.run(upstream.start())
         overrides.setdefault("model", "fake-model")
         overrides.setdefault("model_base_url", upstream.base_url)
-        settings = sqlite_settings(tmp_path, **overrides)
+        if "database_url" in overrides:  # PostgreSQL
+            settings = TeamSettings(data_dir=tmp_path, **overrides)
+        else:
+            settings = sqlite_settings(tmp_path, **overrides)
         serving = serve_team(settings)
         url, team = thread.run(serving.__aenter__())
         exchanges: list[Exchange] = []

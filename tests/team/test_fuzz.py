@@ -15,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import secrets
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,7 +33,8 @@ from schemathesis.specs.openapi.checks import (
     response_schema_conformance,
 )
 
-from tests.team.conftest import Api, Classroom, LiveTeam
+from tests.postgres import Cluster
+from tests.team.conftest import Api, Classroom, Exchange, LiveTeam
 
 MAX_BODY = 4096
 EXAMPLES = 3  # generated requests per operation, caller and mode (bounded: the file runs < 90 s)
@@ -306,7 +310,7 @@ HOSTILE_TEXTS = {
     "control characters": "\x07\x1b[31mred\x1b[0m\r\n\t",
     "a lone surrogate": "x\ud800y",
     "right-to-left override": "\u202etxt.exe",
-    "emoji and combining marks": "😀 e\u0301 \u0000",
+    "emoji and combining marks": "😀 e\u0301 \ufdfd",
     "non-characters": "\ufffe\uffff\U0010ffff",
 }
 
@@ -314,8 +318,34 @@ HOSTILE_TEXTS = {
 async def test_hostile_strings_are_stored_as_sent_or_refused(live: LiveTeam, api: Api) -> None:
     """NUL, control characters, lone surrogates and other odd text in names, titles, messages
     and logins: a 2xx that keeps the text as sent, or a 4xx with a message; never a 5xx."""
+    _fail_on(await _hostile_strings(live, api))
+
+
+def test_hostile_strings_on_postgresql(live_team: Any, pg_cluster: Cluster, tmp_path: Path) -> None:
+    """The same on PostgreSQL, whose text cannot hold NUL; afterwards the course's audit and
+    S1's session still read."""
+    url = pg_cluster.create_database(f"fuzz_{os.getpid()}_{secrets.token_hex(4)}")
+    with live_team(tmp_path, database_url=url, watch_loop=False) as running:
+
+        async def probe() -> dict[str, str]:
+            async with Api(running.url) as client:
+                problems = await _hostile_strings(running, client)
+            try:
+                state = await _state(running)
+            except AssertionError as exc:
+                problems["reading the state afterwards"] = str(exc).split("\n")[0]
+            else:
+                damaged = [c for c in state["verify"] if not c["ok"]]
+                problems["the audit chain afterwards"] = f"damaged: {damaged}" if damaged else ""
+            return problems
+
+        _fail_on(running.run(probe()))
+
+
+async def _hostile_strings(live: LiveTeam, api: Api) -> dict[str, str]:
     room, problems = live.room, {}
     session = f"/api/sessions/{room.s1_session_id}"
+    accepted: list[str] = []
     for label, text in HOSTILE_TEXTS.items():
         probes: list[tuple[str, str, str, Any, str | None]] = [
             ("a course title", "PATCH", f"/api/courses/{room.course_a}", {"title": text},
@@ -332,15 +362,37 @@ async def test_hostile_strings_are_stored_as_sent_or_refused(live: LiveTeam, api
         for what, method, path, body, echoed in probes:
             token = room.ta.token if "/courses/" in path else room.s1.token
             done = await api.call(method, path, token=token, json=body)
-            problem = ""
-            if done.status >= 500:
-                problem = f"a server error {done.status}: {done.text()[:200]}"
-            elif done.status >= 400 and not _message(done.body):
-                problem = f"a {done.status} without a message"
-            elif done.status < 300 and echoed and done.json().get(echoed) != text:
-                problem = f"stored {done.json().get(echoed)!r} instead of {text!r}"
-            problems[f"{label} in {what}"] = problem
-    _fail_on(problems)
+            problems[f"{label} in {what}"] = _judge_hostile(done, echoed, text)
+            if what == "a message" and done.status == 202:
+                accepted.append(text)
+    problems["the accepted messages are kept"] = await _kept(api, live, accepted)
+    return problems
+
+
+def _judge_hostile(done: Exchange, echoed: str | None, text: str) -> str:
+    if done.status >= 500:
+        return f"a server error {done.status}: {done.text()[:200]}"
+    if done.status >= 400 and not _message(done.body):
+        return f"a {done.status} without a message"
+    if done.status < 300 and echoed and done.json().get(echoed) != text:
+        return f"stored {done.json().get(echoed)!r} instead of {text!r}"
+    return ""
+
+
+async def _kept(api: Api, live: LiveTeam, accepted: list[str]) -> str:
+    """ "" once every accepted message is in the session's log (within a few seconds)."""
+    path = f"/api/sessions/{live.room.s1_session_id}/messages"
+    missing = accepted
+    for _ in range(50):
+        done = await api.call("GET", path, token=live.room.s1.token)
+        if done.status != 200:
+            return f"the messages do not read: {done.status} {done.text()[:200]}"
+        kept = {m["text"] for m in done.json()}
+        missing = [text for text in accepted if text not in kept]
+        if not missing:
+            return ""
+        await asyncio.sleep(0.1)
+    return f"accepted (202) but not in the session's log: {missing}"
 
 
 async def test_hostile_path_parameters_get_a_4xx(live: LiveTeam) -> None:
