@@ -17,10 +17,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from agentica.errors import StorageError
 from agentica.messages import AssistantMessage
 from agentica.testing import FakeOpenAIServer, HTTPFault, call, tool_calls
 from agentica_team.principal import Principal
 from agentica_team.service import Team
+from agentica_team.sessions import AuditNote, NewEvent
 from agentica_team.settings import TeamSettings
 from agentica_team.supervisor import CancelRequested
 from tests.team.server import client, serve_team, sqlite_settings
@@ -310,6 +312,12 @@ async def test_bad_requests_get_clear_4xx(tmp_path: Path, model: FakeOpenAIServe
                 assert r.status == 422 and "text" in (await r.json())["error"]["message"]
             async with ann.post(f"{base}/messages", json={"txt": "hi"}) as r:
                 assert r.status == 422
+            lone = b'{"text": "half a pair: \\ud800"}'
+            headers = {"Content-Type": "application/json"}
+            async with ann.post(f"{base}/messages", data=lone, headers=headers) as r:
+                assert r.status in (400, 422), await r.text()  # refused, never stored
+            async with ann.get("/api/sessions", params={"user_id": "u_someone"}) as r:
+                assert r.status == 403
             async with ann.post(f"{base}/continue", json={}) as r:
                 assert r.status == 404
                 assert "interrupted" in (await r.json())["error"]["message"]
@@ -532,3 +540,24 @@ async def test_compaction_is_streamed_and_its_savings_are_counted(tmp_path: Path
         saved = sum(e["before"] - e["after"] for e in compacted)
         usage = await team.budgets.usage(c.course, user_id=c.ann_id)
         assert sum(row.compaction_saved_tokens for row in usage) == saved > 0
+
+
+async def test_an_event_that_cannot_be_written_fails_alone(tmp_path: Path) -> None:
+    """A batch that fails because of one event's data is written event by event: the others
+    are committed, only that event's writer gets the error."""
+    async with serve_team(_settings(tmp_path)) as (_, team):
+        c = await make_class(team, "http://127.0.0.1:9/v1")
+        sessions = team.supervisor.sessions
+        session = await sessions.create(c.ann_id, c.course)
+        poison = AuditNote("tool_call", c.ann_id, c.course, session.id, {"bad": object()})
+        items = [
+            NewEvent(session.id, "run", {"kind": "note", "n": 1}),
+            NewEvent(session.id, "run", {"kind": "note", "n": 2}, audit=(poison,)),
+            NewEvent(session.id, "run", {"kind": "note", "n": 3}),
+        ]
+        outcomes = await asyncio.gather(
+            *(sessions.writer.commit(item) for item in items), return_exceptions=True
+        )
+        assert isinstance(outcomes[1], StorageError)
+        stored = await sessions.events(session.id)
+        assert [e.data["n"] for e in stored] == [1, 3] and [e.seq for e in stored] == [1, 2]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
+from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentica.errors import AgenticaError, StorageError
@@ -96,6 +97,10 @@ class SessionEvent:
     state: str | None
     data: dict[str, Any]
 
+    def to_text(self) -> str:
+        """``to_json()`` as JSON text."""
+        return _dumps(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "seq": self.seq,
@@ -129,6 +134,18 @@ def _event(row: Any) -> SessionEvent:
 
 def _dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def clean_json(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``data`` and its JSON text, both valid UTF-8: a lone surrogate (a model can send one)
+    becomes ``?`` instead of failing the write, the stream or the response."""
+    text = _dumps(data)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+        data = json.loads(text)
+    return data, text
 
 
 def _clip(text: str | None, limit: int = MAX_TEXT_IN_EVENT) -> str | None:
@@ -495,8 +512,9 @@ class Sessions:
                 outcomes[index] = NotFound(f"no session {item.session_id[:80]!r}")
                 continue
             seqs[item.session_id] += 1
+            data, _ = clean_json(item.data)
             event = SessionEvent(item.session_id, seqs[item.session_id], item.ts or now,
-                                 item.kind, item.state, item.data)  # fmt: skip
+                                 item.kind, item.state, data)  # fmt: skip
             outcomes[index] = event
             kept.append((item, event))
         if kept:
@@ -698,6 +716,19 @@ def _written(outcomes: Sequence[SessionEvent | AgenticaError]) -> list[SessionEv
 
 
 _MISSING: Any = object()
+_UNAVAILABLE = (OperationalError, InterfaceError, OSError, TimeoutError)
+
+
+def _or_failed(
+    outcomes: list[SessionEvent | AgenticaError] | Exception, count: int
+) -> list[SessionEvent | AgenticaError]:
+    if not isinstance(outcomes, Exception):
+        return outcomes
+    return [
+        StorageError("the session's log could not be written (the server logged why); try again")
+        for _ in range(count)
+    ]
+
 
 _SET_TITLE = (
     sa.update(agent_sessions)
@@ -872,18 +903,17 @@ class EventWriter:
             self._wake.set()  # look again: more may have been queued meanwhile
 
     async def _write(self, batch: list[NewEvent]) -> None:
-        for attempt in range(1, 4):
-            try:
-                outcomes = await self.sessions.write_batch(batch)
-            except Exception as exc:
-                if attempt < 3:
-                    await asyncio.sleep(0.2 * attempt)
-                    continue
-                log.error("dropped %d session events that could not be written: %s",
-                          len(batch), redact(str(exc))[:500])  # fmt: skip
-                failed = StorageError("the session's log could not be written; try again")
-                outcomes = [failed] * len(batch)
-            break
+        outcomes = await self._attempt(batch)
+        if isinstance(outcomes, BaseException):
+            if len(batch) > 1 and not isinstance(outcomes, _UNAVAILABLE):
+                # one event's data fails the batch: write them one by one to find it
+                outcomes = [
+                    outcome
+                    for item in batch
+                    for outcome in _or_failed(await self._attempt([item], attempts=1), 1)
+                ]
+            else:
+                outcomes = _or_failed(outcomes, len(batch))
         by_session: dict[str, list[SessionEvent]] = {}
         for item, outcome in zip(batch, outcomes, strict=True):
             if isinstance(outcome, SessionEvent):
@@ -895,6 +925,23 @@ class EventWriter:
                     item.future.set_exception(outcome)
         for session_id, events in by_session.items():
             self.sessions.hub.publish(session_id, events)
+
+    async def _attempt(
+        self, batch: list[NewEvent], attempts: int = 3
+    ) -> list[SessionEvent | AgenticaError] | Exception:
+        """Write ``batch`` (tried ``attempts`` times); what became of each event, or the
+        error that kept the batch from being written."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self.sessions.write_batch(batch)
+            except Exception as exc:
+                if attempt < attempts:
+                    await asyncio.sleep(0.2 * attempt)
+                    continue
+                log.error("%d session events could not be written: %s: %s", len(batch),
+                          type(exc).__name__, redact(str(exc))[:500])  # fmt: skip
+                return exc
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _settle(self) -> None:
         waiting = []

@@ -339,6 +339,9 @@ class Supervisor:
     owner, with its conversation in the framework's ``SQLStorage`` on the service database
     (``user_id`` the owner, ``session_id`` the session) and file tools over a ``StoreBackend``
     of that storage (namespace: the session): a per-session workspace, no shell.
+
+    One supervisor per database: ``start()`` takes every ``running`` message for a crash's
+    leftover. Several workers on one PostgreSQL database need part 2's per-session lease.
     """
 
     def __init__(

@@ -9,7 +9,6 @@ handler never runs the agent.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -192,7 +191,10 @@ async def list_sessions(
     sessions = team.supervisor.sessions
     if course_id is None:
         if user_id not in (None, me.user_id) and not me.is_admin:
-            raise BadRequest("to list a student's sessions, pass the course_id you teach")
+            raise Forbidden(
+                "you can list only your own sessions; a teacher lists a student's sessions "
+                "with the course_id of a course they teach"
+            )
         found = await sessions.list_sessions(user_id=user_id or me.user_id, limit=limit)
     else:
         _, role = await course_as_member(team, me, course_id)
@@ -221,6 +223,7 @@ async def post_message(
 ) -> MessageOut:
     """Queue an instruction for the session's agent. It is stored (and audited) before this
     returns; the agent works on it in the background: follow ``GET .../events``."""
+    _check_text(body.text)
     message = await team.supervisor.sessions.post_message(session, body.text, actor_id=me.user_id)
     team.supervisor.deliver(session, MessageQueued(message.seq))
     return MessageOut.of(message)
@@ -247,9 +250,19 @@ async def cancel_run(session: WritableSession, team: TeamDep) -> CancelOut:
     return CancelOut(session_id=session.id, cancelled=True)
 
 
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(
+            f"the text is not valid Unicode: it holds a lone surrogate at character {exc.start}; "
+            "send UTF-8 text"
+        ) from None
+
+
 def _sse(event: SessionEvent) -> ServerSentEvent:
     return ServerSentEvent(
-        raw_data=json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":")),
+        raw_data=event.to_text(),
         id=str(event.seq),
     )
 
