@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ from agentica_team.service import Team
 from agentica_team.sessions import AuditNote, NewEvent
 from agentica_team.settings import TeamSettings
 from agentica_team.supervisor import CancelRequested
+from tests.postgres import Cluster
 from tests.team.server import client, serve_team, sqlite_settings
 
 HELLO = "print('hello')\n"
@@ -184,10 +187,21 @@ def _settings(tmp_path: Path) -> TeamSettings:
     return sqlite_settings(tmp_path)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> TeamSettings:
+    """Settings on a new SQLite file, or on a new database of the throw-away PostgreSQL
+    cluster (skipped when PostgreSQL is not installed)."""
+    if request.param == "sqlite":
+        return _settings(tmp_path)
+    cluster: Cluster = request.getfixturevalue("pg_cluster")
+    url = cluster.create_database(f"sessions_{os.getpid()}_{random.randrange(10**9)}")
+    return TeamSettings(database_url=url, data_dir=tmp_path)
+
+
 async def test_a_student_runs_the_agent_streams_its_events_and_keeps_the_session(
-    tmp_path: Path, model: FakeOpenAIServer
+    database: TeamSettings, model: FakeOpenAIServer
 ) -> None:
-    settings = _settings(tmp_path)
+    settings = database
     async with serve_team(settings) as (url, team):
         c = await make_class(team, model.base_url)
         async with client(url, c.ann) as ann:
