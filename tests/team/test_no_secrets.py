@@ -34,7 +34,7 @@ from tests.team.conftest import Api, CapturingUpstream, Exchange, LiveTeam, scri
 COURSE_KEY = "sk-LEAKCHECK-" + secrets.token_hex(16)
 SERVER_KEY = "LEAKCHECK" + secrets.token_hex(20)  # no known prefix: redact() cannot find it
 KEYS = {"course A's key": COURSE_KEY, "the server-wide key": SERVER_KEY}
-KEY_COLUMN = ("team_courses", "model_api_key")  # the one place course A's key must be kept
+KEY_COLUMN = ("team_courses", "model_api_key")  # where course A's key is kept, sealed
 TOKEN = re.compile(r"agt_[A-Za-z0-9_\-]{40,}")
 SERVICE_LOGGERS = ("agentica", "uvicorn", "fastapi", "starlette", "asyncio", "root")
 
@@ -378,12 +378,6 @@ def test_no_log_record_of_the_service_shows_a_provider_key(evidence: Evidence) -
     assert not leaks, f"{len(leaks)} log records show a key:\n" + "\n".join(leaks[:20])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="course keys are stored in plain text, so the SQL libraries' DEBUG logs (aiosqlite's "
-    "statement parameters, SQLAlchemy's result rows) show them; the fix is to keep provider keys "
-    "encrypted at rest with a server secret (a design decision for the lead)",
-)
 def test_no_log_record_of_a_library_at_debug_shows_a_provider_key(evidence: Evidence) -> None:
     """The libraries under the service (SQLAlchemy, the database drivers, the HTTP clients)
     logging at DEBUG, as an operator hunting a problem would switch them on."""
@@ -391,17 +385,18 @@ def test_no_log_record_of_a_library_at_debug_shows_a_provider_key(evidence: Evid
     assert not leaks, f"{len(leaks)} log records show a key:\n" + "\n".join(leaks[:20])
 
 
-def test_the_database_keeps_course_a_key_in_its_column_only(evidence: Evidence) -> None:
+def test_the_database_keeps_course_a_key_only_sealed(evidence: Evidence) -> None:
     kept = [
         f"{table}.{column}: {name}"
         for (table, column), values in evidence.tables.items()
         for name, key in KEYS.items()
-        if (table, column) != KEY_COLUMN and any(_found(key, v) for v in values)
+        if any(_found(key, v) for v in values)
     ]
-    assert not kept, "the database keeps a key elsewhere:\n" + "\n".join(kept)
-    assert any(COURSE_KEY in v for v in evidence.tables[KEY_COLUMN]), "the key is not stored"
-    raw = [path for path, data in evidence.files.items() if SERVER_KEY.encode() in data]
-    assert not raw, f"the server-wide key is in {raw}"
+    assert not kept, "the database shows a key:\n" + "\n".join(kept)
+    sealed = [v for v in evidence.tables[KEY_COLUMN] if v and v.startswith("fernet:")]
+    assert sealed, "course A's key is not stored sealed"
+    raw = [p for p, data in evidence.files.items() for k in KEYS.values() if k.encode() in data]
+    assert not raw, f"a key is in the raw bytes of {raw}"
 
 
 def test_a_token_or_cookie_appears_only_in_the_response_that_issued_it(

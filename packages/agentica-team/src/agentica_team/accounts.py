@@ -28,6 +28,7 @@ from agentica_team.errors import BadRequest, Conflict, NotFound, RateLimited, Un
 from agentica_team.principal import ROLES, Principal, Role
 from agentica_team.security import (
     TOKEN_PREFIX,
+    KeyBox,
     hash_password,
     hash_secret,
     new_secret,
@@ -196,9 +197,11 @@ class Accounts:
         web_session_ttl: float = 12 * 3600,
         login_limit: int = 10,
         base_url: str = "http://127.0.0.1:8000",
+        keys: KeyBox | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.db = db
+        self.keys = keys
         self.audit = audit
         self.token_ttl = token_ttl
         self.web_session_ttl = web_session_ttl
@@ -558,7 +561,13 @@ class Accounts:
             row = (await conn.execute(query.where(courses.c.id == course_id))).first()
         if row is None:
             raise NotFound(f"no course {course_id!r}")
-        return row.model, row.model_base_url, row.model_api_key
+        return row.model, row.model_base_url, self.open_key(row.model_api_key)
+
+    def open_key(self, stored: str | None) -> str | None:
+        """A course's provider key as stored, decrypted."""
+        if not stored or self.keys is None:
+            return stored
+        return self.keys.open(stored)
 
     async def update_course(self, course_id: str, *, actor: str, **changes: Any) -> Course:
         """Change ``title``, ``model``, ``model_base_url``, ``model_api_key`` (write-only) or
@@ -569,9 +578,14 @@ class Accounts:
             raise BadRequest(f"cannot change {', '.join(sorted(unknown))} of a course")
         if not changes:
             return await self.get_course(course_id)
+        values = dict(changes)
+        if values.get("model_api_key"):
+            if self.keys is None:
+                raise BadRequest("this server cannot store provider keys (no secret_key box)")
+            values["model_api_key"] = self.keys.seal(values["model_api_key"])
         async with self.db.write() as conn:
             done = await conn.execute(
-                courses.update().where(courses.c.id == course_id).values(**changes)
+                courses.update().where(courses.c.id == course_id).values(**values)
             )
             if done.rowcount == 0:
                 raise NotFound(f"no course {course_id!r}")

@@ -2,9 +2,9 @@
 
 The lifespan opens a ``Team`` (database upgrade, first admin, supervisor) and closes it on
 shutdown. Every ``TeamError`` becomes its status with ``{"error": {"type", "message", ...}}``;
-malformed bodies are a 422 in the same shape naming the field; bodies over
-``max_body_bytes`` are refused with 413 before they are read; any other failure is logged (with
-secrets redacted) and answered with a 500 that says nothing internal.
+malformed bodies are a 422 in the same shape naming the field; ``RequestGuard`` refuses
+oversized bodies and text that cannot be stored, and turns any other failure into a logged
+(redacted) 500 that says nothing internal.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentica.errors import StorageError
 from agentica_team.errors import TeamError
+from agentica_team.guard import RequestGuard
 from agentica_team.security import redact
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
@@ -58,7 +58,8 @@ def create_app(settings: TeamSettings | None = None, *, team: Team | None = None
     )
     _add_error_handlers(app)
     _add_routers(app)
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)  # type: ignore[arg-type]
+    _build_routes(app)
+    app.add_middleware(RequestGuard, max_bytes=config.max_body_bytes)  # type: ignore[arg-type]
     return app
 
 
@@ -68,6 +69,18 @@ def _add_routers(app: FastAPI) -> None:
 
     for router in (accounts.router, courses.router, audit.router, sessions.router, gateway.router):
         app.include_router(router)
+
+
+def _build_routes(app: FastAPI) -> None:
+    """Build the included routers' routes now (FastAPI builds them lazily, on the first request,
+    which would take 0.2-0.4 s of the event loop); ``create_app`` may run on a worker thread."""
+    pending: list[Any] = list(app.router.routes)
+    while pending:
+        route = pending.pop()
+        for build in ("effective_candidates", "effective_low_priority_routes"):
+            method = getattr(route, build, None)
+            if callable(method):
+                pending.extend(method())
 
 
 def _error(status: int, kind: str, message: str, **detail: Any) -> JSONResponse:
@@ -98,60 +111,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         log.error("storage error: %s", redact(str(exc)))
         return _error(503, "unavailable", "the database is unavailable; try again shortly")
 
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected %s: %s", type(exc).__name__, redact(str(exc))[:2000])
-        return _error(500, "internal", "the server failed to handle this request (it is logged)")
-
     app.add_exception_handler(TeamError, team_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(StorageError, storage_error)
-    app.add_exception_handler(Exception, unexpected)
-
-
-class BodyLimit:
-    """ASGI middleware: refuse request bodies over ``max_bytes`` with 413 (by the declared
-    length at once, else as soon as the streamed body passes the limit)."""
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            await self._refuse(send)
-            return
-        seen = 0
-
-        async def limited() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await self._refuse(send)
-
-    async def _refuse(self, send: Send) -> None:
-        response = _error(
-            413,
-            "too_large",
-            f"the request body is larger than {self.max_bytes} bytes; send less "
-            "(the server's limit is `max_body_bytes`)",
-        )
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": response.raw_headers})  # fmt: skip
-        await send({"type": "http.response.body", "body": response.body})
-
-
-class _TooLarge(Exception):
-    pass

@@ -102,8 +102,9 @@ async def serve(settings: TeamSettings) -> int:
                 f"{team.first_admin.password}\n(shown once; change it after logging in, or "
                 "`agentica team reset-password EMAIL`)"
             )
+        app = await asyncio.to_thread(create_app, team=team)  # building routes takes ~0.3 s
         config = uvicorn.Config(
-            create_app(team=team),
+            app,
             host=settings.host,
             port=settings.port,
             log_level="warning",

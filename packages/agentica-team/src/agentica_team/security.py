@@ -7,20 +7,25 @@
 - A browser session is a random cookie value (stored as its SHA-256) with its own CSRF value,
   which the page sends back in ``X-CSRF-Token`` on every unsafe request.
 - ``redact`` removes anything that looks like a key or token from text meant for logs and errors.
+- ``KeyBox`` encrypts provider keys at rest (Fernet: AES-128-CBC + HMAC-SHA256) with the server's
+  secret, so a database dump or a driver's debug log never shows a usable key.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
+from pathlib import Path
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
 __all__ = [
     "TOKEN_PREFIX",
+    "KeyBox",
     "hash_password",
     "hash_secret",
     "new_password",
@@ -89,3 +94,62 @@ def redact(text: str) -> str:
 
 
 _DUMMY = _HASHER.hash("not a password anyone has")
+
+
+class KeyBox:
+    """Encrypts and decrypts provider keys with one secret (a Fernet key).
+
+    ``seal(key)`` gives ``"fernet:" + token``; ``open(stored)`` reverses it. ``KeyBox.load(secret,
+    path)`` uses ``secret`` when given, else the key in ``path``, created (mode 0600) on first use;
+    every worker of one service must use the same secret.
+    """
+
+    PREFIX = "fernet:"
+
+    def __init__(self, secret: str) -> None:
+        from cryptography.fernet import Fernet
+
+        try:
+            self._fernet = Fernet(secret.encode("ascii"))
+        except (ValueError, UnicodeEncodeError):
+            from agentica_team.errors import BadRequest
+
+            raise BadRequest(
+                "secret_key must be 32 URL-safe base64-encoded bytes (make one with "
+                "`python -c 'import secrets,base64; print(base64.urlsafe_b64encode("
+                "secrets.token_bytes(32)).decode())'`)"
+            ) from None
+
+    @classmethod
+    def load(cls, secret: str, path: Path) -> KeyBox:
+        """The box of ``secret``, else of the key file ``path`` (created when missing); blocking
+        file IO: call it in a worker thread."""
+        if secret:
+            return cls(secret)
+        if not path.exists():
+            from cryptography.fernet import Fernet
+
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(Fernet.generate_key())
+        return cls(path.read_text(encoding="ascii").strip())
+
+    def seal(self, key: str) -> str:
+        return self.PREFIX + self._fernet.encrypt(key.encode("utf-8")).decode("ascii")
+
+    def open(self, stored: str) -> str:
+        """The key ``seal`` sealed (a value without the prefix is returned as it is)."""
+        if not stored.startswith(self.PREFIX):
+            return stored
+        from cryptography.fernet import InvalidToken
+
+        try:
+            return self._fernet.decrypt(stored[len(self.PREFIX) :].encode("ascii")).decode("utf-8")
+        except InvalidToken:
+            from agentica_team.errors import BadRequest
+
+            raise BadRequest(
+                "a provider key stored in the database cannot be decrypted with this server's "
+                "secret_key (was the secret changed?): set the course's model_api_key again"
+            ) from None

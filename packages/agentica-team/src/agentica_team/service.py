@@ -8,6 +8,7 @@ process-global, so two ``Team`` objects (tests run several) never share state.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
 from agentica_team.course_models import CourseModels
 from agentica_team.db import Database
+from agentica_team.security import KeyBox
 from agentica_team.settings import TeamSettings
 from agentica_team.supervisor import Supervisor
 
@@ -49,6 +51,11 @@ class Team:
         db = Database(settings.database)
         try:
             await db.upgrade()
+            keys = await asyncio.to_thread(
+                KeyBox.load,
+                settings.secret_key.get_secret_value(),
+                settings.data_dir / "secret.key",
+            )
             audit = Audit(db)
             budgets = Budgets(db)
             released = await budgets.release_stale(older_than=settings.reservation_timeout)
@@ -61,6 +68,7 @@ class Team:
                 web_session_ttl=settings.web_session_hours * 3600.0,
                 login_limit=settings.login_attempts_per_minute,
                 base_url=settings.base_url,
+                keys=keys,
             )
             models = CourseModels(settings, accounts, budgets, audit)
             supervisor = Supervisor(

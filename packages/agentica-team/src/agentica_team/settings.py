@@ -68,6 +68,12 @@ class TeamSettings(BaseSettings):
     model_api_key: SecretStr = Field(
         default=SecretStr(""), description="Provider key for `model`; never leaves the server."
     )
+    secret_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="Encrypts provider keys in the database (a Fernet key); empty: one made on "
+        "first start in `DATA_DIR/secret.key`. Every worker must use the same one; keep it with "
+        "the database's backups.",
+    )
     max_output_tokens: int = Field(
         default=1024,
         ge=1,

@@ -107,7 +107,22 @@ async def search_audit(
     ]
 
 
-@router.get("/courses/{course_id}/audit/export")
+_EXPORT_FORMATS = {
+    200: {
+        "description": "The records, one per line (JSONL) or as CSV with a header row.",
+        "content": {
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "text/csv": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+@router.get(
+    "/courses/{course_id}/audit/export",
+    response_class=StreamingResponse,
+    responses=_EXPORT_FORMATS,  # type: ignore[arg-type]
+)
 async def export_audit(
     course_id: str,
     team: TeamDep,

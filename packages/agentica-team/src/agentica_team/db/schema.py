@@ -163,7 +163,7 @@ reservations = sa.Table(
     sa.Column("course_id", sa.String(64), nullable=False),
     sa.Column("created_at", sa.Double(), nullable=False),
     sa.Column("entries", sa.Text(), nullable=False),  # JSON: the usage rows and amounts held
-    sa.Column("state", sa.String(16), nullable=False),  # open | settled | released
+    sa.Column("state", sa.String(16), nullable=False),  # open | settled | released | expired
     sa.Index("ix_team_reservations_state", "state", "created_at"),
 )
 

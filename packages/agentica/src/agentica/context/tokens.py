@@ -28,8 +28,8 @@ _PER_IMAGE = 765  # a high-detail 512x512 tile in OpenAI's accounting; a fair mi
 
 def estimate_tokens(text: str) -> int:
     """Estimated tokens of ``text``: UTF-8 bytes / 4, rounded up (``EstimateCounter`` has the
-    measured error)."""
-    n = len(text) if text.isascii() else len(text.encode("utf-8"))
+    measured error; a lone surrogate, which is not text, counts as its three bytes)."""
+    n = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     return (n + 3) // 4
 
 
