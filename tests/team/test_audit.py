@@ -345,6 +345,14 @@ async def test_verify_survives_values_of_the_wrong_type(db: Database, audit: Aud
     await assert_broken(audit, 3, "altered")
     await sql(db, "UPDATE team_audit SET seq = 'three' WHERE chain = :c AND seq = 3", c=COURSE)
     await assert_broken(audit, 3, "missing")
+    await sql(db, "UPDATE team_audit SET ts = 1e300, data = 'NaN' WHERE seq = 4")
+    shown = await audit.search(course_id=COURSE)  # what was altered shows, and nothing fails
+    by_seq = {r.seq: r for r in shown}
+    assert (by_seq[0].ts, by_seq[0].data) == (0.0, {"i": 2})  # seq 'three', ts 'yesterday'
+    assert (by_seq[4].ts, by_seq[4].data) == (1e300, {"unreadable": "NaN"})
+    assert by_seq[5].data == {}  # the blob x'7b7d' reads as {}
+    exported = await collect(audit.export(course_id=COURSE, fmt="csv"))
+    assert exported.count(b"\r\n") == 7
 
 
 async def rehash(db: Database, seq: int, **changes: Any) -> None:
