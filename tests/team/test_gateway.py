@@ -91,12 +91,15 @@ class Gateway:
         return made
 
     async def sams_budget(self) -> tuple[int, int]:
-        """(reserved, used) tokens on Sam's own budget."""
+        """(reserved, used) tokens on Sam's own budget, once the settling under way is done
+        (the gateway settles after answering)."""
+        await self.team.models.meter.drain()
         remaining: list[Remaining] = await self.team.budgets.remaining(self.web.id, self.sam)
         (mine,) = [r for r in remaining if r.scope == "student"]
         return mine.reserved_tokens, mine.used_tokens
 
     async def records(self, kind: str, course: Course | None = None) -> list[Any]:
+        await self.team.models.meter.drain()
         return await self.team.audit.search(course_id=(course or self.web).id, kind=kind)
 
 
@@ -472,6 +475,15 @@ async def test_malformed_requests_are_400s_that_say_what_is_wrong(gateway: Gatew
              "max_tokens"),
             (b'{"model": "web-2026", "messages": [{"role": "user"}], "stream": "yes"}', "stream"),
             (b'{"model": 7, "messages": [{"role": "user"}]}', "model"),
+            (b'{"model": "web-2026", "messages": [7]}', "not a valid chat completion"),
+            (b'{"model": "web-2026", "messages": [{"role": "user"}], "tools": [{"function": 1}]}',
+             "not a valid chat completion"),
+            (b'{"model": "web-2026", "messages": [{"role": "user"}], "stop": 5}',
+             "not a valid chat completion"),
+            (b'{"model": "web-2026", "messages": [{"role": "user", "content": "\\ud800"}]}',
+             "unicode"),
+            (b'{"model": "web-2026", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+             "nested"),
         ):  # fmt: skip
             async with http.post(url, data=body) as response:
                 answer = await response.json()

@@ -42,6 +42,7 @@ from agentica_team.db import Database
 from agentica_team.errors import BadRequest, BudgetExceeded
 from agentica_team.metering import ESTIMATE_MARGIN, cost_micros, count_prompt
 from agentica_team.principal import Principal
+from agentica_team.security import KeyBox
 from agentica_team.settings import TeamSettings
 from tests.postgres import Cluster
 
@@ -132,7 +133,8 @@ async def _world(url: str, tmp_path: Path) -> AsyncIterator[World]:
     db = Database(url)
     audit = Audit(db)
     budgets = Budgets(db)
-    accounts = Accounts(db, audit)
+    keys = await asyncio.to_thread(KeyBox.load, "", tmp_path / "secret.key")
+    accounts = Accounts(db, audit, keys=keys)
     settings = TeamSettings(database_url=url, data_dir=tmp_path, max_output_tokens=CAP)
     user = await accounts.create_user(f"teacher{random.randrange(10**9)}@school.org",
                                       role="teacher")  # fmt: skip
@@ -171,7 +173,7 @@ def held(remaining: list[Remaining]) -> tuple[int, int]:
 
 async def settled(world: World) -> None:
     """Wait for the settling that runs after a cancelled call."""
-    await world.models.meter.aclose()
+    await world.models.meter.drain()
 
 
 # -- admission, settling, the audit ------------------------------------------------------------
@@ -223,6 +225,28 @@ async def test_a_call_reserves_its_maximum_first_and_settles_the_real_usage(
         usage.input_tokens, usage.output_tokens, row.cost_micros,
     )  # fmt: skip
     assert data["cached_tokens"] == 0 and isinstance(data["latency_ms"], int)
+
+
+async def test_deferred_settling_holds_the_reservation_until_it_is_done(
+    world: World, fake_openai: Starter
+) -> None:
+    server = await fake_openai(lambda body: "quick answer")
+    await world.configure(server)
+    await world.budgets.set_budget(world.course.id, scope="student", period="day",
+                                   max_tokens=100_000)  # fmt: skip
+    model = await world.models.for_user(
+        world.course.id, world.student, source="gateway", defer_settling=True
+    )
+    request = ask()
+    response = await model.response(request)
+    counter = (await world.models.course_model(world.course.id)).upstream.counter
+    maximum = count_prompt(request, counter, exact=True) + CAP
+    # settled already, or the whole maximum still held: never neither (no overspending)
+    assert held(await world.remaining()) in ((0, response.usage.total_tokens), (maximum, 0))
+    await world.models.meter.drain()
+    assert held(await world.remaining()) == (0, response.usage.total_tokens)
+    (record,) = await world.records("model_call")
+    assert record.data["status"] == "ok"
 
 
 async def test_a_call_over_budget_is_refused_before_the_model_sees_it(

@@ -113,7 +113,8 @@ class CourseModels:
             row = (await conn.execute(query)).first()
         if row is None:
             raise NotFound(f"no course {course_id!r}")
-        config = self.config_of(row.model, row.model_base_url, row.model_api_key)
+        key = self.accounts.open_key(row.model_api_key)
+        config = self.config_of(row.model, row.model_base_url, key)
         cap = row.max_output_tokens or self.settings.max_output_tokens
         self._courses[course_id] = (now, config, cap)
         return config, cap
@@ -200,10 +201,17 @@ class CourseModels:
         return (await self.course_model(course_id)).upstream.model
 
     async def for_user(
-        self, course_id: str, user_id: str, *, source: str, session_id: str = ""
+        self,
+        course_id: str,
+        user_id: str,
+        *,
+        source: str,
+        session_id: str = "",
+        defer_settling: bool = False,
     ) -> MeteredModel:
         """The course's model for ``user_id``: each call is reserved on their budgets, settled
-        and audited with ``source`` (``"gateway"``, ``"agent"``) and ``session_id``."""
+        and audited with ``source`` (``"gateway"``, ``"agent"``) and ``session_id``
+        (``defer_settling``: see ``MeteredModel``)."""
         current = await self.course_model(course_id)
 
         async def resolve() -> CourseModel:
@@ -217,12 +225,13 @@ class CourseModels:
             user_id=user_id,
             source=source,
             session_id=session_id,
+            defer_settling=defer_settling,
         )
 
     async def aclose(self) -> None:
         """Wait for settling under way, close every model's connections and unload the
         embedded models."""
-        await self.meter.aclose()
+        await self.meter.drain()
         for upstream in self._built.values():
             with contextlib.suppress(Exception):
                 await upstream.model.aclose()

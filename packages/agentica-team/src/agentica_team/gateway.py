@@ -2,17 +2,20 @@
 
 ``GET /v1/models`` lists the caller's courses as models (the id is the course's name);
 ``POST /v1/chat/completions`` (JSON, or server-sent events with ``stream: true``) forwards the
-request to the course's model through a ``MeteredModel``, so it is reserved on the student's
-budgets before anything is spent, settled and audited (source ``gateway``; the instruction is
-audited as ``gateway_request``). Errors have OpenAI's shape, ``{"error": {"message", "type",
-...}}``: 400 for a malformed request, 401 without a valid token, 404 for a model the caller may
-not use, 429 when a budget or rate limit refuses (with what remains and when it resets), 502
-when the course's model fails. No response, log line or record contains the provider key.
+request to the course's model through a ``MeteredModel``: reserved on the student's budgets
+before anything is spent, settled and audited (source ``gateway``; the instruction is audited
+as ``gateway_request`` while the call runs, the settling finishes after the answer). Errors
+have OpenAI's shape, ``{"error": {"message", "type", ...}}``: 400 for a malformed request, 401
+without a valid token, 404 for a model the caller may not use, 429 when a budget or rate limit
+refuses (with what remains and when it resets), 502 when the course's model fails. No
+response, log line or record contains the provider key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
@@ -53,6 +56,7 @@ router = APIRouter(prefix="/v1", tags=["gateway"])
 INSTRUCTION_CAP = 2000
 """Characters of the last user message kept in a ``gateway_request`` audit record."""
 _DONE = b"data: [DONE]\n\n"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 _CLIENT_FAULTS = frozenset({400, 404, 413, 422})
 _CHAT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -132,23 +136,31 @@ async def chat_completions(request: Request, team: TeamDep, me: PrincipalDep) ->
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadRequest(f"not a valid chat completion request: {_describe(exc)}") from None
     _check_request(body, model_request)
-    await team.audit.record(
-        "gateway_request",
-        actor_id=me.user_id,
-        course_id=course.id,
-        subject="gateway",
-        data=_instruction(course, model_request, stream=stream),
+    # the instruction is recorded while the call runs, and durably before any answer is sent
+    recorded = asyncio.ensure_future(
+        team.audit.record(
+            "gateway_request",
+            actor_id=me.user_id,
+            course_id=course.id,
+            subject="gateway",
+            data=_instruction(course, model_request, stream=stream),
+        )
     )
-    model = await team.models.for_user(course.id, me.user_id, source="gateway")
-    rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-    if stream:
-        return await _stream(model, model_request, rid, course.name, include_usage)
     try:
-        response = await model.response(model_request)
-    except ModelError as exc:
-        raise _upstream_failure(exc) from None
-    answer = completion_body(response.message, model=course.name, response_id=rid)
-    return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
+        model = await team.models.for_user(
+            course.id, me.user_id, source="gateway", defer_settling=True
+        )
+        rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        if stream:
+            return await _stream(model, model_request, rid, course.name, include_usage)
+        try:
+            response = await model.response(model_request)
+        except ModelError as exc:
+            raise _upstream_failure(exc) from None
+        answer = completion_body(response.message, model=course.name, response_id=rid)
+        return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
+    finally:
+        await recorded
 
 
 # -- the request -------------------------------------------------------------------------------
@@ -159,8 +171,18 @@ def _json_object(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as exc:
         raise BadRequest(f"the body is not JSON ({exc}); send a chat completion object") from None
+    except RecursionError:
+        raise BadRequest("the body is nested too deeply to be a chat completion") from None
     if not isinstance(body, dict):
         raise BadRequest("the body must be a JSON object with `model` and `messages`")
+    if _SURROGATE_ESCAPE.search(raw):  # rare: then check for halves of a pair left alone
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise BadRequest(
+                "the body has invalid unicode: a \\uD800-\\uDFFF escape that is not half of a "
+                "surrogate pair"
+            ) from None
     return body
 
 

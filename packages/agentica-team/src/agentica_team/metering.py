@@ -162,18 +162,23 @@ class _Call:
     prompt_tokens: int
     output_cap: int
     started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None
 
     def _latency_ms(self) -> int:
-        return round((time.perf_counter() - self.started) * 1000)
+        return round(((self.ended or time.perf_counter()) - self.started) * 1000)
 
     def _count_output(self, text: str) -> int:
         tokens = self.upstream.counter.count_text(text) if text else 0
         tokens = tokens if self.upstream.exact else math.ceil(tokens * ESTIMATE_MARGIN)
         return min(tokens, self.output_cap)
 
-    async def settle(self, usage: Usage, message: AssistantMessage | None) -> None:
-        """Settle the reservation with the real usage (counted offline where the provider
-        reported none) and audit the call."""
+    def settle(self, usage: Usage, message: AssistantMessage | None) -> Coroutine[Any, Any, None]:
+        """The work of settling the reservation with the real usage (counted offline where the
+        provider reported none) and auditing the call; the call's latency ends now."""
+        self.ended = time.perf_counter()
+        return self._settle_usage(usage, message)
+
+    async def _settle_usage(self, usage: Usage, message: AssistantMessage | None) -> None:
         estimated = False
         if usage.input_tokens <= 0:
             usage, estimated = replace(usage, input_tokens=self.prompt_tokens), True
@@ -203,9 +208,14 @@ class _Call:
             data["usage_estimated"] = True
         await self.meter.audit_call(self, status=status, **data, **extra)
 
-    async def fail(self, error: BaseException, output: str = "") -> None:
-        """The call failed or was cancelled: release the reservation, or, when output was
-        already streamed to the caller, settle that output (it was spent); audit the failure."""
+    def fail(self, error: BaseException, output: str = "") -> Coroutine[Any, Any, None]:
+        """The work after a failed or cancelled call: release the reservation, or, when output
+        was already streamed to the caller, settle that output (it was spent); audit the
+        failure. The call's latency ends now."""
+        self.ended = time.perf_counter()
+        return self._fail(error, output)
+
+    async def _fail(self, error: BaseException, output: str) -> None:
         status = "cancelled" if isinstance(error, asyncio.CancelledError | GeneratorExit) else (
             "failed"
         )  # fmt: skip
@@ -238,14 +248,18 @@ class Meter:
         self.audit = audit
         self._finishing: set[asyncio.Task[None]] = set()
 
-    async def finish(self, work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` (settling, releasing, auditing) to the end even if the caller is
-        cancelled meanwhile: the caller sees its cancellation at once, the work goes on and
-        ``aclose`` waits for it."""
+    def start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run ``work`` (settling, releasing, auditing) in a task of its own, which ``drain``
+        waits for; a failure is logged."""
         task = asyncio.ensure_future(work)
         self._finishing.add(task)
         task.add_done_callback(self._done)
-        await asyncio.shield(task)
+        return task
+
+    async def finish(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` to the end even if the caller is cancelled meanwhile: the caller sees
+        its cancellation at once, the work goes on (``start``)."""
+        await asyncio.shield(self.start(work))
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._finishing.discard(task)
@@ -312,10 +326,13 @@ class Meter:
         forwarded = replace(request, settings=settings)
         return _Call(self, binding, upstream, forwarded, reservation, prompt, cap)
 
-    async def aclose(self) -> None:
-        """Wait for the settling still under way."""
+    async def drain(self) -> None:
+        """Wait for the settling under way (and what it started)."""
         while self._finishing:
             await asyncio.gather(*self._finishing, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        await self.drain()
 
 
 def _scrub_error(error: BaseException, secrets: tuple[str, ...]) -> None:
@@ -349,7 +366,13 @@ class _Output:
 class MeteredModel:
     """A course's model bound to one student and one source (``"gateway"``, ``"agent"``):
     each call is reserved, settled and audited (see the module docstring). ``resolve`` gives
-    the course's model as configured now, so a teacher's change applies to the next call."""
+    the course's model as configured now, so a teacher's change applies to the next call.
+
+    With ``defer_settling`` a successful call returns (a stream yields its ``ResponseDone``)
+    without waiting for its settling and audit record, which ``Meter`` finishes meanwhile:
+    the reservation holds the call's maximum until then, so no budget can be overspent, but a
+    call started at that moment sees less budget than there is. The gateway uses it (the
+    answer reaches the student sooner); an agent's next call should see the settled budget."""
 
     def __init__(
         self,
@@ -361,11 +384,13 @@ class MeteredModel:
         user_id: str,
         source: str,
         session_id: str = "",
+        defer_settling: bool = False,
     ) -> None:
         self._meter = meter
         self._resolve = resolve
         self._current = current
         self._binding = _Binding(course_id, user_id, source, session_id)
+        self._defer = defer_settling
 
     def __repr__(self) -> str:
         b = self._binding
@@ -405,8 +430,14 @@ class MeteredModel:
             await self._meter.finish(call.fail(error))
             _scrub_error(error, call.upstream.secrets)
             raise
-        await self._meter.finish(call.settle(response.usage, response.message))
+        await self._settled(call.settle(response.usage, response.message))
         return response
+
+    async def _settled(self, work: Coroutine[Any, Any, None]) -> None:
+        if self._defer:
+            self._meter.start(work)
+        else:
+            await self._meter.finish(work)
 
     async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         call = await self._admit(request)
@@ -418,7 +449,7 @@ class MeteredModel:
                 async for event in events:
                     if isinstance(event, ResponseDone):
                         message = event.response.message
-                        await self._meter.finish(call.settle(event.response.usage, message))
+                        await self._settled(call.settle(event.response.usage, message))
                         done = True
                     else:
                         output.add(event)
