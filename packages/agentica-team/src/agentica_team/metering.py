@@ -216,9 +216,8 @@ class _Call:
         return self._fail(error, output)
 
     async def _fail(self, error: BaseException, output: str) -> None:
-        status = "cancelled" if isinstance(error, asyncio.CancelledError | GeneratorExit) else (
-            "failed"
-        )  # fmt: skip
+        cancelled = isinstance(error, asyncio.CancelledError | GeneratorExit)
+        status = "cancelled" if cancelled else "failed"
         detail = {
             "error": type(error).__name__,
             "message": scrub(str(error), self.upstream.secrets)[:_MESSAGE_CAP],
@@ -414,6 +413,11 @@ class MeteredModel:
         return window if isinstance(window, int) else None
 
     @property
+    def weights_path(self) -> Any:
+        """The embedded model's weights file (its exact tokenizer), else ``None``."""
+        return getattr(self._current.upstream.model, "weights_path", None)
+
+    @property
     def max_output_tokens(self) -> int:
         """The most output tokens one call may use (the course's cap)."""
         return self._current.max_output_tokens
@@ -427,8 +431,8 @@ class MeteredModel:
         try:
             response = await call.upstream.model.response(call.request)
         except BaseException as error:
+            _scrub_error(error, call.upstream.secrets)  # first: finishing may be interrupted
             await self._meter.finish(call.fail(error))
-            _scrub_error(error, call.upstream.secrets)
             raise
         await self._settled(call.settle(response.usage, response.message))
         return response
@@ -456,8 +460,8 @@ class MeteredModel:
                     yield event
         except BaseException as error:
             if not done:
-                await self._meter.finish(call.fail(error, output.text()))
                 _scrub_error(error, call.upstream.secrets)
+                await self._meter.finish(call.fail(error, output.text()))
             raise
         if not done:
             ended = ModelResponseError(
