@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import resource
 import sys
 import tempfile
 import time
@@ -53,11 +54,13 @@ class Row:
     per_transaction: float
     verify: float
     verified: int
+    growth_mb: float  # how much verify raised the process's peak memory
 
     def markdown(self) -> str:
         return (
             f"| {self.backend} | {self.sequential:,.0f} | {self.grouped:,.0f} | "
-            f"{self.per_transaction:,.0f} | {self.verify:,.0f} ({self.verified:,} records) |"
+            f"{self.per_transaction:,.0f} | {self.verify:,.0f} ({self.verified:,} records, "
+            f"peak memory +{self.growth_mb:.0f} MB) |"
         )
 
 
@@ -104,12 +107,14 @@ async def measure(backend: str, url: str, writes: int, chain: int) -> Row:
         done = 1 + 3 * writes
         if chain > done:
             await grouped(audit, chain - done, writers=200)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         start = time.perf_counter()
         (report,) = await audit.verify(COURSE)
         verify = report.records / (time.perf_counter() - start)
+        growth = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) / 1024
         if not report.ok or report.records < chain:
             raise SystemExit(f"{backend}: the chain does not verify: {report}")
-        return Row(backend, seq, group, single, verify, report.records)
+        return Row(backend, seq, group, single, verify, report.records, growth)
     finally:
         await audit.aclose()
         await db.aclose()
