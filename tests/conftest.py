@@ -2,13 +2,16 @@
 
 - Network: pytest-socket allows loopback only (see ``addopts`` in pyproject.toml).
 - Blocking calls: every async test runs its loop in debug mode and fails if a callback blocked
-  the loop for longer than ``SLOW_CALLBACK`` seconds.
+  the loop for longer than ``SLOW_CALLBACK`` seconds. The objects that exist once the tests are
+  collected (modules, classes) are frozen out of the garbage collector, so a full collection of
+  the whole process (0.2-0.5 s here) does not land inside some test's callback.
 - ``fake_openai``: start a ``FakeOpenAIServer`` on 127.0.0.1 for the test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -29,6 +32,11 @@ class _SlowCallbackCatcher(logging.Handler):
         message = record.getMessage()
         if message.startswith("Executing") and "took" in message:
             self.messages.append(message)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
