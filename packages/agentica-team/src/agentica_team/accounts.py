@@ -254,7 +254,7 @@ class Accounts:
             conn,
             "user_created",
             actor_id=actor,
-            subject=row["id"],
+            subject=str(row["id"]),
             data={"email": email, "role": role},
         )
         return _user(_Obj(row))
@@ -534,8 +534,8 @@ class Accounts:
                 conn,
                 "course_created",
                 actor_id=owner.user_id,
-                course_id=row["id"],
-                subject=row["id"],
+                course_id=str(row["id"]),
+                subject=str(row["id"]),
                 data={"name": name},
             )
         return _course(_Obj(row))

@@ -59,7 +59,7 @@ def create_app(settings: TeamSettings | None = None, *, team: Team | None = None
     _add_error_handlers(app)
     _add_routers(app)
     _build_routes(app)
-    app.add_middleware(RequestGuard, max_bytes=config.max_body_bytes)  # type: ignore[arg-type]
+    app.add_middleware(RequestGuard, max_bytes=config.max_body_bytes)
     return app
 
 

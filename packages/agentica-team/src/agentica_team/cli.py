@@ -20,7 +20,7 @@ import argparse
 import asyncio
 import csv
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,7 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _guarded(body: Callable[[], Awaitable[int]]) -> int:
+def _guarded(body: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run ``body``; a service error or invalid setting is one line on stderr and status 1."""
     from pydantic import ValidationError
 

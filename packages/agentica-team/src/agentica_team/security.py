@@ -38,8 +38,8 @@ __all__ = [
 
 TOKEN_PREFIX = "agt_"
 _HASHER = PasswordHasher()
-_SECRETISH = re.compile(
-    r"(agt_[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}|sk-ant-[A-Za-z0-9_\-]{8,}"
+_SECRETISH = re.compile(  # a key starts a word: `u_Xsk-12345678` (a random id) is not one
+    r"(?<![A-Za-z0-9_\-])(agt_[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}"
     r"|(?i:bearer)\s+[A-Za-z0-9_\-.=]{8,})"
 )
 

@@ -155,4 +155,5 @@ class TeamSettings(BaseSettings):
             "model_config": SettingsConfigDict(**{**cls.model_config, "toml_file": path}),
             "__module__": cls.__module__,
         })  # fmt: skip
-        return configured(**overrides)
+        loaded: TeamSettings = configured(**overrides)
+        return loaded

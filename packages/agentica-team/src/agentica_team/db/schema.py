@@ -9,6 +9,7 @@ made by ``new_id``. ``migrations/versions`` creates exactly these tables (tested
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -43,7 +44,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_urlsafe(12)}"
 
 
-def _id(name: str = "id", *args: sa.ForeignKey, **kwargs: bool) -> sa.Column[str]:
+def _id(name: str = "id", *args: sa.ForeignKey, **kwargs: Any) -> sa.Column[str]:
     return sa.Column(name, sa.String(64), *args, **kwargs)
 
 
