@@ -5,6 +5,11 @@ class from a CSV or a list of e-mails, issues and revokes personal API tokens (s
 expiring), logs browsers in with a password (argon2, rate-limited per account and per address)
 and resolves a request's credentials to a ``Principal``. Every change is audited in the same
 transaction as the change itself.
+
+A token's principal and a caller's courses are kept for ``cache_ttl`` seconds (``_Recent``):
+a change made through this ``Accounts`` (revoke, re-issue, deactivate, membership, course) drops
+them at once, a change made by another process (a second worker, the command line) is seen
+within ``cache_ttl`` (default ``CACHE_TTL``, 5 s; 0 turns the cache off).
 """
 
 from __future__ import annotations
@@ -55,6 +60,18 @@ _EMAIL = re.compile(r"^[^@\s,;<>\"']{1,64}@[A-Za-z0-9.-]{1,253}$")
 _COURSE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_ROSTER = 2000
 _TOUCH_EVERY = 60.0
+CACHE_TTL = 5.0
+"""Seconds a token's principal and a caller's courses are reused (see the module docstring)."""
+_CACHE_MAX = 10_000
+_ALL_COURSES = sa.select(courses).order_by(courses.c.created_at)
+_MY_COURSES = _ALL_COURSES.join(members, members.c.course_id == courses.c.id).where(
+    members.c.user_id == sa.bindparam("user_id")
+)
+_TOKEN_QUERY = (
+    sa.select(tokens, users.c.email, users.c.name.label("user_name"), users.c.role, users.c.active)
+    .join(users, users.c.id == tokens.c.user_id)
+    .where(tokens.c.hash == sa.bindparam("digest"))
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +202,66 @@ def parse_roster(text: str) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
+@dataclass(frozen=True, slots=True)
+class _TokenHit:
+    principal: Principal
+    expires_at: float  # the token's own expiry (``clock`` time)
+
+
+class _Recent:
+    """Recently resolved tokens (by their hash) and callers' courses, each kept ``ttl``
+    seconds (monotonic); ``forget_*`` drops what a change in this process made stale."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self.tokens: dict[str, tuple[float, _TokenHit]] = {}
+        self.courses: dict[tuple[str, bool], tuple[float, list[Course]]] = {}
+        self.generation = 0  # bumped by every forget: a read begun before it is not kept
+
+    def token(self, digest: str) -> _TokenHit | None:
+        found = self.tokens.get(digest)
+        if found is None or time.monotonic() >= found[0]:
+            return None
+        return found[1]
+
+    def keep_token(self, digest: str, hit: _TokenHit, generation: int) -> None:
+        if self.ttl > 0 and generation == self.generation:
+            _bounded(self.tokens)[digest] = (time.monotonic() + self.ttl, hit)
+
+    def courses_of(self, key: tuple[str, bool]) -> list[Course] | None:
+        found = self.courses.get(key)
+        if found is None or time.monotonic() >= found[0]:
+            return None
+        return list(found[1])
+
+    def keep_courses(self, key: tuple[str, bool], found: list[Course], generation: int) -> None:
+        if self.ttl > 0 and generation == self.generation:
+            _bounded(self.courses)[key] = (time.monotonic() + self.ttl, list(found))
+
+    def forget_user(self, user_id: str) -> None:
+        """Drop ``user_id``'s tokens (revoked, re-issued, deactivated)."""
+        self.generation += 1
+        stale = [k for k, (_, hit) in self.tokens.items() if hit.principal.user_id == user_id]
+        for key in stale:
+            del self.tokens[key]
+
+    def forget_courses(self) -> None:
+        """Drop every caller's courses (a course or a membership changed)."""
+        self.generation += 1
+        self.courses.clear()
+
+
+def _bounded(cache: dict[Any, tuple[float, Any]]) -> dict[Any, tuple[float, Any]]:
+    """``cache`` with its expired entries dropped once it holds ``_CACHE_MAX``."""
+    if len(cache) >= _CACHE_MAX:
+        now = time.monotonic()
+        for key in [k for k, (until, _) in cache.items() if until <= now]:
+            del cache[key]
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+    return cache
+
+
 class Accounts:
     """Users, courses, members and credentials in ``db``, audited to ``audit``."""
 
@@ -199,8 +276,10 @@ class Accounts:
         base_url: str = "http://127.0.0.1:8000",
         keys: KeyBox | None = None,
         clock: Callable[[], float] = time.time,
+        cache_ttl: float = CACHE_TTL,
     ) -> None:
         self.db = db
+        self._recent = _Recent(cache_ttl)
         self.keys = keys
         self.audit = audit
         self.token_ttl = token_ttl
@@ -294,6 +373,7 @@ class Accounts:
                 )
             kind = "user_activated" if active else "user_deactivated"
             await self.audit.record_in(conn, kind, actor_id=actor, subject=user_id)
+        self._recent.forget_user(user_id)
         return await self.get_user(user_id)
 
     async def set_password(self, user_id: str, password: str, *, actor: str = "") -> None:
@@ -386,16 +466,19 @@ class Accounts:
                 subject=user_id,
                 data={"token_id": token_id},
             )
+        self._recent.forget_user(user_id)
 
     async def principal_for_token(self, raw: str) -> Principal:
         """The account a bearer token belongs to, or ``Unauthorized`` saying why not."""
         if not raw.startswith(TOKEN_PREFIX) or len(raw) > 200:
             raise Unauthorized("that is not an agentica token (they start with agt_)")
-        query = sa.select(
-            tokens, users.c.email, users.c.name.label("user_name"), users.c.role, users.c.active
-        ).join(users, users.c.id == tokens.c.user_id)
+        digest = hash_secret(raw)
+        hit = self._recent.token(digest)
+        if hit is not None and hit.expires_at > self.clock():
+            return hit.principal
+        generation = self._recent.generation
         async with self.db.read() as conn:
-            row = (await conn.execute(query.where(tokens.c.hash == hash_secret(raw)))).first()
+            row = (await conn.execute(_TOKEN_QUERY, {"digest": digest})).first()
         now = self.clock()
         if row is None or row.revoked_at is not None:
             raise Unauthorized("the token is unknown or revoked: ask your teacher for a new one")
@@ -408,7 +491,11 @@ class Accounts:
                 await conn.execute(
                     tokens.update().where(tokens.c.id == row.id).values(last_used_at=now)
                 )
-        return Principal(row.user_id, row.email, row.user_name, row.role, "token", token_id=row.id)
+        principal = Principal(
+            row.user_id, row.email, row.user_name, row.role, "token", token_id=row.id
+        )
+        self._recent.keep_token(digest, _TokenHit(principal, row.expires_at), generation)
+        return principal
 
     # -- browser logins -------------------------------------------------------------------------
 
@@ -538,6 +625,7 @@ class Accounts:
                 subject=str(row["id"]),
                 data={"name": name},
             )
+        self._recent.forget_courses()
         return _course(_Obj(row))
 
     async def get_course(self, course_id: str) -> Course:
@@ -597,17 +685,24 @@ class Accounts:
                 subject=course_id,
                 data={"fields": sorted(changes)},
             )
+        self._recent.forget_courses()
         return await self.get_course(course_id)
 
     async def courses_of(self, principal: Principal) -> list[Course]:
         """The courses ``principal`` can see: all for an admin, else those they are a member of."""
-        query = sa.select(courses).order_by(courses.c.created_at)
-        if not principal.is_admin:
-            query = query.join(members, members.c.course_id == courses.c.id).where(
-                members.c.user_id == principal.user_id
-            )
+        key = (principal.user_id, principal.is_admin)
+        found = self._recent.courses_of(key)
+        if found is not None:
+            return found
+        generation = self._recent.generation
         async with self.db.read() as conn:
-            return [_course(row) for row in (await conn.execute(query)).all()]
+            if principal.is_admin:
+                rows = (await conn.execute(_ALL_COURSES)).all()
+            else:
+                rows = (await conn.execute(_MY_COURSES, {"user_id": principal.user_id})).all()
+        found = [_course(row) for row in rows]
+        self._recent.keep_courses(key, found, generation)
+        return list(found)
 
     async def member_role(self, course_id: str, user_id: str) -> str | None:
         """``"teacher"``, ``"student"`` or ``None``."""
@@ -647,6 +742,7 @@ class Accounts:
             raise BadRequest(f"a course member is a teacher or a student, not {role!r}")
         async with self.db.write() as conn:
             await self._add_member_in(conn, course_id, user_id, role, actor)
+        self._recent.forget_courses()
 
     async def _add_member_in(
         self, conn: AsyncConnection, course_id: str, user_id: str, role: str, actor: str
@@ -683,6 +779,7 @@ class Accounts:
                 issued = await self._issue_token_in(
                     conn, user.id, name=f"course {course.name}", days=None, actor=actor
                 )
+            self._recent.forget_courses()
             out.append(ProvisionedStudent(user, created, issued.token, self.connect_line(issued)))
         return out
 
@@ -699,7 +796,9 @@ class Accounts:
                 .where(tokens.c.revoked_at.is_(None))
                 .values(revoked_at=self.clock())
             )
-            return await self._issue_token_in(conn, user_id, name=name, days=None, actor=actor)
+            issued = await self._issue_token_in(conn, user_id, name=name, days=None, actor=actor)
+        self._recent.forget_user(user_id)
+        return issued
 
 
 class _Obj:

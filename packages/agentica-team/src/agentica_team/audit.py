@@ -7,8 +7,9 @@ last seq and hash, read and updated in the same transaction as the insert (locke
 so concurrent writers never fork a chain and a removed last record is noticed. ``verify`` streams
 through a chain in pages and reports the first record that does not fit. Strings in ``data`` are
 redacted and one record's data is capped at ``MAX_DATA_BYTES``. ``record`` hands records to a
-writer task that commits whatever is queued in one transaction (group commit); ``record_in``
-writes inside the caller's transaction, so an action and its record commit together.
+writer task that commits whatever is queued in one transaction (group commit), with the
+writes ``along`` it that must commit with it (a model call's settling); ``record_in`` writes
+inside the caller's transaction, so an action and its record commit together.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import io
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ _CSV_COLUMNS = (
 )
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _HEAD_RESTORED = "audit.head_restored"
+
+Along = Callable[[AsyncConnection], Awaitable[Any]]
+"""A write that commits in the same transaction as a record, before it."""
 
 
 def _dumps(value: Any) -> str:
@@ -324,6 +328,7 @@ class _Pending:
     data: dict[str, Any]
     data_json: str
     future: asyncio.Future[AuditRecord] | None = field(default=None, compare=False)
+    along: Along | None = field(default=None, compare=False)
 
 
 # -- the audit -------------------------------------------------------------------------------
@@ -372,10 +377,14 @@ class Audit:
         course_id: str = "",
         subject: str = "",
         data: Mapping[str, Any] | None = None,
+        along: Along | None = None,
     ) -> AuditRecord:
         """Append a record to ``course_id``'s chain (``""``: server-wide); returns once it is
-        committed. Raises ``TypeError`` for data that is not JSON."""
+        committed. ``along(conn)`` runs in the same transaction just before (a failure there
+        fails the record; it may run again if the group's transaction is retried). Raises
+        ``TypeError`` for data that is not JSON."""
         item = await self._pending(kind, actor_id, course_id, subject, data)
+        item.along = along
         if self._closed:
             raise RuntimeError("the audit is closed")
         future: asyncio.Future[AuditRecord] = asyncio.get_running_loop().create_future()
@@ -597,6 +606,9 @@ async def _append(conn: AsyncConnection, items: list[_Pending]) -> list[AuditRec
     for index, item in enumerate(items):
         by_chain.setdefault(item.chain, []).append(index)
     stored: dict[int, AuditRecord] = {}
+    for item in items:
+        if item.along is not None:
+            await item.along(conn)
     for chain in sorted(by_chain):
         chain_items = [items[i] for i in by_chain[chain]]
         seq, prev, restored = await _lock_head(conn, chain, chain_items[0].ts)

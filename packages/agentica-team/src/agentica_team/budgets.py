@@ -626,6 +626,29 @@ class Budgets:
         the rows it reserved, and count it in the daily usage. Settling a reservation twice, or
         one already released, does nothing; one that ``release_stale`` expired is still
         counted."""
+        await self._db.transaction(
+            self.settling(
+                reservation,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_micros=cost_micros,
+                cached_tokens=cached_tokens,
+                source=source,
+            )
+        )
+
+    def settling(
+        self,
+        reservation: Reservation,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cost_micros: int,
+        cached_tokens: int = 0,
+        source: str = "gateway",
+    ) -> Callable[[AsyncConnection], Awaitable[None]]:
+        """``settle`` as the body of a write transaction (the amounts are checked now), to
+        commit together with other writes (the call's audit record)."""
         _check_amounts(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -660,18 +683,22 @@ class Budgets:
                 cached_tokens=cached_tokens,
             )
 
-        await self._db.transaction(body)
+        return body
 
     async def release(self, reservation: Reservation) -> None:
         """Give the hold back without usage (the call failed before using the model, or was
         cancelled); does nothing if the reservation was settled or released already."""
+        await self._db.transaction(self.releasing(reservation))
+
+    def releasing(self, reservation: Reservation) -> Callable[[AsyncConnection], Awaitable[None]]:
+        """``release`` as the body of a write transaction."""
 
         async def body(conn: AsyncConnection) -> None:
             closed = await _close(conn, reservation.id, "released", ("open",))
             if closed is not None:
                 await _unhold(conn, closed[0])
 
-        await self._db.transaction(body)
+        return body
 
     async def release_stale(self, *, older_than: float) -> int:
         """Release the open reservations made more than ``older_than`` seconds ago (their calls

@@ -45,7 +45,7 @@ from agentica_team.errors import BadRequest, TeamError
 from agentica_team.security import redact
 
 if TYPE_CHECKING:
-    from agentica_team.audit import Audit
+    from agentica_team.audit import Along, Audit
     from agentica_team.budgets import Budgets, Reservation
 
 __all__ = [
@@ -190,7 +190,7 @@ class _Call:
 
     async def _settle(self, usage: Usage, *, status: str, estimated: bool, **extra: Any) -> None:
         cost = cost_micros(usage, self.upstream.price)
-        await self.meter.budgets.settle(
+        settling = self.meter.budgets.settling(
             self.reservation,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
@@ -206,7 +206,7 @@ class _Call:
         }
         if estimated:
             data["usage_estimated"] = True
-        await self.meter.audit_call(self, status=status, **data, **extra)
+        await self.meter.audit_call(self, settling, status=status, **data, **extra)
 
     def fail(self, error: BaseException, output: str = "") -> Coroutine[Any, Any, None]:
         """The work after a failed or cancelled call: release the reservation, or, when output
@@ -226,8 +226,8 @@ class _Call:
             usage = Usage(input_tokens=self.prompt_tokens, output_tokens=self._count_output(output))
             await self._settle(usage, status=status, estimated=True, **detail)
             return
-        await self.meter.budgets.release(self.reservation)
-        await self.meter.audit_call(self, status=status, **detail)
+        releasing = self.meter.budgets.releasing(self.reservation)
+        await self.meter.audit_call(self, releasing, status=status, **detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +265,9 @@ class Meter:
         if not task.cancelled() and (error := task.exception()) is not None:
             log.error("settling a model call failed: %s", redact(str(error))[:_MESSAGE_CAP])
 
-    async def audit_call(self, call: _Call, *, status: str, **data: Any) -> None:
+    async def audit_call(self, call: _Call, along: Along, *, status: str, **data: Any) -> None:
+        """Audit ``call`` as a ``model_call`` record, committed in one transaction with
+        ``along`` (its settling or release; group-committed with other records)."""
         binding = call.binding
         await self.audit.record(
             "model_call",
@@ -281,6 +283,7 @@ class Meter:
                 **data,
                 "latency_ms": call._latency_ms(),
             },
+            along=along,
         )
 
     async def admit(

@@ -28,8 +28,9 @@ _bearer = HTTPBearer(auto_error=False, description="A personal API token (agt_..
 _cookie = APIKeyCookie(name=COOKIE, auto_error=False, description="A browser login")
 
 
-def get_team(request: Request) -> Team:
-    """The service the app was started with."""
+async def get_team(request: Request) -> Team:
+    """The service the app was started with (``async``: a plain function would be run on a
+    worker thread, a thread hop on every request)."""
     team: Team = request.app.state.team
     return team
 
