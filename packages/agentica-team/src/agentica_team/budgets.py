@@ -488,10 +488,18 @@ class Budgets:
     # -- admission ----------------------------------------------------------------------------
 
     async def reserve(
-        self, *, course_id: str, user_id: str, tokens: int, cost_micros: int
+        self,
+        *,
+        course_id: str,
+        user_id: str,
+        tokens: int,
+        cost_micros: int,
+        along: Callable[[AsyncConnection], Awaitable[Any]] | None = None,
     ) -> Reservation:
         """Hold ``tokens`` and ``cost_micros`` (the call's estimated maximum) on every budget
-        that applies, or raise ``BudgetExceeded`` / ``RateLimited`` holding nothing."""
+        that applies, or raise ``BudgetExceeded`` / ``RateLimited`` holding nothing.
+        ``along(conn)`` runs in the same transaction once the call is admitted (an audit record
+        of the request: durable with the admission, one commit for both)."""
         _check_amounts(tokens=tokens, cost_micros=cost_micros)
 
         async def body(conn: AsyncConnection) -> Reservation:
@@ -518,6 +526,8 @@ class Budgets:
                 if budget.requests_per_minute is not None:
                     await self._count_request(conn, budget, row[1], now)
                 await self._hold(conn, budget, row, tokens, cost_micros, now)
+            if along is not None:
+                await along(conn)
             return reservation
 
         return await self._db.transaction(body)

@@ -26,7 +26,7 @@ from agentica.models.pricing import price_for
 from agentica.models.registry import PRESETS, model_from_string
 from agentica_team.db.schema import courses
 from agentica_team.errors import NotFound, TeamError
-from agentica_team.metering import CourseModel, Meter, MeteredModel, Upstream, scrub
+from agentica_team.metering import AuditNote, CourseModel, Meter, MeteredModel, Upstream, scrub
 
 if TYPE_CHECKING:
     from agentica.models.local import LocalModel
@@ -208,11 +208,17 @@ class CourseModels:
         source: str,
         session_id: str = "",
         defer_settling: bool = False,
+        note: AuditNote | None = None,
     ) -> MeteredModel:
         """The course's model for ``user_id``: each call is reserved on their budgets, settled
         and audited with ``source`` (``"gateway"``, ``"agent"``) and ``session_id``
-        (``defer_settling``: see ``MeteredModel``)."""
-        current = await self.course_model(course_id)
+        (``defer_settling``: see ``MeteredModel``; ``note``: an ``AuditNote`` written with
+        the first call's admission, or on its own if that fails, here included)."""
+        try:
+            current = await self.course_model(course_id)
+        except BaseException:
+            await self.meter.note(note, course_id=course_id, user_id=user_id)
+            raise
 
         async def resolve() -> CourseModel:
             return await self.course_model(course_id)
@@ -226,6 +232,7 @@ class CourseModels:
             source=source,
             session_id=session_id,
             defer_settling=defer_settling,
+            note=note,
         )
 
     async def aclose(self) -> None:

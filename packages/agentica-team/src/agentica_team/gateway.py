@@ -4,7 +4,7 @@
 ``POST /v1/chat/completions`` (JSON, or server-sent events with ``stream: true``) forwards the
 request to the course's model through a ``MeteredModel``: reserved on the student's budgets
 before anything is spent, settled and audited (source ``gateway``; the instruction is audited
-as ``gateway_request`` while the call runs, the settling finishes after the answer). Errors
+as ``gateway_request`` with the admission, the settling finishes after the answer). Errors
 have OpenAI's shape, ``{"error": {"message", "type", ...}}``: 400 for a malformed request, 401
 without a valid token, 404 for a model the caller may not use, 429 when a budget or rate limit
 refuses (with what remains and when it resets), 502 when the course's model fails. No
@@ -13,7 +13,6 @@ response, log line or record contains the provider key.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -42,7 +41,7 @@ from agentica.models.openai_wire import (
 from agentica_team.accounts import Course
 from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.errors import BadRequest, NotFound, RateLimited, TeamError
-from agentica_team.metering import MeteredModel
+from agentica_team.metering import AuditNote, MeteredModel
 from agentica_team.principal import Principal
 from agentica_team.security import redact
 
@@ -136,31 +135,23 @@ async def chat_completions(request: Request, team: TeamDep, me: PrincipalDep) ->
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise BadRequest(f"not a valid chat completion request: {_describe(exc)}") from None
     _check_request(body, model_request)
-    # the instruction is recorded while the call runs, and durably before any answer is sent
-    recorded = asyncio.ensure_future(
-        team.audit.record(
-            "gateway_request",
-            actor_id=me.user_id,
-            course_id=course.id,
-            subject="gateway",
-            data=_instruction(course, model_request, stream=stream),
-        )
+    # the instruction is recorded in the admission's transaction (or alone if the call is not
+    # admitted): durable before the model is called
+    note = AuditNote(
+        "gateway_request", "gateway", _instruction(course, model_request, stream=stream)
     )
+    model = await team.models.for_user(
+        course.id, me.user_id, source="gateway", defer_settling=True, note=note
+    )
+    rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    if stream:
+        return await _stream(model, model_request, rid, course.name, include_usage)
     try:
-        model = await team.models.for_user(
-            course.id, me.user_id, source="gateway", defer_settling=True
-        )
-        rid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-        if stream:
-            return await _stream(model, model_request, rid, course.name, include_usage)
-        try:
-            response = await model.response(model_request)
-        except ModelError as exc:
-            raise _upstream_failure(exc) from None
-        answer = completion_body(response.message, model=course.name, response_id=rid)
-        return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
-    finally:
-        await recorded
+        response = await model.response(model_request)
+    except ModelError as exc:
+        raise _upstream_failure(exc) from None
+    answer = completion_body(response.message, model=course.name, response_id=rid)
+    return Response(json.dumps(answer, ensure_ascii=False), media_type="application/json")
 
 
 # -- the request -------------------------------------------------------------------------------

@@ -41,14 +41,17 @@ from agentica.models.base import (
     ResponseDone,
 )
 from agentica.models.pricing import ModelPrice
-from agentica_team.errors import BadRequest, TeamError
+from agentica_team.errors import BadRequest, BudgetExceeded, RateLimited
 from agentica_team.security import redact
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
     from agentica_team.audit import Along, Audit
     from agentica_team.budgets import Budgets, Reservation
 
 __all__ = [
+    "AuditNote",
     "CourseModel",
     "Meter",
     "MeteredModel",
@@ -92,6 +95,18 @@ class CourseModel:
 
     upstream: Upstream
     max_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class AuditNote:
+    """An audit record of the caller's (``kind``, ``subject``, ``data``; its actor and course
+    are the call's) written with the first call's admission, in its transaction: durable
+    before the model is called, without a commit of its own. If the call is not admitted
+    (refused, failed before), it is written on its own, before the refusal's record."""
+
+    kind: str
+    subject: str
+    data: dict[str, Any]
 
 
 def scrub(text: str, secrets: Iterable[str] = ()) -> str:
@@ -286,28 +301,66 @@ class Meter:
             along=along,
         )
 
+    async def note(self, note: AuditNote | None, *, course_id: str, user_id: str) -> None:
+        """Write ``note`` on its own (its call was not admitted); a cancellation of the caller
+        does not stop it."""
+        if note is not None:
+            await self.finish(self._record_note(note, course_id, user_id))
+
+    async def _record_note(self, note: AuditNote, course_id: str, user_id: str) -> None:
+        await self.audit.record(
+            note.kind,
+            actor_id=user_id,
+            course_id=course_id,
+            subject=note.subject,
+            data=note.data,
+        )
+
+    def _note_in(self, binding: _Binding, note: AuditNote | None) -> Along | None:
+        if note is None:
+            return None
+
+        async def write(conn: AsyncConnection) -> None:
+            await self.audit.record_in(
+                conn,
+                note.kind,
+                actor_id=binding.user_id,
+                course_id=binding.course_id,
+                subject=note.subject,
+                data=note.data,
+            )
+
+        return write
+
     async def admit(
-        self, binding: _Binding, course_model: CourseModel, request: ModelRequest
+        self,
+        binding: _Binding,
+        course_model: CourseModel,
+        request: ModelRequest,
+        note: AuditNote | None = None,
     ) -> _Call:
         """Estimate the call's maximum, cap its output and reserve it (``BudgetExceeded`` /
-        ``RateLimited`` when refused: the refusal is audited and nothing was spent)."""
+        ``RateLimited`` when refused: the refusal is audited and nothing was spent); ``note``
+        is written with the admission (see ``AuditNote``)."""
         upstream = course_model.upstream
-        cap = _output_cap(request, course_model.max_output_tokens)
-        if _request_chars(request) > INLINE_CHARS:
-            prompt = await asyncio.to_thread(
-                count_prompt, request, upstream.counter, exact=upstream.exact
-            )
-        else:
-            prompt = count_prompt(request, upstream.counter, exact=upstream.exact)
-        cost = cost_micros(Usage(input_tokens=prompt, output_tokens=cap), upstream.price)
         try:
+            cap = _output_cap(request, course_model.max_output_tokens)
+            if _request_chars(request) > INLINE_CHARS:
+                prompt = await asyncio.to_thread(
+                    count_prompt, request, upstream.counter, exact=upstream.exact
+                )
+            else:
+                prompt = count_prompt(request, upstream.counter, exact=upstream.exact)
+            cost = cost_micros(Usage(input_tokens=prompt, output_tokens=cap), upstream.price)
             reservation = await self.budgets.reserve(
                 course_id=binding.course_id,
                 user_id=binding.user_id,
                 tokens=prompt + cap,
                 cost_micros=cost,
+                along=self._note_in(binding, note),
             )
-        except TeamError as refusal:
+        except (BudgetExceeded, RateLimited) as refusal:
+            await self.note(note, course_id=binding.course_id, user_id=binding.user_id)
             await self.audit.record(
                 "model_refused",
                 actor_id=binding.user_id,
@@ -323,6 +376,9 @@ class Meter:
                     "cost_micros": cost,
                 },
             )
+            raise
+        except BaseException:
+            await self.note(note, course_id=binding.course_id, user_id=binding.user_id)
             raise
         settings = replace(request.settings, max_tokens=cap)
         forwarded = replace(request, settings=settings)
@@ -387,8 +443,10 @@ class MeteredModel:
         source: str,
         session_id: str = "",
         defer_settling: bool = False,
+        note: AuditNote | None = None,
     ) -> None:
         self._meter = meter
+        self._note = note
         self._resolve = resolve
         self._current = current
         self._binding = _Binding(course_id, user_id, source, session_id)
@@ -426,8 +484,15 @@ class MeteredModel:
         return self._current.max_output_tokens
 
     async def _admit(self, request: ModelRequest) -> _Call:
-        self._current = await self._resolve()
-        return await self._meter.admit(self._binding, self._current, request)
+        note, self._note = self._note, None  # the first call's
+        try:
+            self._current = await self._resolve()
+        except BaseException:
+            await self._meter.note(
+                note, course_id=self._binding.course_id, user_id=self._binding.user_id
+            )
+            raise
+        return await self._meter.admit(self._binding, self._current, request, note)
 
     async def response(self, request: ModelRequest) -> ModelResponse:
         call = await self._admit(request)
