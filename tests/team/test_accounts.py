@@ -14,6 +14,7 @@ import pytest
 
 from agentica_team.accounts import parse_roster
 from agentica_team.errors import BadRequest
+from agentica_team.principal import Principal
 from agentica_team.settings import TeamSettings
 from tests.team.server import client, serve_team, sqlite_settings
 
@@ -111,7 +112,7 @@ async def test_a_teacher_of_another_course_sees_nothing_of_this_one(tmp_path: Pa
                 async with outsider.get(path) as r:
                     assert r.status == 404, path
             async with outsider.patch(f"/api/users/{c['ann_id']}", json={"active": False}) as r:
-                assert r.status == 404
+                assert r.status == 403  # admins only, whoever the account is
 
 
 async def test_tokens_are_revoked_reissued_and_stop_with_deactivation(tmp_path: Path) -> None:
@@ -130,21 +131,101 @@ async def test_tokens_are_revoked_reissued_and_stop_with_deactivation(tmp_path: 
             async with ann.get("/api/me") as r:
                 assert r.status == 200
             async with ann.post("/api/me/tokens", json={"name": "laptop"}) as r:
+                assert r.status == 403  # a course token cannot mint account tokens
+                assert "course token" in (await r.json())["error"]["message"]
+        async with client(url, c["teacher"]) as teacher:
+            async with teacher.post("/api/me/tokens", json={"name": "laptop"}) as r:
                 laptop = await r.json()
-            async with ann.get("/api/me/tokens") as r:
+            async with teacher.get("/api/me/tokens") as r:
                 listed = await r.json()
                 assert all("token" not in t for t in listed)
                 assert laptop["id"] in [t["id"] for t in listed]
-            async with ann.delete(f"/api/me/tokens/{laptop['id']}") as r:
+            async with teacher.delete(f"/api/me/tokens/{laptop['id']}") as r:
                 assert r.status == 204
+            ann_path = f"/api/users/{c['ann_id']}"
+            async with teacher.patch(ann_path, json={"active": False}) as r:
+                assert r.status == 403  # accounts are (de)activated by admins only
         async with client(url, laptop["token"]) as gone, gone.get("/api/me") as r:
             assert r.status == 401
-        ann_path = f"/api/users/{c['ann_id']}"
-        async with client(url, c["teacher"]) as t, t.patch(ann_path, json={"active": False}) as r:
+        admin = await team.accounts.issue_token(team.first_admin.user.id)  # type: ignore[union-attr]
+        async with client(url, admin.token) as a, a.patch(ann_path, json={"active": False}) as r:
             assert r.status == 200
         async with client(url, new) as ann, ann.get("/api/me") as r:
             assert r.status == 401
             assert "deactivated" in (await r.json())["error"]["message"]
+
+
+async def test_a_teacher_cannot_take_over_accounts_beyond_their_students(tmp_path: Path) -> None:
+    """Provisioning refuses teachers' and admins' e-mails; a student who is also in another
+    course gets a token for this course only; removing a member stops their token."""
+    async with serve_team(sqlite_settings(tmp_path)) as (url, team):
+        c = await _class(url, team)
+        other = await team.accounts.create_user("o@school.edu", role="teacher")
+        owner = Principal(other.id, other.email, other.name, "teacher", "system")
+        course_b = await team.accounts.create_course(owner, "db-2026")
+        [bob_b] = await team.accounts.add_students(course_b, [("bob@school.edu", "Bob")], actor="")
+        assert bob_b.created is False and bob_b.token is not None
+        students = f"/api/courses/{c['course']}/students"
+        async with client(url, c["teacher"]) as teacher:
+            for email in ("admin@localhost", "o@school.edu"):
+                async with teacher.post(students, json={"roster": f"{email}\nnew@school.edu"}) as r:
+                    assert r.status == 409, await r.text()
+            assert await team.accounts.user_by_email("new@school.edu") is None  # all or nothing
+            async with teacher.post(
+                f"/api/courses/{c['course']}/members", json={"email": "o@school.edu"}
+            ) as r:
+                assert r.status == 403  # a teacher account is not added as a student
+            async with teacher.post(students, json={"roster": "ann@school.edu"}) as r:
+                [again] = await r.json()
+                assert again["token"] is None  # she keeps her token: nothing new to leak
+        # Bob's course-B token works in course B only
+        async with client(url, bob_b.token) as bob:
+            async with bob.get(f"/api/courses/{c['course']}") as r:
+                assert r.status == 404
+            async with bob.get("/api/courses") as r:
+                assert [x["id"] for x in await r.json()] == [course_b.id]
+            async with bob.post("/api/sessions", json={"course_id": c["course"]}) as r:
+                assert r.status == 404
+            async with bob.post("/api/me/password", json={"password": "long-enough-1"}) as r:
+                assert r.status == 403
+        member = f"/api/courses/{c['course']}/members/{c['ann_id']}"
+        async with client(url, c["teacher"]) as t, t.delete(member) as r:
+            assert r.status == 204
+        async with client(url, c["ann"]) as ann, ann.get("/api/me") as r:
+            assert r.status == 401
+
+
+async def test_concurrent_wrong_passwords_cannot_pass_the_limit(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path, login_attempts_per_minute=3)
+    async with serve_team(settings) as (url, team):
+        assert team.first_admin is not None
+        body = {"email": team.first_admin.user.email, "password": "guess"}
+
+        async def attempt() -> int:
+            async with client(url) as s, s.post("/api/auth/login", json=body) as r:
+                return r.status
+
+        statuses = await asyncio.gather(*(attempt() for _ in range(20)))
+        assert sorted(statuses).count(401) == 3, statuses
+        assert statuses.count(429) == 17
+
+
+async def test_changing_a_password_needs_the_current_one(tmp_path: Path) -> None:
+    async with serve_team(sqlite_settings(tmp_path)) as (url, team):
+        admin = team.first_admin
+        assert admin is not None
+        issued = await team.accounts.issue_token(admin.user.id)
+        async with client(url, issued.token) as a:
+            async with a.post("/api/me/password", json={"password": "a-new-password"}) as r:
+                assert r.status == 403
+                assert "current_password" in (await r.json())["error"]["message"]
+            async with a.post(
+                "/api/me/password",
+                json={"password": "a-new-password", "current_password": admin.password},
+            ) as r:
+                assert r.status == 204
+        browser, _ = await _login(url, admin.user.email, "a-new-password")
+        await browser.close()  # type: ignore[attr-defined]
 
 
 async def test_an_expired_token_is_refused_with_what_to_do(tmp_path: Path) -> None:

@@ -16,12 +16,28 @@ from agentica_team.principal import Principal
 if TYPE_CHECKING:
     from agentica_team.service import Team
 
-__all__ = ["course_as_member", "course_as_teacher", "require_admin", "require_staff", "sees_user"]
+__all__ = [
+    "course_as_member",
+    "course_as_teacher",
+    "require_account_token",
+    "require_admin",
+    "require_staff",
+    "sees_user",
+]
 
 
 def require_admin(principal: Principal) -> None:
     if not principal.is_admin:
         raise Forbidden("only an admin can do this")
+
+
+def require_account_token(principal: Principal) -> None:
+    """Refuse a course token: it cannot manage the account's own credentials."""
+    if principal.scoped:
+        raise Forbidden(
+            "a course token cannot change the account's password or tokens: log in with the "
+            "account's password, or use a personal token"
+        )
 
 
 def require_staff(principal: Principal) -> None:
@@ -31,6 +47,8 @@ def require_staff(principal: Principal) -> None:
 
 async def course_as_member(team: Team, principal: Principal, course_id: str) -> tuple[Course, str]:
     """The course and the caller's role in it (``"admin"`` for admins); 404 for outsiders."""
+    if principal.course_id is not None and principal.course_id != course_id:
+        raise NotFound(f"no course {course_id!r}")  # a course token acts in its course only
     role = "admin" if principal.is_admin else None
     if role is None:
         role = await team.accounts.member_role(course_id, principal.user_id)
@@ -52,6 +70,6 @@ async def sees_user(team: Team, principal: Principal, user_id: str) -> bool:
     course the user is a member of."""
     if principal.user_id == user_id or principal.is_admin:
         return True
-    if principal.role != "teacher":
+    if principal.role != "teacher" or principal.scoped:
         return False
     return await team.accounts.teaches(principal.user_id, user_id)

@@ -29,7 +29,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentica_team.db import Database
 from agentica_team.db.schema import courses, login_failures, members, new_id, tokens, users
 from agentica_team.db.schema import web_sessions as web_sessions_table
-from agentica_team.errors import BadRequest, Conflict, NotFound, RateLimited, Unauthorized
+from agentica_team.errors import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+)
 from agentica_team.principal import ROLES, Principal, Role
 from agentica_team.security import (
     TOKEN_PREFIX,
@@ -126,10 +133,13 @@ class IssuedToken:
 
 @dataclass(frozen=True, slots=True)
 class ProvisionedStudent:
+    """One roster line's outcome: ``token``/``connect`` are ``None`` when the student already
+    held a live token for the course (it is not replaced)."""
+
     user: User
     created: bool
-    token: str
-    connect: str
+    token: str | None
+    connect: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +386,20 @@ class Accounts:
         self._recent.forget_user(user_id)
         return await self.get_user(user_id)
 
+    async def change_password(
+        self, user_id: str, password: str, *, current: str | None, actor: str
+    ) -> None:
+        """Set a new password; an account that has one must prove it with ``current``."""
+        async with self.db.read() as conn:
+            stored = await conn.scalar(
+                sa.select(users.c.password_hash).where(users.c.id == user_id)
+            )
+        if stored is not None:
+            ok = await asyncio.to_thread(verify_password, stored, current or "")
+            if not ok:
+                raise Forbidden("send the account's current password as current_password")
+        await self.set_password(user_id, password, actor=actor)
+
     async def set_password(self, user_id: str, password: str, *, actor: str = "") -> None:
         if len(password) < 8:
             raise BadRequest("a password needs at least 8 characters")
@@ -416,7 +440,14 @@ class Accounts:
             return await self._issue_token_in(conn, user_id, name=name, days=days, actor=actor)
 
     async def _issue_token_in(
-        self, conn: AsyncConnection, user_id: str, *, name: str, days: float | None, actor: str
+        self,
+        conn: AsyncConnection,
+        user_id: str,
+        *,
+        name: str,
+        days: float | None,
+        actor: str,
+        course_id: str | None = None,
     ) -> IssuedToken:
         if days is not None and not 0 < days <= 3650:
             raise BadRequest("a token lives between a fraction of a day and 3650 days")
@@ -425,6 +456,7 @@ class Accounts:
         row = {
             "id": new_id("t"),
             "user_id": user_id,
+            "course_id": course_id,
             "hash": hash_secret(raw),
             "hint": raw[: len(TOKEN_PREFIX) + 4],
             "name": name[:200] or "token",
@@ -492,7 +524,13 @@ class Accounts:
                     tokens.update().where(tokens.c.id == row.id).values(last_used_at=now)
                 )
         principal = Principal(
-            row.user_id, row.email, row.user_name, row.role, "token", token_id=row.id
+            row.user_id,
+            row.email,
+            row.user_name,
+            row.role,
+            "token",
+            token_id=row.id,
+            course_id=row.course_id,
         )
         self._recent.keep_token(digest, _TokenHit(principal, row.expires_at), generation)
         return principal
@@ -500,12 +538,13 @@ class Accounts:
     # -- browser logins -------------------------------------------------------------------------
 
     async def login(self, email: str, password: str, *, address: str) -> WebLogin:
-        """A browser session for ``email``; ``Unauthorized`` for a wrong pair and ``RateLimited``
-        after ``login_limit`` failures a minute for the account or the address."""
+        """A browser session for ``email``; ``Unauthorized`` for a wrong pair. Each attempt
+        takes a slot first (atomically, so concurrent guesses cannot slip past): ``RateLimited``
+        beyond ``login_limit`` a minute for the account, or ten times that for one client
+        address (a class behind one router); a successful login gives its slot back."""
         address_key = f"addr:{address}"
         email_key = f"email:{email.strip().lower()[:320]}"
-        await self._check_login_rate((email_key, address_key))
-        user_row = None
+        await self._take_attempt({email_key: self.login_limit, address_key: self.login_limit * 10})
         async with self.db.read() as conn:
             user_row = (
                 await conn.execute(sa.select(users).where(users.c.email == email.strip().lower()))
@@ -513,18 +552,14 @@ class Accounts:
         stored = user_row.password_hash if user_row is not None else None
         ok = await asyncio.to_thread(verify_password, stored, password)
         if not ok or user_row is None or not user_row.active:
-            async with self.db.write() as conn:
-                await self._count_failure(conn, (email_key, address_key))
-                await self.audit.record_in(
-                    conn,
-                    "login_failed",
-                    subject=email.strip().lower()[:200],
-                    data={"address": address},
-                )
+            await self.audit.record(
+                "login_failed", subject=email.strip().lower()[:200], data={"address": address}
+            )
             raise Unauthorized("wrong e-mail or password")
         cookie, csrf = new_secret(), new_secret()
         now = self.clock()
         async with self.db.write() as conn:
+            await self._give_back_attempt(conn, (email_key, address_key))
             await conn.execute(
                 web_sessions_table.insert().values(
                     hash=hash_secret(cookie),
@@ -534,6 +569,9 @@ class Accounts:
                     expires_at=now + self.web_session_ttl,
                 )
             )
+            await conn.execute(
+                web_sessions_table.delete().where(web_sessions_table.c.expires_at < now)
+            )
             await self.audit.record_in(
                 conn, "login", actor_id=user_row.id, subject=user_row.id, data={"address": address}
             )
@@ -542,30 +580,30 @@ class Accounts:
         )
         return WebLogin(principal, cookie, now + self.web_session_ttl)
 
-    async def _check_login_rate(self, keys: Sequence[str]) -> None:
+    async def _take_attempt(self, limits: dict[str, int]) -> None:
+        """Count one login attempt against each key; refused (and not counted) over a limit."""
         window = int(self.clock() // 60)
-        query = sa.select(sa.func.max(login_failures.c.count)).where(
-            login_failures.c.key.in_(keys) & (login_failures.c.window == window)
-        )
-        async with self.db.read() as conn:
-            worst = await conn.scalar(query)
-        if worst is not None and worst >= self.login_limit:
-            raise RateLimited(
-                "too many failed logins: wait a minute and try again",
-                retry_after=int(60 - self.clock() % 60) + 1,
-            )
-
-    async def _count_failure(self, conn: AsyncConnection, keys: Iterable[str]) -> None:
-        window = int(self.clock() // 60)
-        for key in keys:
-            insert = self.db.insert(login_failures).values(key=key, window=window, count=1)
-            await conn.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["key", "window"],
-                    set_={"count": login_failures.c.count + 1},
+        async with self.db.write() as conn:
+            for key, limit in limits.items():
+                insert = self.db.insert(login_failures).values(key=key, window=window, count=1)
+                upsert = insert.on_conflict_do_update(
+                    index_elements=["key", "window"], set_={"count": login_failures.c.count + 1}
                 )
-            )
-        await conn.execute(login_failures.delete().where(login_failures.c.window < window - 5))
+                count = await conn.scalar(upsert.returning(login_failures.c.count))
+                if count is not None and count > limit:
+                    raise RateLimited(  # the rollback takes the counts back
+                        "too many login attempts: wait a minute and try again",
+                        retry_after=int(60 - self.clock() % 60) + 1,
+                    )
+            await conn.execute(login_failures.delete().where(login_failures.c.window < window - 5))
+
+    async def _give_back_attempt(self, conn: AsyncConnection, keys: Iterable[str]) -> None:
+        window = int(self.clock() // 60)
+        await conn.execute(
+            login_failures.update()
+            .where(login_failures.c.key.in_(list(keys)) & (login_failures.c.window == window))
+            .values(count=login_failures.c.count - 1)
+        )
 
     async def principal_for_cookie(self, cookie: str) -> Principal:
         query = sa.select(
@@ -667,6 +705,8 @@ class Accounts:
         if not changes:
             return await self.get_course(course_id)
         values = dict(changes)
+        if "model_base_url" in values and "model_api_key" not in values:
+            values["model_api_key"] = None  # a key is never sent to a URL it was not set for
         if values.get("model_api_key"):
             if self.keys is None:
                 raise BadRequest("this server cannot store provider keys (no secret_key box)")
@@ -689,7 +729,14 @@ class Accounts:
         return await self.get_course(course_id)
 
     async def courses_of(self, principal: Principal) -> list[Course]:
-        """The courses ``principal`` can see: all for an admin, else those they are a member of."""
+        """The courses ``principal`` can see: all for an admin, else those they are a member of;
+        a course token sees its course only."""
+        if principal.course_id is not None:
+            mine = await self._courses_of_account(principal)
+            return [course for course in mine if course.id == principal.course_id]
+        return await self._courses_of_account(principal)
+
+    async def _courses_of_account(self, principal: Principal) -> list[Course]:
         key = (principal.user_id, principal.is_admin)
         found = self._recent.courses_of(key)
         if found is not None:
@@ -737,20 +784,40 @@ class Accounts:
             rows = (await conn.execute(query)).all()
         return [Member(_user(row), row.member_role, row.added_at) for row in rows]
 
-    async def add_member(self, course_id: str, user_id: str, role: str, *, actor: str) -> None:
+    async def add_member(
+        self, course_id: str, user_id: str, role: str, *, actor: str, by_admin: bool = False
+    ) -> None:
+        """Add ``user_id`` to the course as ``role`` (or change their role in it). Teachers add
+        only student accounts as students and teacher accounts as co-teachers; admins anyone."""
         if role not in ("teacher", "student"):
             raise BadRequest(f"a course member is a teacher or a student, not {role!r}")
+        user = await self.get_user(user_id)
+        if not by_admin and user.role != role:
+            raise Forbidden(
+                f"{user.email} is a{'n' if user.role == 'admin' else ''} {user.role} account: "
+                f"a teacher adds {role} accounts as {role}s only (an admin can add anyone)"
+            )
         async with self.db.write() as conn:
             await self._add_member_in(conn, course_id, user_id, role, actor)
         self._recent.forget_courses()
 
     async def _add_member_in(
         self, conn: AsyncConnection, course_id: str, user_id: str, role: str, actor: str
-    ) -> None:
+    ) -> bool:
+        """Add or re-role a member (audited when something changed); whether it changed."""
+        now = self.clock()
         insert = self.db.insert(members).values(
-            course_id=course_id, user_id=user_id, role=role, added_at=self.clock()
+            course_id=course_id, user_id=user_id, role=role, added_at=now
         )
-        await conn.execute(insert.on_conflict_do_nothing(index_elements=["course_id", "user_id"]))
+        done = await conn.execute(
+            insert.on_conflict_do_update(
+                index_elements=["course_id", "user_id"],
+                set_={"role": role},
+                where=members.c.role != role,
+            )
+        )
+        if done.rowcount == 0:
+            return False
         await self.audit.record_in(
             conn,
             "member_added",
@@ -759,44 +826,110 @@ class Accounts:
             subject=user_id,
             data={"role": role},
         )
+        return True
+
+    async def remove_member(self, course_id: str, user_id: str, *, actor: str) -> None:
+        """Take ``user_id`` out of the course and revoke the tokens made for it."""
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                members.delete().where(
+                    (members.c.course_id == course_id) & (members.c.user_id == user_id)
+                )
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no member {user_id[:64]!r} in this course")
+            await self._revoke_course_tokens(conn, course_id, user_id)
+            await self.audit.record_in(
+                conn, "member_removed", actor_id=actor, course_id=course_id, subject=user_id
+            )
+        self._recent.forget_courses()
+        self._recent.forget_user(user_id)
+
+    async def _revoke_course_tokens(
+        self, conn: AsyncConnection, course_id: str, user_id: str
+    ) -> None:
+        await conn.execute(
+            tokens.update()
+            .where((tokens.c.user_id == user_id) & (tokens.c.course_id == course_id))
+            .where(tokens.c.revoked_at.is_(None))
+            .values(revoked_at=self.clock())
+        )
 
     async def add_students(
         self, course: Course, roster: Sequence[tuple[str, str]], *, actor: str
     ) -> list[ProvisionedStudent]:
-        """Create (or reuse) an account per ``(email, name)``, add it to ``course`` and issue a
-        personal token with a ready ``agentica connect`` line for each."""
+        """Provision a class in one transaction: an account per ``(email, name)`` (an existing
+        student account is reused; a teacher's or admin's is refused, and then nothing is
+        added), membership, and a course token with a ready ``agentica connect`` line. A
+        student already in the course with a live course token keeps it (``token`` is
+        ``None``): run it again safely; ``reissue_token`` replaces a lost one."""
         out: list[ProvisionedStudent] = []
-        for email, name in roster:
-            async with self.db.write() as conn:
-                row = (await conn.execute(sa.select(users).where(users.c.email == email))).first()
-                created = row is None
-                user = (
-                    await self._insert_user(conn, email, name, "student", None, actor)
-                    if row is None
-                    else _user(row)
+        async with self.db.write() as conn:
+            emails = [email for email, _ in roster]
+            existing = {
+                row.email: row
+                for row in (await conn.execute(sa.select(users).where(users.c.email.in_(emails))))
+            }
+            wrong = [row for row in existing.values() if row.role != "student"]
+            if wrong:
+                raise Conflict(
+                    f"{wrong[0].email} is a {wrong[0].role} account, not a student's: take it off "
+                    "the roster (an admin adds teachers to a course)"
                 )
+            holders = await self._token_holders(conn, course.id, [r.id for r in existing.values()])
+            for email, name in roster:
+                row = existing.get(email)
+                if row is None:
+                    user = await self._insert_user(conn, email, name, "student", None, actor)
+                else:
+                    user = _user(row)
                 await self._add_member_in(conn, course.id, user.id, "student", actor)
+                if user.id in holders:
+                    out.append(ProvisionedStudent(user, False, None, None))
+                    continue
                 issued = await self._issue_token_in(
-                    conn, user.id, name=f"course {course.name}", days=None, actor=actor
+                    conn,
+                    user.id,
+                    name=f"course {course.name}",
+                    days=None,
+                    actor=actor,
+                    course_id=course.id,
                 )
-            self._recent.forget_courses()
-            out.append(ProvisionedStudent(user, created, issued.token, self.connect_line(issued)))
+                out.append(
+                    ProvisionedStudent(user, row is None, issued.token, self.connect_line(issued))
+                )
+        self._recent.forget_courses()
         return out
+
+    async def _token_holders(
+        self, conn: AsyncConnection, course_id: str, user_ids: list[str]
+    ) -> set[str]:
+        """Which of ``user_ids`` hold a live course token for ``course_id``."""
+        if not user_ids:
+            return set()
+        query = sa.select(tokens.c.user_id).where(
+            (tokens.c.course_id == course_id)
+            & tokens.c.user_id.in_(user_ids)
+            & tokens.c.revoked_at.is_(None)
+            & (tokens.c.expires_at > self.clock())
+        )
+        return {row.user_id for row in await conn.execute(query)}
 
     def connect_line(self, issued: IssuedToken) -> str:
         return f"agentica connect --server {self.base_url} --token {issued.token} --workspace ."
 
     async def reissue_token(self, course: Course, user_id: str, *, actor: str) -> IssuedToken:
-        """Revoke the student's tokens for ``course`` and issue a new one."""
-        name = f"course {course.name}"
+        """Revoke the student's course tokens for ``course`` and issue a new one."""
         async with self.db.write() as conn:
-            await conn.execute(
-                tokens.update()
-                .where((tokens.c.user_id == user_id) & (tokens.c.name == name))
-                .where(tokens.c.revoked_at.is_(None))
-                .values(revoked_at=self.clock())
+            await self._revoke_course_tokens(conn, course.id, user_id)
+            issued = await self._issue_token_in(
+                conn,
+                user_id,
+                name=f"course {course.name}",
+                days=None,
+                actor=actor,
+                course_id=course.id,
             )
-            issued = await self._issue_token_in(conn, user_id, name=name, days=None, actor=actor)
         self._recent.forget_user(user_id)
         return issued
 

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentica.errors import StorageError
@@ -107,6 +108,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return _error(exc.status_code, "http_error", str(exc.detail))
 
+    async def integrity_error(_: Request, exc: Exception) -> JSONResponse:
+        log.info("integrity conflict: %s", type(exc).__name__)
+        return _error(409, "conflict", "it exists already or changed meanwhile; try again")
+
     async def storage_error(_: Request, exc: Exception) -> JSONResponse:
         log.error("storage error: %s", redact(str(exc)))
         return _error(503, "unavailable", "the database is unavailable; try again shortly")
@@ -115,3 +120,4 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(StorageError, storage_error)
+    app.add_exception_handler(IntegrityError, integrity_error)

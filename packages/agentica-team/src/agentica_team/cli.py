@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -220,22 +221,26 @@ async def _add_students(parts: _Parts, args: argparse.Namespace) -> int:
     except OSError as exc:
         return _fail(f"cannot read the roster {str(args.roster)!r}: {exc.strerror}")
     done = await parts.accounts.add_students(course, parse_roster(text), actor="")
-    rows = [(s.user.email, s.user.name, s.token, s.connect) for s in done]
+    rows = [(s.user.email, s.user.name, s.token or "", s.connect or "") for s in done]
     if args.out:
-        await asyncio.to_thread(_write_csv, args.out, rows)
+        try:
+            await asyncio.to_thread(_write_csv, args.out, rows)
+        except FileExistsError:
+            return _fail(f"{str(args.out)!r} exists: give a new file for the tokens")
     for email, _, _, connect in rows:
-        print(f"{email}\n    {connect}")
+        print(f"{email}\n    {connect or 'already in the course: its token is unchanged'}")
     created = sum(1 for s in done if s.created)
     print(f"{len(done)} students in {course.name} ({created} new accounts)", file=sys.stderr)
     return 0
 
 
 def _write_csv(path: Path, rows: list[tuple[str, str, str, str]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as out:
+    """Write the tokens to a new file that only its owner can read (never an existing one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow(["email", "name", "token", "connect"])
         writer.writerows(rows)
-    path.chmod(0o600)
 
 
 async def _reset_password(parts: _Parts, args: argparse.Namespace) -> int:

@@ -87,15 +87,14 @@ class CourseModels:
     def config_of(
         self, model: str | None, base_url: str | None, api_key: str | None
     ) -> ModelConfig:
-        """The configuration of a course with these settings (``None``: not set): the course's
-        own model with its own URL and key, else the server's model, URL and key."""
-        if model:
-            return ModelConfig(model, base_url or "", api_key or "")
+        """The configuration of a course with these settings (``None``: not set). A course that
+        sets a model or a URL uses its own key (or none); only a course that sets neither uses
+        the server's model, URL and key, so the server's key never goes anywhere else."""
+        if model or base_url:
+            return ModelConfig(model or self.settings.model, base_url or "", api_key or "")
         settings = self.settings
         return ModelConfig(
-            settings.model,
-            base_url or settings.model_base_url,
-            api_key or settings.model_api_key.get_secret_value(),
+            settings.model, settings.model_base_url, settings.model_api_key.get_secret_value()
         )
 
     async def _course_config(self, course_id: str) -> tuple[ModelConfig, int]:

@@ -114,8 +114,10 @@ class RequestGuard:
         """The whole body (bounded), checked; a refusal or a ``receive`` that replays it."""
         headers = dict(scope.get("headers") or ())
         declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            if declared.isdigit() and int(declared) <= _DRAIN_LIMIT:
+        if declared is not None and not declared.isdigit():
+            return _error(400, "invalid_request", "Content-Length must be a number"), receive
+        if declared is not None and int(declared) > self.max_bytes:
+            if int(declared) <= _DRAIN_LIMIT:
                 await _drain(receive, _DRAIN_LIMIT)
             return self._too_large(), receive
         if scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE") and declared is None:

@@ -13,11 +13,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import tempfile
+import time
 from pathlib import Path
 
 from argon2 import PasswordHasher
@@ -126,13 +129,15 @@ class KeyBox:
         file IO: call it in a worker thread."""
         if secret:
             return cls(secret)
-        if not path.exists():
-            from cryptography.fernet import Fernet
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(Fernet.generate_key())
+        for _ in range(50):
+            try:
+                text = path.read_text(encoding="ascii").strip()
+            except FileNotFoundError:
+                _create_key_file(path)
+                continue
+            if text:
+                return cls(text)
+            time.sleep(0.01)  # pragma: no cover - another process is between open and write
         return cls(path.read_text(encoding="ascii").strip())
 
     def seal(self, key: str) -> str:
@@ -153,3 +158,22 @@ class KeyBox:
                 "a provider key stored in the database cannot be decrypted with this server's "
                 "secret_key (was the secret changed?): set the course's model_api_key again"
             ) from None
+
+
+def _create_key_file(path: Path) -> None:
+    """Write a new key to ``path`` atomically (0600): written to a private temporary file,
+    then linked into place, so a process starting at the same time reads either nothing or
+    the whole key, and the first to link wins."""
+    from cryptography.fernet import Fernet
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".secret-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(Fernet.generate_key())
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        os.unlink(temporary)

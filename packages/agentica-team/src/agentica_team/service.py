@@ -2,13 +2,17 @@
 
 ``Team.open(settings)`` upgrades the database, releases reservations left open by a crash,
 creates the first admin when there is none and starts the supervisor of agent sessions;
-``aclose()`` stops them in reverse order. The app keeps one ``Team`` in ``app.state``; nothing is
-process-global, so two ``Team`` objects (tests run several) never share state.
+``aclose()`` stops them in reverse order. While it runs, a sweeper releases every minute the
+budget reservations of calls that died (older than ``reservation_timeout``). The app keeps one
+``Team`` in ``app.state``; nothing is process-global, so two ``Team`` objects (tests run
+several) never share state. One ``Team`` per database: part 1's supervisor assumes it is the
+only one (several workers need part 2's lease).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -44,6 +48,7 @@ class Team:
     models: CourseModels
     supervisor: Supervisor
     first_admin: FirstAdmin | None = field(default=None)
+    _sweeper: asyncio.Task[None] | None = field(default=None)
 
     @classmethod
     async def open(cls, settings: TeamSettings) -> Team:
@@ -79,13 +84,32 @@ class Team:
             if created is not None:
                 team.first_admin = FirstAdmin(*created)
             await supervisor.start()
+            team._sweeper = asyncio.create_task(team._sweep(), name="agentica-team sweeper")
         except BaseException:
             await db.aclose()
             raise
         return team
 
+    async def _sweep(self, every: float = 60.0) -> None:
+        """Release reservations of calls that died while the server runs, every minute."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                released = await self.budgets.release_stale(
+                    older_than=self.settings.reservation_timeout
+                )
+            except Exception as exc:  # the sweeper must survive a database hiccup
+                log.warning("releasing stale reservations failed: %s", type(exc).__name__)
+                continue
+            if released:
+                log.warning("released %d budget reservations left open", released)
+
     async def aclose(self) -> None:
         """Stop the supervisor (runs are marked interrupted), close models and the database."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         try:
             await self.supervisor.aclose()
             await self.models.aclose()

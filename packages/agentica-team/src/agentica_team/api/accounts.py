@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
-from agentica_team.access import require_admin, sees_user
+from agentica_team.access import require_account_token, require_admin, sees_user
 from agentica_team.api.deps import COOKIE, PrincipalDep, TeamDep
 from agentica_team.api.schemas import (
     IssuedTokenOut,
@@ -61,8 +61,12 @@ async def me(team: TeamDep, me: PrincipalDep) -> MeOut:
 
 @router.post("/me/password", status_code=204)
 async def set_my_password(body: PasswordBody, team: TeamDep, me: PrincipalDep) -> None:
-    """Set the caller's password (every browser login of the account ends)."""
-    await team.accounts.set_password(me.user_id, body.password, actor=me.user_id)
+    """Set the caller's password (every browser login of the account ends); an account that
+    has one must send it as ``current_password``. Not with a course token."""
+    require_account_token(me)
+    await team.accounts.change_password(
+        me.user_id, body.password, current=body.current_password, actor=me.user_id
+    )
 
 
 @router.get("/me/tokens", response_model=list[TokenOut])
@@ -73,7 +77,9 @@ async def my_tokens(team: TeamDep, me: PrincipalDep) -> list[TokenOut]:
 
 @router.post("/me/tokens", response_model=IssuedTokenOut, status_code=201)
 async def new_token(body: TokenBody, team: TeamDep, me: PrincipalDep) -> IssuedTokenOut:
-    """A new personal token for programs; the response is the only time it is shown."""
+    """A new personal token for programs; the response is the only time it is shown. Not
+    with a course token."""
+    require_account_token(me)
     issued = await team.accounts.issue_token(me.user_id, name=body.name, days=body.days)
     return IssuedTokenOut(**TokenOut.of(issued.info).model_dump(), token=issued.token)
 
@@ -81,6 +87,7 @@ async def new_token(body: TokenBody, team: TeamDep, me: PrincipalDep) -> IssuedT
 @router.delete("/me/tokens/{token_id}", status_code=204)
 async def revoke_token(token_id: str, team: TeamDep, me: PrincipalDep) -> None:
     """Revoke one of the caller's tokens."""
+    require_account_token(me)
     await team.accounts.revoke_token(me.user_id, token_id[:64], actor=me.user_id)
 
 
@@ -111,12 +118,9 @@ async def get_user(user_id: str, team: TeamDep, me: PrincipalDep) -> UserOut:
 
 @router.patch("/users/{user_id}", response_model=UserOut)
 async def change_user(user_id: str, body: UserChange, team: TeamDep, me: PrincipalDep) -> UserOut:
-    """Deactivate or reactivate an account: admins any, a teacher their own students."""
+    """Deactivate or reactivate an account, everywhere (admins; a teacher removes a student
+    from their course with DELETE /api/courses/{id}/members/{user_id})."""
+    require_admin(me)
     if user_id == me.user_id:
         raise Forbidden("you cannot change whether your own account is active")
-    if not await sees_user(team, me, user_id):
-        raise NotFound(f"no user {user_id[:64]!r}")
-    target = await team.accounts.get_user(user_id)
-    if not me.is_admin and target.role != "student":
-        raise Forbidden("a teacher can (de)activate students only")
     return UserOut.of(await team.accounts.set_active(user_id, body.active, actor=me.user_id))

@@ -4,10 +4,10 @@ admins only."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -49,7 +49,10 @@ def _time(value: str | None, name: str) -> float | None:
     except ValueError:
         pass
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)  # like usage days: UTC unless told otherwise
+        return moment.timestamp()
     except ValueError:
         raise BadRequest(
             f"{name} must be a Unix time or an ISO 8601 date/time (2026-11-24T09:00:00Z), "
@@ -74,8 +77,8 @@ async def search_audit(
     kind: str | None = None,
     since: str | None = None,
     until: str | None = None,
-    after_id: int | None = None,
-    limit: int = 100,
+    after_id: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AuditOut]:
     """The course's audit records (``server``: the server-wide chain, admins), oldest first,
     filtered by actor (a student's id), kind and time; page with ``after_id``."""

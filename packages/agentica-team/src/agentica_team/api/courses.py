@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from agentica_team.access import course_as_member, course_as_teacher, require_staff
-from agentica_team.accounts import parse_roster
+from agentica_team.accounts import Course, parse_roster
 from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.api.schemas import (
     BudgetBody,
@@ -24,7 +24,7 @@ from agentica_team.api.schemas import (
     UsageOut,
     UserOut,
 )
-from agentica_team.errors import BadRequest, NotFound
+from agentica_team.errors import BadRequest, Forbidden, NotFound
 
 __all__ = ["router"]
 
@@ -38,7 +38,7 @@ async def list_courses(team: TeamDep, me: PrincipalDep) -> list[CourseOut]:
     out = []
     for course in await team.accounts.courses_of(me):
         role = "admin" if me.is_admin else await team.accounts.member_role(course.id, me.user_id)
-        out.append(CourseOut.of(course, role))
+        out.append(_course_out(course, role))
     return out
 
 
@@ -53,7 +53,7 @@ async def create_course(body: CourseBody, team: TeamDep, me: PrincipalDep) -> Co
 @router.get("/{course_id}", response_model=CourseOut)
 async def get_course(course_id: str, team: TeamDep, me: PrincipalDep) -> CourseOut:
     course, role = await course_as_member(team, me, course_id)
-    return CourseOut.of(course, role)
+    return _course_out(course, role)
 
 
 @router.patch("/{course_id}", response_model=CourseOut)
@@ -69,6 +69,11 @@ async def change_course(
         raise BadRequest("title cannot be null: send a title, or leave the field out")
     if "model_api_key" in changes and changes["model_api_key"] == "":
         changes["model_api_key"] = None
+    if "model_base_url" in changes and not me.is_admin:
+        raise Forbidden(
+            "only an admin can point a course at a custom endpoint (model_base_url); a teacher "
+            "chooses a provider's model string (e.g. deepseek:deepseek-chat) and its key"
+        )
     if changes.get("model_base_url") and not str(changes["model_base_url"]).startswith(
         ("http://", "https://")
     ):
@@ -93,7 +98,9 @@ async def add_member(
     user = await team.accounts.user_by_email(body.email)
     if user is None:
         raise NotFound(f"no account {body.email[:100]!r}: add students with POST .../students")
-    await team.accounts.add_member(course_id, user.id, body.role, actor=me.user_id)
+    await team.accounts.add_member(
+        course_id, user.id, body.role, actor=me.user_id, by_admin=me.is_admin
+    )
     for member in await team.accounts.members(course_id):
         if member.user.id == user.id:
             return MemberOut.of(member)
@@ -126,6 +133,23 @@ async def reissue_token(
         raise NotFound(f"no student {user_id[:64]!r} in this course")
     issued = await team.accounts.reissue_token(course, user_id, actor=me.user_id)
     return IssuedTokenOut(**TokenOut.of(issued.info).model_dump(), token=issued.token)
+
+
+@router.delete("/{course_id}/members/{user_id}", status_code=204)
+async def remove_member(course_id: str, user_id: str, team: TeamDep, me: PrincipalDep) -> None:
+    """Take a member out of the course; the course tokens made for them stop working."""
+    await course_as_teacher(team, me, course_id)
+    if user_id == me.user_id:
+        raise Forbidden("you cannot remove yourself from a course you teach")
+    await team.accounts.remove_member(course_id, user_id[:64], actor=me.user_id)
+
+
+def _course_out(course: Course, role: str | None) -> CourseOut:
+    """A course as ``role`` may see it: students do not see the endpoint it uses."""
+    out = CourseOut.of(course, role)
+    if role == "student":
+        out.model_base_url = None
+    return out
 
 
 # -- budgets and usage ---------------------------------------------------------------------------

@@ -50,6 +50,7 @@ class LoginBody(_Body):
 
 class PasswordBody(_Body):
     password: Annotated[str, Field(min_length=8, max_length=1000)]
+    current_password: Annotated[str, Field(max_length=1000)] | None = None
 
 
 class UserBody(_Body):
@@ -193,8 +194,11 @@ class MemberOut(BaseModel):
 class ProvisionedOut(BaseModel):
     user: UserOut
     created: bool
-    token: str
-    connect: str
+    token: str | None = Field(
+        description="The student's course token, shown once; null when they already held one "
+        "for this course (re-issue it with POST .../students/{user_id}/token)."
+    )
+    connect: str | None
 
 
 class BudgetOut(BaseModel):

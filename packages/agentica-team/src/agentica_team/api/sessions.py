@@ -140,6 +140,8 @@ async def readable_session(session_id: SessionId, team: TeamDep, me: PrincipalDe
     """The session if the caller may read it: its owner, an admin, or a teacher of its course
     (404 for anyone else: its existence is not revealed)."""
     session = await team.supervisor.sessions.get(session_id)
+    if me.course_id is not None and session.course_id != me.course_id:
+        raise NotFound(f"no session {session_id[:80]!r}")  # a course token: its course only
     if session.user_id == me.user_id or me.is_admin:
         return session
     teaches = me.role == "teacher" and (
@@ -189,6 +191,8 @@ async def list_sessions(
     """The caller's sessions, most recently active first. With ``course_id`` a teacher of the
     course (or an admin) gets the course's sessions (``user_id``: one student's)."""
     sessions = team.supervisor.sessions
+    if course_id is None and me.course_id is not None:
+        course_id = me.course_id  # a course token sees its course only
     if course_id is None:
         if user_id not in (None, me.user_id) and not me.is_admin:
             raise Forbidden(
@@ -271,11 +275,13 @@ def _sse(event: SessionEvent) -> ServerSentEvent:
 async def stream_events(
     session: ReadableSession,
     team: TeamDep,
-    after: Annotated[int, Query(ge=0, description="Send the events after this seq.")] = 0,
+    after: Annotated[
+        int, Query(ge=0, le=2**63 - 1, description="Send the events after this seq.")
+    ] = 0,
     follow: Annotated[
         bool, Query(description="Keep the stream open for new events (false: stored only).")
     ] = True,
-    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0)] = None,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=2**63 - 1)] = None,
 ) -> AsyncIterator[EventOut]:
     """The session's events as server-sent events (``id:`` the seq, ``data:`` an EventOut):
     the stored ones after ``after`` (or after the ``Last-Event-ID`` a reconnecting client
@@ -316,7 +322,7 @@ async def stream_events(
 async def list_events(
     session: ReadableSession,
     team: TeamDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
     limit: Annotated[int, Query(ge=1, le=_PAGE)] = 100,
 ) -> list[EventOut]:
     """The session's stored events after ``after`` as JSON (for clients without SSE)."""

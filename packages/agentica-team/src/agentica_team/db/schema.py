@@ -89,6 +89,8 @@ tokens = sa.Table(
     metadata,
     _id(primary_key=True),
     _id("user_id", sa.ForeignKey("team_users.id", ondelete="CASCADE"), nullable=False),
+    # set: the token acts only in this course (tokens made by provisioning); None: everywhere
+    _id("course_id", sa.ForeignKey("team_courses.id", ondelete="CASCADE"), nullable=True),
     sa.Column("hash", sa.String(64), nullable=False, unique=True),  # SHA-256 of the token
     sa.Column("hint", sa.String(16), nullable=False),  # the first characters, for listings
     sa.Column("name", sa.String(200), nullable=False),
