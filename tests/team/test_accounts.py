@@ -429,3 +429,20 @@ def test_every_setting_is_in_the_documented_table() -> None:
         row = f"| `{name}` | `AGENTICA_TEAM_{name.upper()}` |"
         assert row in doc, f"docs/team.md has no row for the setting {name}"
         assert str(field.description) in doc, f"the description of {name} is out of date"
+
+
+def test_every_route_is_documented_with_its_errors(tmp_path: Path) -> None:
+    from agentica_team.app import create_app
+
+    schema = create_app(sqlite_settings(tmp_path)).openapi()
+    problems = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if not (operation.get("description") or "").strip():
+                problems.append(f"{method.upper()} {path}: no description")
+            for status in ("401", "422"):
+                documented = operation["responses"].get(status, {})
+                ref = str(documented.get("content", {}).get("application/json", {}).get("schema"))
+                if "ErrorOut" not in ref:
+                    problems.append(f"{method.upper()} {path}: {status} is not an ErrorOut")
+    assert not problems, "\n".join(problems)

@@ -410,6 +410,24 @@ class Audit:
         (stored,) = await _append(conn, [item])
         return stored
 
+    async def records_in(
+        self, conn: AsyncConnection, records: Sequence[Mapping[str, Any]]
+    ) -> list[AuditRecord]:
+        """Several ``record_in``s at once (each a mapping of its keyword arguments: ``kind``,
+        ``actor_id``, ``course_id``, ``subject``, ``data``): one head lock and one INSERT per
+        chain instead of one each."""
+        items = [
+            await self._pending(
+                r["kind"],
+                r.get("actor_id", ""),
+                r.get("course_id", ""),
+                r.get("subject", ""),
+                r.get("data"),
+            )
+            for r in records
+        ]
+        return await _append(conn, items) if items else []
+
     async def aclose(self) -> None:
         """Write what is queued, then stop the writer task."""
         self._closed = True

@@ -381,6 +381,8 @@ class Budgets:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
+        self._daily: dict[tuple[str, ...], Any] = {}
+        self._holds: dict[tuple[bool, bool, bool], Any] = {}
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -472,14 +474,8 @@ class Budgets:
         self, conn: AsyncConnection, course_id: str, user_id: str
     ) -> list[BudgetInfo]:
         """The budgets that apply to ``user_id``, course budget first (the lock order)."""
-        query = sa.select(budgets).where(
-            budgets.c.course_id == course_id,
-            sa.or_(
-                sa.and_(budgets.c.scope == "course", budgets.c.user_id == ""),
-                sa.and_(budgets.c.scope == "student", budgets.c.user_id.in_([user_id, ""])),
-            ),
-        )
-        found = [_info(row) for row in await conn.execute(query)]
+        params = {"b_course": course_id, "b_user": user_id}
+        found = [_info(row) for row in await conn.execute(_APPLYING, params)]
         course = [b for b in found if b.scope == "course"]
         own = [b for b in found if b.scope == "student" and b.user_id == user_id and user_id]
         default = [b for b in found if b.scope == "student" and b.user_id == ""]
@@ -513,14 +509,15 @@ class Budgets:
             reservation = Reservation(new_id("rsv"), course_id, user_id, tokens, cost_micros, now)
             # first the new row nobody else touches, so the budgets' rows stay locked briefly
             await conn.execute(
-                sa.insert(reservations).values(
-                    id=reservation.id,
-                    user_id=user_id,
-                    course_id=course_id,
-                    created_at=now,
-                    entries=held.dumps(),
-                    state="open",
-                )
+                _OPEN,
+                {
+                    "id": reservation.id,
+                    "user_id": user_id,
+                    "course_id": course_id,
+                    "created_at": now,
+                    "entries": held.dumps(),
+                    "state": "open",
+                },
             )
             for budget, row in zip(applying, rows, strict=True):
                 if budget.requests_per_minute is not None:
@@ -574,40 +571,25 @@ class Budgets:
     ) -> None:
         """Add the hold to the usage row with one conditional statement (an upsert whose
         update only happens if the hold fits), or raise the refusal."""
-        u = budget_usage.c
         if _larger_than(budget, tokens, cost_micros):
             too_large = _over_budget(budget, await _usage(conn, row), tokens, cost_micros, now)
             assert too_large is not None
             raise too_large
-        fits: list[sa.ColumnElement[bool]] = []
-        if budget.max_tokens is not None:
-            fits.append(u.used_tokens + u.reserved_tokens + tokens <= budget.max_tokens)
-        if budget.max_cost_micros is not None:
-            fits.append(
-                u.used_cost_micros + u.reserved_cost_micros + cost_micros <= budget.max_cost_micros
-            )
-        if budget.max_concurrent is not None:
-            fits.append(u.in_flight < budget.max_concurrent)
         budget_id, subject, key = row
-        insert = self._db.insert(budget_usage).values(
-            budget_id=budget_id,
-            subject=subject,
-            period_key=key,
-            reserved_tokens=tokens,
-            reserved_cost_micros=cost_micros,
-            in_flight=1,
-        )
-        hold = insert.on_conflict_do_update(
-            index_elements=[u.budget_id, u.subject, u.period_key],
-            set_={
-                "reserved_tokens": u.reserved_tokens + tokens,
-                "reserved_cost_micros": u.reserved_cost_micros + cost_micros,
-                "in_flight": u.in_flight + 1,
-            },
-            where=sa.and_(*fits) if fits else None,
-        )
+        params = {
+            "budget_id": budget_id,
+            "subject": subject,
+            "period_key": key,
+            "reserved_tokens": tokens,
+            "reserved_cost_micros": cost_micros,
+            "in_flight": 1,
+            "b_max_tokens": budget.max_tokens,
+            "b_max_cost": budget.max_cost_micros,
+            "b_max_concurrent": budget.max_concurrent,
+        }
+        hold = self._hold_statement(budget)
         for _ in range(_ATTEMPTS):
-            if (await conn.execute(hold)).rowcount == 1:
+            if (await conn.execute(hold, params)).rowcount == 1:
                 return
             usage = await _usage(conn, row)
             refusal: TeamError | None = _too_many_running(budget, usage) or _over_budget(
@@ -621,6 +603,43 @@ class Budgets:
             retry_after=1,
             budget=_budget_detail(budget),
         )
+
+    def _hold_statement(self, budget: BudgetInfo) -> Any:
+        """The conditional upsert that holds a call's amounts on a usage row if they fit the
+        budget's limits (bound at execution); one statement per combination of limits set."""
+        shape = (
+            budget.max_tokens is not None,
+            budget.max_cost_micros is not None,
+            budget.max_concurrent is not None,
+        )
+        statement = self._holds.get(shape)
+        if statement is not None:
+            return statement
+        u = budget_usage.c
+        insert = self._db.insert(budget_usage)
+        new = insert.excluded
+        big = sa.BigInteger
+        fits: list[sa.ColumnElement[bool]] = []
+        if shape[0]:
+            limit = sa.bindparam("b_max_tokens", type_=big)
+            fits.append(u.used_tokens + u.reserved_tokens + new.reserved_tokens <= limit)
+        if shape[1]:
+            limit = sa.bindparam("b_max_cost", type_=big)
+            fits.append(
+                u.used_cost_micros + u.reserved_cost_micros + new.reserved_cost_micros <= limit
+            )
+        if shape[2]:
+            fits.append(u.in_flight < sa.bindparam("b_max_concurrent", type_=sa.Integer))
+        statement = self._holds[shape] = insert.on_conflict_do_update(
+            index_elements=[u.budget_id, u.subject, u.period_key],
+            set_={
+                "reserved_tokens": u.reserved_tokens + new.reserved_tokens,
+                "reserved_cost_micros": u.reserved_cost_micros + new.reserved_cost_micros,
+                "in_flight": u.in_flight + 1,
+            },
+            where=sa.and_(*fits) if fits else None,
+        )
+        return statement
 
     async def settle(
         self,
@@ -673,15 +692,14 @@ class Budgets:
             if closed is None:
                 return
             held, was_open = closed
-            u = budget_usage.c
-            for row in held.rows:
-                values: dict[str, Any] = {
-                    "used_tokens": u.used_tokens + tokens,
-                    "used_cost_micros": u.used_cost_micros + cost_micros,
-                }
+            if held.rows:
+                amounts = {"b_used": tokens, "b_used_cost": cost_micros}
                 if was_open:
-                    values.update(_unhold_values(held))
-                await conn.execute(sa.update(budget_usage).where(*_usage_key(row)).values(values))
+                    amounts.update(b_tokens=held.tokens, b_cost=held.cost_micros)
+                await conn.execute(
+                    _SETTLE_OPEN if was_open else _SETTLE_EXPIRED,
+                    [{**_usage_params(row), **amounts} for row in held.rows],
+                )
             await self._count_daily(
                 conn,
                 held,
@@ -774,19 +792,21 @@ class Budgets:
     async def _count_daily(
         self, conn: AsyncConnection, held: _Held, source: str, **amounts: int
     ) -> None:
-        key = {"course_id": held.course_id, "user_id": held.user_id, "day": held.day}
-        insert = self._db.insert(usage_daily).values(**key, source=source, **amounts)
-        await conn.execute(
-            insert.on_conflict_do_update(
+        names = tuple(amounts)
+        statement = self._daily.get(names)
+        if statement is None:  # built once per set of amounts: cached, no construction per call
+            insert = self._db.insert(usage_daily)
+            statement = self._daily[names] = insert.on_conflict_do_update(
                 index_elements=[
                     usage_daily.c.course_id,
                     usage_daily.c.user_id,
                     usage_daily.c.day,
                     usage_daily.c.source,
                 ],
-                set_={name: usage_daily.c[name] + insert.excluded[name] for name in amounts},
+                set_={name: usage_daily.c[name] + insert.excluded[name] for name in names},
             )
-        )
+        key = {"course_id": held.course_id, "user_id": held.user_id, "day": held.day}
+        await conn.execute(statement, {**key, "source": source, **amounts})
 
     async def remaining(self, course_id: str, user_id: str) -> list[Remaining]:
         """The budgets that apply to this student (course budget first) and what is left of
@@ -837,26 +857,60 @@ def _check_source(source: str) -> None:
         )
 
 
+_u = budget_usage.c
+_r = reservations.c
+_USAGE_ROW = (
+    _u.budget_id == sa.bindparam("b_budget"),
+    _u.subject == sa.bindparam("b_subject"),
+    _u.period_key == sa.bindparam("b_key"),
+)
+_UNHOLD_SET = {
+    "reserved_tokens": _u.reserved_tokens - sa.bindparam("b_tokens", type_=sa.BigInteger),
+    "reserved_cost_micros": _u.reserved_cost_micros - sa.bindparam("b_cost", type_=sa.BigInteger),
+    "in_flight": _u.in_flight - 1,
+}
+_USE_SET = {
+    "used_tokens": _u.used_tokens + sa.bindparam("b_used", type_=sa.BigInteger),
+    "used_cost_micros": _u.used_cost_micros + sa.bindparam("b_used_cost", type_=sa.BigInteger),
+}
+# the statements of the hot path, built once (no construction or cache-key walk per call)
+_SETTLE_OPEN = sa.update(budget_usage).where(*_USAGE_ROW).values({**_USE_SET, **_UNHOLD_SET})
+_SETTLE_EXPIRED = sa.update(budget_usage).where(*_USAGE_ROW).values(_USE_SET)
+_UNHOLD = sa.update(budget_usage).where(*_USAGE_ROW).values(_UNHOLD_SET)
+_CLOSE = (
+    sa.update(reservations)
+    .where(_r.id == sa.bindparam("b_id"), _r.state == sa.bindparam("b_prior"))
+    .values(state=sa.bindparam("b_state"))
+    .returning(_r.course_id, _r.user_id, _r.entries)
+)
+_OPEN = sa.insert(reservations)
+_APPLYING = sa.select(budgets).where(
+    budgets.c.course_id == sa.bindparam("b_course"),
+    sa.or_(
+        sa.and_(budgets.c.scope == "course", budgets.c.user_id == ""),
+        sa.and_(
+            budgets.c.scope == "student",
+            budgets.c.user_id.in_([sa.bindparam("b_user"), ""]),
+        ),
+    ),
+)
+
+
+def _usage_params(row: Sequence[str]) -> dict[str, str]:
+    budget_id, subject, key = row
+    return {"b_budget": budget_id, "b_subject": subject, "b_key": key}
+
+
 def _usage_key(row: Sequence[str]) -> list[sa.ColumnElement[bool]]:
     budget_id, subject, key = row
     u = budget_usage.c
     return [u.budget_id == budget_id, u.subject == subject, u.period_key == key]
 
 
-def _unhold_values(held: _Held) -> dict[str, Any]:
-    u = budget_usage.c
-    return {
-        "reserved_tokens": u.reserved_tokens - held.tokens,
-        "reserved_cost_micros": u.reserved_cost_micros - held.cost_micros,
-        "in_flight": u.in_flight - 1,
-    }
-
-
 async def _unhold(conn: AsyncConnection, held: _Held) -> None:
-    for row in held.rows:
-        await conn.execute(
-            sa.update(budget_usage).where(*_usage_key(row)).values(_unhold_values(held))
-        )
+    if held.rows:
+        amounts = {"b_tokens": held.tokens, "b_cost": held.cost_micros}
+        await conn.execute(_UNHOLD, [{**_usage_params(row), **amounts} for row in held.rows])
 
 
 async def _close(
@@ -864,16 +918,9 @@ async def _close(
 ) -> tuple[_Held, bool] | None:
     """Move the reservation from one of the ``before`` states to ``state`` (one conditional
     UPDATE each, so only one settle or release wins); what it held and whether it was open."""
-    r = reservations.c
     for prior in before:
-        row = (
-            await conn.execute(
-                sa.update(reservations)
-                .where(r.id == reservation_id, r.state == prior)
-                .values(state=state)
-                .returning(r.course_id, r.user_id, r.entries)
-            )
-        ).first()
+        params = {"b_id": reservation_id, "b_prior": prior, "b_state": state}
+        row = (await conn.execute(_CLOSE, params)).first()
         if row is not None:
             return _Held.loads(row.course_id, row.user_id, row.entries), prior == "open"
     return None

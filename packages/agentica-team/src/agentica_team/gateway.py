@@ -40,6 +40,7 @@ from agentica.models.openai_wire import (
 )
 from agentica_team.accounts import Course
 from agentica_team.api.deps import PrincipalDep, TeamDep
+from agentica_team.api.schemas import ERRORS
 from agentica_team.errors import BadRequest, NotFound, RateLimited, TeamError
 from agentica_team.metering import AuditNote, MeteredModel
 from agentica_team.principal import Principal
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["UpstreamError", "router"]
 
-router = APIRouter(prefix="/v1", tags=["gateway"])
+router = APIRouter(prefix="/v1", tags=["gateway"], responses=ERRORS)
 
 INSTRUCTION_CAP = 2000
 """Characters of the last user message kept in a ``gateway_request`` audit record."""

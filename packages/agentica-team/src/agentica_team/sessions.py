@@ -543,15 +543,13 @@ class Sessions:
                   for item, _ in kept if item.title]  # fmt: skip
         if titles:
             await conn.execute(_SET_TITLE, titles)
-        for note in (note for item, _ in kept for note in item.audit):
-            await self.audit.record_in(
-                conn,
-                note.kind,
-                actor_id=note.actor_id,
-                course_id=note.course_id,
-                subject=note.subject,
-                data=note.data,
-            )
+        notes = [
+            {"kind": note.kind, "actor_id": note.actor_id, "course_id": note.course_id,
+             "subject": note.subject, "data": note.data}
+            for item, _ in kept
+            for note in item.audit
+        ]  # fmt: skip
+        await self.audit.records_in(conn, notes)
 
     async def post_message(
         self, session: AgentSession, text: str, *, actor_id: str

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Request, Response
 from agentica_team.access import require_account_token, require_admin, sees_user
 from agentica_team.api.deps import COOKIE, PrincipalDep, TeamDep
 from agentica_team.api.schemas import (
+    ERRORS,
     IssuedTokenOut,
     LoginBody,
     MeOut,
@@ -21,7 +22,7 @@ from agentica_team.errors import Forbidden, NotFound
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["accounts"])
+router = APIRouter(prefix="/api", tags=["accounts"], responses=ERRORS)
 
 
 @router.post("/auth/login", response_model=MeOut)

@@ -13,11 +13,12 @@ from pydantic import BaseModel
 
 from agentica_team.access import course_as_teacher, require_admin
 from agentica_team.api.deps import PrincipalDep, TeamDep
+from agentica_team.api.schemas import ERRORS
 from agentica_team.errors import BadRequest
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api", tags=["audit"])
+router = APIRouter(prefix="/api", tags=["audit"], responses=ERRORS)
 
 
 class AuditOut(BaseModel):

@@ -9,6 +9,7 @@ from agentica_team.access import course_as_member, course_as_teacher, require_st
 from agentica_team.accounts import Course, parse_roster
 from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.api.schemas import (
+    ERRORS,
     BudgetBody,
     BudgetOut,
     CourseBody,
@@ -28,7 +29,7 @@ from agentica_team.errors import BadRequest, Forbidden, NotFound
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/courses", tags=["courses"])
+router = APIRouter(prefix="/api/courses", tags=["courses"], responses=ERRORS)
 _MICROS = 1_000_000
 
 
@@ -52,6 +53,7 @@ async def create_course(body: CourseBody, team: TeamDep, me: PrincipalDep) -> Co
 
 @router.get("/{course_id}", response_model=CourseOut)
 async def get_course(course_id: str, team: TeamDep, me: PrincipalDep) -> CourseOut:
+    """A course the caller is a member of, with their role in it."""
     course, role = await course_as_member(team, me, course_id)
     return _course_out(course, role)
 
@@ -161,6 +163,7 @@ def _usd(micros: int | None) -> float | None:
 
 @router.get("/{course_id}/budgets", response_model=list[BudgetOut])
 async def list_budgets(course_id: str, team: TeamDep, me: PrincipalDep) -> list[BudgetOut]:
+    """The course's budgets (teachers of the course)."""
     await course_as_teacher(team, me, course_id)
     return [_budget_out(b) for b in await team.budgets.list_budgets(course_id)]
 
@@ -198,6 +201,7 @@ async def set_budget(
 
 @router.delete("/{course_id}/budgets/{budget_id}", status_code=204)
 async def delete_budget(course_id: str, budget_id: str, team: TeamDep, me: PrincipalDep) -> None:
+    """Remove a budget with its usage counters (calls in progress settle without it)."""
     await course_as_teacher(team, me, course_id)
     if not await team.budgets.delete_budget(course_id, budget_id[:64]):
         raise NotFound(f"no budget {budget_id[:64]!r} in this course")

@@ -7,13 +7,15 @@ whether a provider key is set, never the key).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentica_team.accounts import Course, Member, TokenInfo, User
 
 __all__ = [
+    "ERRORS",
+    "JSON_ERRORS",
     "BudgetBody",
     "BudgetOut",
     "CourseBody",
@@ -37,6 +39,43 @@ __all__ = [
 ]
 
 Short = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(description="What kind of error: unauthorized, forbidden, not_found, ...")
+    message: str = Field(description="What was wrong and how to fix it.")
+
+
+class ErrorOut(BaseModel):
+    """Every error answer: ``{"error": {"type", "message", ...}}`` (some add fields, e.g. a
+    budget refusal's ``remaining_tokens`` and ``resets_at``, or ``retry_after``)."""
+
+    error: ErrorDetail
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": description}
+    for status, description in (
+        (400, "The request asks for something impossible."),
+        (401, "No credentials, or wrong, expired or revoked ones."),
+        (403, "Not allowed for this account or token."),
+        (404, "No such thing, or one the caller may not see."),
+        (409, "It exists already or changed meanwhile."),
+        (413, "The body is larger than the server accepts."),
+        (422, "The body or a parameter is malformed; the message names it."),
+        (429, "A rate limit or budget refused it (see retry_after / resets_at)."),
+    )
+}
+"""The error answers every router documents (the routers pass ``responses=ERRORS``)."""
+
+JSON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": entry["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+    }
+    for status, entry in ERRORS.items()
+}
+"""``ERRORS`` for a route whose own answers are not JSON (a stream): its errors still are."""
 
 
 class _Body(BaseModel):

@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentica.tools.files import BackendError
 from agentica_team.access import course_as_member
 from agentica_team.api.deps import PrincipalDep, TeamDep
+from agentica_team.api.schemas import ERRORS, JSON_ERRORS
 from agentica_team.errors import BadRequest, Conflict, Forbidden, NotFound
 from agentica_team.sessions import AgentSession, SessionEvent
 from agentica_team.supervisor import CancelRequested, MessageQueued
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/sessions", tags=["sessions"])
+router = APIRouter(prefix="/api/sessions", tags=["sessions"], responses=ERRORS)
 
 _PAGE = 500
 
@@ -212,6 +213,7 @@ async def list_sessions(
 
 @router.get("/{session_id}", response_model=SessionOut)
 async def get_session(session: ReadableSession, team: TeamDep) -> SessionOut:
+    """A session the caller may read (its owner, a teacher of its course, an admin)."""
     return SessionOut.of(session, team.supervisor.active(session.id))
 
 
@@ -271,7 +273,7 @@ def _sse(event: SessionEvent) -> ServerSentEvent:
     )
 
 
-@router.get("/{session_id}/events", response_class=EventSourceResponse)
+@router.get("/{session_id}/events", response_class=EventSourceResponse, responses=JSON_ERRORS)
 async def stream_events(
     session: ReadableSession,
     team: TeamDep,
