@@ -552,9 +552,9 @@ class Accounts:
         stored = user_row.password_hash if user_row is not None else None
         ok = await asyncio.to_thread(verify_password, stored, password)
         if not ok or user_row is None or not user_row.active:
-            await self.audit.record(
-                "login_failed", subject=email.strip().lower()[:200], data={"address": address}
-            )
+            typed = email.strip().lower()[:200]  # a password typed in the e-mail field stays out
+            subject = typed if _EMAIL.match(typed) else "(not an e-mail address)"
+            await self.audit.record("login_failed", subject=subject, data={"address": address})
             raise Unauthorized("wrong e-mail or password")
         cookie, csrf = new_secret(), new_secret()
         now = self.clock()
