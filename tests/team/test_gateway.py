@@ -381,10 +381,12 @@ async def test_a_student_reaches_only_their_own_courses_model(gateway: Gateway) 
     sam = await (await gateway.client()).chat.completions.create(model="gpt-4o", messages=ASK)
     assert sam.model == "web-2026"
 
-    # in two courses the name must be one of them
+    # in two courses the name must be one of them (with a personal token: Ola's course token
+    # acts in its own course only)
     third = await gateway.team.accounts.create_course(gateway.teacher, "js-2026")
     await gateway.team.accounts.add_member(third.id, gateway.ola, "student",
                                            actor=gateway.teacher.user_id)  # fmt: skip
+    ola = await gateway.client((await gateway.team.accounts.issue_token(gateway.ola)).token)
     with pytest.raises(openai.NotFoundError) as missing:
         await ola.chat.completions.create(model="web-2026", messages=ASK)
     assert "css-2026, js-2026" in str(missing.value)

@@ -583,10 +583,13 @@ class Budgets:
             "reserved_tokens": tokens,
             "reserved_cost_micros": cost_micros,
             "in_flight": 1,
+        }
+        limits = {
             "b_max_tokens": budget.max_tokens,
             "b_max_cost": budget.max_cost_micros,
             "b_max_concurrent": budget.max_concurrent,
         }
+        params.update((name, value) for name, value in limits.items() if value is not None)
         hold = self._hold_statement(budget)
         for _ in range(_ATTEMPTS):
             if (await conn.execute(hold, params)).rowcount == 1:
