@@ -10,7 +10,7 @@ handler never runs the agent.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -23,6 +23,10 @@ from agentica_team.api.schemas import ERRORS, JSON_ERRORS
 from agentica_team.errors import BadRequest, Conflict, Forbidden, NotFound
 from agentica_team.sessions import AgentSession, SessionEvent
 from agentica_team.supervisor import CancelRequested, MessageQueued
+
+if TYPE_CHECKING:
+    from agentica_team.principal import Principal
+    from agentica_team.service import Team
 
 __all__ = ["router"]
 
@@ -162,12 +166,18 @@ async def writable_session(
     """The session if the caller owns it and is still in its course (403 for readers)."""
     if session.user_id != me.user_id:
         raise Forbidden("only the session's owner can change it; teachers and admins can read it")
-    if not me.is_admin and await team.accounts.member_role(session.course_id, me.user_id) is None:
+    if not me.is_admin and not await _member_of(team, me, session.course_id):
         raise Forbidden("you are no longer a member of this session's course")
     return session
 
 
 WritableSession = Annotated[AgentSession, Depends(writable_session)]
+
+
+async def _member_of(team: Team, me: Principal, course_id: str) -> bool:
+    """Whether the caller is in the course (from their courses, which ``Accounts`` keeps a few
+    seconds: a removal in this process counts at once, in another within that time)."""
+    return any(course.id == course_id for course in await team.accounts.courses_of(me))
 
 
 # -- routes ----------------------------------------------------------------------------------
