@@ -273,6 +273,14 @@ class SQLStorage:
     async def _prepare_schema(self, handle: _Engine, script: ScriptDirectory) -> None:
         from sqlalchemy.exc import SQLAlchemyError
 
+        if self._file_sqlite():
+            # alembic is synchronous: a SQLite file is migrated on a worker thread through a
+            # plain connection of its own (BEGIN IMMEDIATE, so it waits for other writers)
+            try:
+                await asyncio.to_thread(self._migrate_file, script)
+            except (SQLAlchemyError, OSError) as exc:
+                raise self._error("open the database", exc) from exc
+            return
         try:
             async with handle.writer.begin() as conn:
                 if self.dialect == "postgresql":
@@ -281,6 +289,34 @@ class SQLStorage:
                 await conn.run_sync(_migrate, script, self.create, self._label)
         except (SQLAlchemyError, OSError) as exc:
             raise self._error("open the database", exc) from exc
+
+    def _file_sqlite(self) -> bool:
+        """Whether this is a SQLite file (not an in-memory database another engine cannot see)."""
+        from sqlalchemy.engine import make_url
+
+        database = make_url(self.url).database or ""
+        return (
+            self.dialect == "sqlite"
+            and bool(database)
+            and database != ":memory:"
+            and "mode=memory" not in self.url
+        )
+
+    def _migrate_file(self, script: ScriptDirectory) -> None:
+        """Check and upgrade a SQLite file's schema with a synchronous connection."""
+        from sqlalchemy import create_engine, event
+        from sqlalchemy.engine import make_url
+
+        url = make_url(self.url).set(drivername="sqlite")
+        engine = create_engine(url, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT})
+        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "begin", _on_sqlite_begin)
+        try:
+            immediate = engine.execution_options(agentica_begin="BEGIN IMMEDIATE")
+            with immediate.begin() as conn:
+                _migrate(conn, script, self.create, self._label)
+        finally:
+            engine.dispose()
 
     def _error(self, action: str, exc: BaseException) -> StorageError:
         from sqlalchemy.exc import DBAPIError
