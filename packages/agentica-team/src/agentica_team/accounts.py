@@ -362,8 +362,13 @@ class Accounts:
             ).first()
         return None if row is None else _user(row)
 
-    async def list_users(self, *, role: str | None = None, limit: int = 1000) -> list[User]:
-        query = sa.select(users).order_by(users.c.created_at).limit(limit)
+    async def list_users(
+        self, *, role: str | None = None, limit: int = 100, after: str | None = None
+    ) -> list[User]:
+        """Accounts in e-mail order, ``limit`` at a time, after the e-mail ``after``."""
+        query = sa.select(users).order_by(users.c.email).limit(limit)
+        if after is not None:
+            query = query.where(users.c.email > after)
         if role is not None:
             query = query.where(users.c.role == role)
         async with self.db.read() as conn:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response
 
 from agentica_team.access import require_account_token, require_admin, sees_user
 from agentica_team.api.deps import COOKIE, PrincipalDep, TeamDep
@@ -93,10 +95,18 @@ async def revoke_token(token_id: str, team: TeamDep, me: PrincipalDep) -> None:
 
 
 @router.get("/users", response_model=list[UserOut])
-async def list_users(team: TeamDep, me: PrincipalDep, role: str | None = None) -> list[UserOut]:
-    """Every account (admins)."""
+async def list_users(
+    team: TeamDep,
+    me: PrincipalDep,
+    role: Literal["admin", "teacher", "student"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: Annotated[str | None, Query(max_length=320)] = None,
+) -> list[UserOut]:
+    """Accounts in e-mail order (admins): ``limit`` at a time; the next page starts ``after``
+    the last e-mail of this one."""
     require_admin(me)
-    return [UserOut.of(user) for user in await team.accounts.list_users(role=role)]
+    found = await team.accounts.list_users(role=role, limit=limit, after=after)
+    return [UserOut.of(user) for user in found]
 
 
 @router.post("/users", response_model=UserOut, status_code=201)
