@@ -617,6 +617,20 @@ def _settle(item: _Pending, outcome: AuditRecord | BaseException) -> None:
         future.set_result(outcome)
 
 
+# the statements of every append, built once (no construction or cache-key walk per record)
+_HEAD = (
+    sa.select(audit_heads.c.seq, audit_heads.c.hash)
+    .where(audit_heads.c.chain == sa.bindparam("b_chain"))
+    .with_for_update()
+)
+_SET_HEAD = (
+    sa.update(audit_heads)
+    .where(audit_heads.c.chain == sa.bindparam("b_chain"))
+    .values(seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"))
+)
+_INSERT = sa.insert(audit_table).returning(audit_table.c.id, audit_table.c.seq)
+
+
 async def _append(conn: AsyncConnection, items: list[_Pending]) -> list[AuditRecord]:
     """Append ``items`` to their chains (heads locked in chain order); the stored records, in
     the order of ``items``."""
@@ -634,11 +648,7 @@ async def _append(conn: AsyncConnection, items: list[_Pending]) -> list[AuditRec
             chain_items.insert(0, restored)
         records = await _insert(conn, chain, seq, prev, chain_items)
         last = records[-1]
-        await conn.execute(
-            sa.update(audit_heads)
-            .where(audit_heads.c.chain == chain)
-            .values(seq=last.seq, hash=last.hash)
-        )
+        await conn.execute(_SET_HEAD, {"b_chain": chain, "b_seq": last.seq, "b_hash": last.hash})
         indices = by_chain[chain]
         stored.update(zip(indices, records[-len(indices) :], strict=True))
     return [stored[i] for i in range(len(items))]
@@ -651,12 +661,7 @@ async def _lock_head(
     are serialized anyway). A missing head is created; if the chain has records without one
     (someone deleted it), the head is rebuilt from the last record and a record saying so is
     put first."""
-    select = (
-        sa.select(audit_heads.c.seq, audit_heads.c.hash)
-        .where(audit_heads.c.chain == chain)
-        .with_for_update()
-    )
-    row = (await conn.execute(select)).one_or_none()
+    row = (await conn.execute(_HEAD, {"b_chain": chain})).one_or_none()
     if row is not None:
         return int(row.seq), str(row.hash), None
     c = audit_table.c
@@ -669,7 +674,7 @@ async def _lock_head(
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     insert = dialect_insert(audit_heads).values(chain=chain, seq=seq, hash=prev)
     created = await conn.execute(insert.on_conflict_do_nothing(index_elements=["chain"]))
-    row = (await conn.execute(select)).one()
+    row = (await conn.execute(_HEAD, {"b_chain": chain})).one()
     restored = None
     if last is not None and created.rowcount == 1:
         data, text = _prepare({"reason": "the chain's head row was missing", "seq": seq}, _Walk())
@@ -702,8 +707,7 @@ async def _insert(
         prev = digest
     # an executemany (SQLAlchemy sends multi-row INSERTs, compiled once); RETURNING's order
     # is not guaranteed, so ids are matched by seq (ordered RETURNING goes row by row on SQLite)
-    c = audit_table.c
-    inserted = await conn.execute(sa.insert(audit_table).returning(c.id, c.seq), rows)
+    inserted = await conn.execute(_INSERT, rows)
     ids = {int(row_seq): int(row_id) for row_id, row_seq in inserted}
     return [
         AuditRecord(
