@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agentica_team.accounts import parse_roster
-from agentica_team.errors import BadRequest
+from agentica_team.errors import BadRequest, Unauthorized
 from agentica_team.principal import Principal
 from agentica_team.settings import TeamSettings
 from tests.team.server import client, serve_team, sqlite_settings
@@ -446,3 +446,43 @@ def test_every_route_is_documented_with_its_errors(tmp_path: Path) -> None:
                 if "ErrorOut" not in ref:
                     problems.append(f"{method.upper()} {path}: {status} is not an ErrorOut")
     assert not problems, "\n".join(problems)
+
+
+async def test_a_change_made_by_another_worker_counts_within_the_cache_ttl(tmp_path: Path) -> None:
+    """Each process keeps a token's principal and a caller's courses ``cache_ttl`` seconds: a
+    change made in the process counts at once, one made by another worker (here a second
+    ``Accounts`` on the same database) once that time has passed."""
+    from agentica_team.accounts import Accounts
+    from agentica_team.audit import Audit
+    from agentica_team.db import Database
+
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'team.db'}")
+    await db.upgrade(framework=False)
+    audit = Audit(db)
+    here, there = Accounts(db, audit), Accounts(db, audit, cache_ttl=0.2)
+    try:
+        teacher = await here.create_user("t@school.edu", role="teacher")
+        owner = Principal(teacher.id, teacher.email, teacher.name, "teacher", "token")
+        first = await here.create_course(owner, "first")
+        student = await here.create_user("s@school.edu")
+        token = (await here.issue_token(student.id)).token
+        await here.add_member(first.id, student.id, "student", actor=teacher.id)
+        me = await there.principal_for_token(token)
+        assert [c.name for c in await there.courses_of(me)] == ["first"]
+
+        second = await here.create_course(owner, "second")
+        await here.add_member(second.id, student.id, "student", actor=teacher.id)
+        assert [c.name for c in await here.courses_of(me)] == ["first", "second"]  # at once
+        await asyncio.sleep(0.3)
+        assert [c.name for c in await there.courses_of(me)] == ["first", "second"]
+
+        assert await there.principal_for_token(token) == me  # kept by the other worker
+        await here.set_active(student.id, False, actor=teacher.id)
+        with pytest.raises(Unauthorized):
+            await here.principal_for_token(token)  # at once
+        await asyncio.sleep(0.3)
+        with pytest.raises(Unauthorized):
+            await there.principal_for_token(token)
+    finally:
+        await audit.aclose()
+        await db.aclose()
