@@ -382,12 +382,19 @@ def test_settings_come_from_a_toml_file_and_the_environment(
 
 
 def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "AGENTICA_TEAM_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
-           "AGENTICA_TEAM_DATA_DIR": str(tmp_path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "AGENTICA_TEAM_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}",
+        "AGENTICA_TEAM_DATA_DIR": str(tmp_path),
+    }
     return subprocess.run(
         [sys.executable, "-m", "agentica.cli.main", *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_the_command_line_provisions_a_class_and_verifies_the_audit(tmp_path: Path) -> None:
@@ -410,6 +417,18 @@ def test_the_command_line_provisions_a_class_and_verifies_the_audit(tmp_path: Pa
     assert out.stat().st_mode & 0o077 == 0
     again = _cli(tmp_path, "team", "add-students", "web", str(roster))
     assert "0 new accounts" in again.stderr
+    usage = _cli(tmp_path, "team", "usage", "--course", "web")
+    assert usage.returncode == 0, usage.stderr
+    assert usage.stdout.split()[:8] == [
+        "day",
+        "student",
+        "source",
+        "requests",
+        "tokens",
+        "cached",
+        "saved",
+        "USD",
+    ]
     verify = _cli(tmp_path, "team", "audit", "verify")
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "ok" in verify.stdout

@@ -277,13 +277,22 @@ async def _usage(parts: _Parts, args: argparse.Namespace) -> int:
     course = await parts.accounts.course_by_name(args.course)
     rows = await parts.budgets.usage(course.id)
     names = {m.user.id: m.user.email for m in await parts.accounts.members(course.id)}
-    print(f"{'day':10}  {'student':30}  {'source':8}  {'requests':>8}  {'tokens':>10}  {'USD':>9}")
+    print(
+        f"{'day':10}  {'student':30}  {'source':7}  {'requests':>8}  {'tokens':>9}  "
+        f"{'cached':>8}  {'saved':>8}  {'USD':>8}"
+    )
     for r in rows:
         tokens = r.input_tokens + r.output_tokens
         print(
-            f"{r.day:10}  {names.get(r.user_id, r.user_id)[:30]:30}  {r.source:8}  "
-            f"{r.requests:8}  {tokens:10}  {r.cost_micros / 1e6:9.4f}"
+            f"{r.day:10}  {names.get(r.user_id, r.user_id)[:30]:30}  {r.source:7}  "
+            f"{r.requests:8}  {tokens:9}  {r.cached_tokens:8}  {r.compaction_saved_tokens:8}  "
+            f"{r.cost_micros / 1e6:8.4f}"
         )
+    print(
+        "cached: prompt tokens served from the provider's prefix cache; saved: tokens "
+        "compaction kept out of later requests",
+        file=sys.stderr,
+    )
     return 0
 
 
