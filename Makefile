@@ -31,8 +31,9 @@ test: lint typecheck layers
 test-fast: install
 	$(RUN) pytest -q -x -m "not slow"
 
-bench: install
+bench: install  # the framework core, then the team service (benchmarks/team.py)
 	$(RUN) python benchmarks/run.py $(ARGS)
+	$(RUN) python benchmarks/team.py
 
 demo: install
 	$(RUN) agentica demo
