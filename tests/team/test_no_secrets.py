@@ -229,11 +229,12 @@ async def _logins_and_errors(api: Api, live: LiveTeam) -> None:
     # a model the server cannot build, with the key: every call is refused, saying why
     broken = {"model": "nosuchprovider:m", "model_base_url": live.upstream.base_url,
               "model_api_key": COURSE_KEY}  # fmt: skip
-    await api.call("PATCH", course, token=ta, json=broken)
+    admin = room.admin.token  # a course's endpoint (model_base_url) is set by an admin
+    await api.call("PATCH", course, token=admin, json=broken)
     await asyncio.sleep(1.1)  # the course's model settings are re-read after CONFIG_TTL
     body = {"model": "course-a", "messages": [{"role": "user", "content": "hi"}]}
     await api.call("POST", "/v1/chat/completions", token=room.s1.token, json=body)
-    await api.call("PATCH", course, token=ta, json=_course_model(live))
+    await api.call("PATCH", course, token=admin, json=_course_model(live))
     # a budget that is spent: refused with what remains
     await api.call("PUT", f"{course}/budgets", token=ta,
                    json={"scope": "student", "user_id": room.s2.id, "period": "day",
@@ -253,7 +254,7 @@ async def drive(live: LiveTeam) -> None:
     async with Api(live.url, live.exchanges) as api:
         room = live.room
         course = f"/api/courses/{room.course_a}"
-        await api.call("PATCH", course, token=room.ta.token, json=_course_model(live))
+        await api.call("PATCH", course, token=room.admin.token, json=_course_model(live))
         for path in (course, "/api/courses", "/api/me", "/openapi.json"):
             await api.call("GET", path, token=room.ta.token)
         await _gateway(api, live)
