@@ -18,26 +18,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
-import socket
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import aiohttp  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
 from agentica.messages import UserMessage  # noqa: E402
 from agentica.models.base import ModelRequest  # noqa: E402
+from benchmarks.team_server import cpu_seconds, serve_process  # noqa: E402
 from tests.postgres import throwaway_cluster, why_no_postgres  # noqa: E402
 
 ASK = [{"role": "user", "content": "Write one sentence about CSS grid for a beginner."}]
@@ -47,12 +45,6 @@ KEY = "sk-bench-key-0123456789abcdef"
 def respond(body: dict[str, Any]) -> str:
     """The scripted model's answer (a short paragraph, streamed one word per chunk)."""
     return "CSS grid lays out a page in rows and columns that you name and size yourself."
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _ms(values: list[float], q: float) -> float:
@@ -103,40 +95,6 @@ async def _provision(database: str, data_dir: Path, model_url: str) -> tuple[str
         await team.aclose()
 
 
-@contextlib.asynccontextmanager
-async def _server(database: str, home: Path, token: str) -> AsyncIterator[tuple[str, int]]:
-    port = _free_port()
-    log = (home / "server.log").open("wb")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentica.cli.main", "serve", "--host", "127.0.0.1",
-        "--port", str(port), "--database-url", database, stdout=log, stderr=log,
-        env={**os.environ, "AGENTICA_HOME": str(home), "AGENTICA_TEAM_DATA_DIR": str(home)},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-            for _ in range(600):
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{url}/v1/models") as r:
-                        if r.status == 200:
-                            break
-                await asyncio.sleep(0.1)
-        yield url, process.pid
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-        log.close()
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _complete(client: AsyncOpenAI, model: str) -> float:
     started = time.perf_counter()
     reply = await client.chat.completions.create(model=model, messages=ASK)  # type: ignore[arg-type]
@@ -162,7 +120,7 @@ async def measure(requests: int, backend: str, database: str, home: Path) -> Non
     upstream, model_url = await _start_upstream()
     try:
         course_id, user_id, token = await _provision(database, home, model_url)
-        async with _server(database, home, token) as (url, pid):
+        async with serve_process(database, home, token, "/v1/models") as (url, pid):
             direct = AsyncOpenAI(base_url=model_url, api_key=KEY, max_retries=0)
             gateway = AsyncOpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0)
             rows = []
@@ -172,11 +130,11 @@ async def measure(requests: int, backend: str, database: str, home: Path) -> Non
                 for _ in range(20):  # warm up both paths
                     await call(direct, "gpt-4o-mini")
                     await call(gateway, "bench")
-                before = _cpu_seconds(pid)
+                before = cpu_seconds(pid)
                 for _ in range(requests):
                     times["direct"].append(await call(direct, "gpt-4o-mini"))
                     times["gateway"].append(await call(gateway, "bench"))
-                cpu += _cpu_seconds(pid) - before
+                cpu += cpu_seconds(pid) - before
                 rows.append((kind, times))
             await direct.close()
             await gateway.close()

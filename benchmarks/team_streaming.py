@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import signal
-import socket
 import statistics
 import sys
 import tempfile
@@ -34,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 
 from agentica.messages import AssistantMessage, ToolCall  # noqa: E402
+from benchmarks.team_server import cpu_seconds, serve_process  # noqa: E402
 
 ANSWER = " ".join(f"word{n}" for n in range(60))
 
@@ -65,12 +64,6 @@ class Result:
     students: list[Student] = field(default_factory=list)
     wall: float = 0.0
     server_cpu: float = 0.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _start_upstream(latency: float) -> tuple[asyncio.subprocess.Process, str]:
@@ -106,40 +99,6 @@ async def _provision(database: str, data_dir: Path, model_url: str, count: int) 
         return [course.id, *(s.token for s in students)]
     finally:
         await team.aclose()
-
-
-@contextlib.asynccontextmanager
-async def _server(database: str, home: Path, token: str) -> AsyncIterator[tuple[str, int]]:
-    port = _free_port()
-    log = (home / "server.log").open("wb")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentica.cli.main", "serve", "--host", "127.0.0.1",
-        "--port", str(port), "--database-url", database, stdout=log, stderr=log,
-        env={**os.environ, "AGENTICA_HOME": str(home), "AGENTICA_TEAM_DATA_DIR": str(home)},
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
-            for _ in range(600):
-                with contextlib.suppress(aiohttp.ClientError):
-                    async with http.get(f"{url}/api/me") as r:
-                        if r.status == 200:
-                            break
-                await asyncio.sleep(0.1)
-        yield url, process.pid
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), 30)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-        log.close()
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _events(response: aiohttp.ClientResponse) -> AsyncIterator[dict[str, Any]]:
@@ -186,7 +145,7 @@ async def run(count: int, latency: float) -> Result:
                 asyncio.run, _provision(database, home, model_url, count)
             )
             result.students = [Student(token) for token in tokens]
-            async with _server(database, home, tokens[0]) as (url, pid):
+            async with serve_process(database, home, tokens[0], "/api/me") as (url, pid):
                 connector = aiohttp.TCPConnector(limit=0)
                 timeout = aiohttp.ClientTimeout(total=600)
                 async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as http:
@@ -197,7 +156,7 @@ async def run(count: int, latency: float) -> Result:
                             headers={"Authorization": f"Bearer {student.token}"},
                         ) as r:
                             student.session_id = (await r.json())["id"]
-                    cpu = _cpu_seconds(pid)
+                    cpu = cpu_seconds(pid)
                     start = asyncio.Event()
                     tasks = [
                         asyncio.create_task(_one(http, student, start))
@@ -208,7 +167,7 @@ async def run(count: int, latency: float) -> Result:
                     start.set()
                     await asyncio.gather(*tasks)
                     result.wall = time.perf_counter() - began
-                    result.server_cpu = _cpu_seconds(pid) - cpu
+                    result.server_cpu = cpu_seconds(pid) - cpu
         finally:
             upstream.send_signal(signal.SIGTERM)
             await upstream.wait()

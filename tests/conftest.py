@@ -3,8 +3,9 @@
 - Network: pytest-socket allows loopback only (see ``addopts`` in pyproject.toml).
 - Blocking calls: every async test runs its loop in debug mode and fails if a callback blocked
   the loop for longer than ``SLOW_CALLBACK`` seconds. The objects that exist once the tests are
-  collected (modules, classes) are frozen out of the garbage collector, so a full collection of
-  the whole process (0.2-0.5 s here) does not land inside some test's callback.
+  collected (modules, classes), and again what survives each test module, are frozen out of the
+  garbage collector, so a full collection of the whole process (0.2-0.5 s here once the service's
+  tests have run) does not land inside some test's callback.
 - ``fake_openai``: start a ``FakeOpenAIServer`` on 127.0.0.1 for the test.
 """
 
@@ -35,6 +36,15 @@ class _SlowCallbackCatcher(logging.Handler):
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _freeze_survivors() -> None:
+    """Before each test module: collect, then freeze what survives (the earlier modules' web
+    servers, models and caches), so a full collection inside a test scans only its module's
+    objects instead of the whole grown process."""
     gc.collect()
     gc.freeze()
 
