@@ -115,42 +115,61 @@ async def _stream(client: AsyncOpenAI, model: str) -> float:
     return time.perf_counter() - started
 
 
+async def _start_bare_proxy(model_url: str) -> tuple[asyncio.subprocess.Process, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "benchmarks.bare_proxy", model_url, stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert process.stdout is not None
+    line = (await asyncio.wait_for(process.stdout.readline(), 30)).decode()
+    assert line.startswith("PORT "), line
+    return process, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
 async def measure(requests: int, backend: str, database: str, home: Path) -> None:
     """The overhead table and the breakdown on ``database`` (``home``: data directory)."""
     upstream, model_url = await _start_upstream()
+    bare, bare_url = await _start_bare_proxy(model_url)
     try:
         course_id, user_id, token = await _provision(database, home, model_url)
         async with serve_process(database, home, token, "/v1/models") as (url, pid):
-            direct = AsyncOpenAI(base_url=model_url, api_key=KEY, max_retries=0)
-            gateway = AsyncOpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0)
+            clients = {
+                "direct": (AsyncOpenAI(base_url=model_url, api_key=KEY, max_retries=0), "gpt-4o-mini"),
+                "bare": (AsyncOpenAI(base_url=bare_url, api_key=KEY, max_retries=0), "gpt-4o-mini"),
+                "gateway": (AsyncOpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0), "bench"),
+            }  # fmt: skip
             rows = []
             cpu = 0.0
             for kind, call in (("JSON", _complete), ("stream", _stream)):
-                times: dict[str, list[float]] = {"direct": [], "gateway": []}
-                for _ in range(20):  # warm up both paths
-                    await call(direct, "gpt-4o-mini")
-                    await call(gateway, "bench")
+                times: dict[str, list[float]] = {name: [] for name in clients}
+                for _ in range(20):  # warm up every path
+                    for client, model in clients.values():
+                        await call(client, model)
                 before = cpu_seconds(pid)
-                for _ in range(requests):
-                    times["direct"].append(await call(direct, "gpt-4o-mini"))
-                    times["gateway"].append(await call(gateway, "bench"))
+                for _ in range(requests):  # alternately: the machine's noise hits all alike
+                    for name, (client, model) in clients.items():
+                        times[name].append(await call(client, model))
                 cpu += cpu_seconds(pid) - before
                 rows.append((kind, times))
-            await direct.close()
-            await gateway.close()
+            for client, _model in clients.values():
+                await client.close()
     finally:
-        upstream.send_signal(signal.SIGTERM)
-        await upstream.wait()
+        for process in (bare, upstream):
+            process.send_signal(signal.SIGTERM)
+            await process.wait()
     print(f"### {backend}\n\nGateway overhead, {requests} sequential requests of each kind "
-          "(the same openai client, the same scripted upstream; ms):\n")  # fmt: skip
+          "(the same openai client, the same scripted upstream; ms). *Bare proxy*: uvicorn, "
+          "a raw ASGI app and aiohttp forwarding the same requests (`benchmarks/bare_proxy.py`), "
+          "the floor of any Python hop:\n")  # fmt: skip
     print("| kind | direct p50 | direct p99 | gateway p50 | gateway p99 | added p50 | "
-          "added p99 |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|")
+          "added p99 | bare proxy added p50 | bare proxy added p99 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind, times in rows:
         d50, d99 = _ms(times["direct"], 0.5), _ms(times["direct"], 0.99)
         g50, g99 = _ms(times["gateway"], 0.5), _ms(times["gateway"], 0.99)
+        b50, b99 = _ms(times["bare"], 0.5), _ms(times["bare"], 0.99)
         print(f"| {kind} | {d50:.2f} | {d99:.2f} | {g50:.2f} | {g99:.2f} | "
-              f"{g50 - d50:.2f} | {g99 - d99:.2f} |")  # fmt: skip
+              f"{g50 - d50:.2f} | {g99 - d99:.2f} | {b50 - d50:.2f} | {b99 - d99:.2f} |")  # fmt: skip
     print(f"\nThe service's CPU per gateway request: {cpu / (2 * requests) * 1000:.2f} ms\n")
     await breakdown(home, database, course_id, user_id, token)
 
@@ -179,12 +198,10 @@ async def breakdown(home: Path, database: str, course_id: str, user_id: str, tok
             transaction), then the settling with the model_call record (one transaction)."""
             data = {"model": "bench", "instruction": ASK[0]["content"]}
 
-            async def note(conn: Any) -> None:
-                await team.audit.record_in(
-                    conn, "gateway_request", actor_id=user_id, course_id=course_id,
-                    subject="gateway", data=data,
-                )  # fmt: skip
-
+            note = await team.audit.prepare(
+                "gateway_request", actor_id=user_id, course_id=course_id, subject="gateway",
+                data=data,
+            )  # fmt: skip
             held = await team.budgets.reserve(
                 course_id=course_id, user_id=user_id, tokens=300, cost_micros=200, along=note
             )

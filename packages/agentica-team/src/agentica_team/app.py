@@ -68,7 +68,8 @@ def _add_routers(app: FastAPI) -> None:
     from agentica_team import gateway
     from agentica_team.api import accounts, audit, courses, sessions
 
-    for router in (accounts.router, courses.router, audit.router, sessions.router, gateway.router):
+    # the gateway first: its routes are matched first (FastAPI tries the routes in order)
+    for router in (gateway.router, accounts.router, courses.router, audit.router, sessions.router):
         app.include_router(router)
 
 

@@ -22,15 +22,17 @@ import io
 import json
 import math
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentica_team.db.engine import Database
+from agentica_team.db.hot import Hot
 from agentica_team.db.schema import audit as audit_table
 from agentica_team.db.schema import audit_heads
 from agentica_team.errors import BadRequest
@@ -74,8 +76,9 @@ _CSV_COLUMNS = (
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _HEAD_RESTORED = "audit.head_restored"
 
-Along = Callable[[AsyncConnection], Awaitable[Any]]
-"""A write that commits in the same transaction as a record, before it."""
+Along = Callable[[Connection], Any]
+"""A write that commits in the same transaction as a record, before it (synchronous: it runs
+inside ``Database.run``)."""
 
 
 def _dumps(value: Any) -> str:
@@ -407,8 +410,28 @@ class Audit:
         """Append a record inside the caller's write transaction ``conn`` (from
         ``Database.write()``): it commits, or not, with the caller's other changes."""
         item = await self._pending(kind, actor_id, course_id, subject, data)
-        (stored,) = await _append(conn, [item])
+        (stored,) = await conn.run_sync(_append, [item])
         return stored
+
+    async def prepare(
+        self,
+        kind: str,
+        *,
+        actor_id: str = "",
+        course_id: str = "",
+        subject: str = "",
+        data: Mapping[str, Any] | None = None,
+    ) -> Callable[[Connection], AuditRecord]:
+        """A record made ready now (its data cleaned and checked: ``TypeError`` here) and the
+        synchronous write that appends it inside a ``Database.run`` transaction, such as a
+        ``Budgets.reserve`` ``along``."""
+        item = await self._pending(kind, actor_id, course_id, subject, data)
+
+        def write(conn: Connection) -> AuditRecord:
+            (stored,) = _append(conn, [item])
+            return stored
+
+        return write
 
     async def records_in(
         self, conn: AsyncConnection, records: Sequence[Mapping[str, Any]]
@@ -426,7 +449,7 @@ class Audit:
             )
             for r in records
         ]
-        return await _append(conn, items) if items else []
+        return await conn.run_sync(_append, items) if items else []
 
     async def aclose(self) -> None:
         """Write what is queued, then stop the writer task."""
@@ -465,7 +488,7 @@ class Audit:
         """Write ``batch`` in one transaction; if that fails, each record on its own, so one
         bad record does not fail the others."""
         try:
-            stored = await self._db.transaction(lambda conn: _append(conn, batch))
+            stored = await self._db.run(lambda conn: _append(conn, batch))
         except Exception as exc:
             if len(batch) > 1:
                 for item in batch:
@@ -618,20 +641,20 @@ def _settle(item: _Pending, outcome: AuditRecord | BaseException) -> None:
 
 
 # the statements of every append, built once (no construction or cache-key walk per record)
-_HEAD = (
+_HEAD = Hot(
     sa.select(audit_heads.c.seq, audit_heads.c.hash)
     .where(audit_heads.c.chain == sa.bindparam("b_chain"))
     .with_for_update()
 )
-_SET_HEAD = (
+_SET_HEAD = Hot(
     sa.update(audit_heads)
     .where(audit_heads.c.chain == sa.bindparam("b_chain"))
     .values(seq=sa.bindparam("b_seq"), hash=sa.bindparam("b_hash"))
 )
-_INSERT = sa.insert(audit_table).returning(audit_table.c.id, audit_table.c.seq)
+_INSERT = Hot(sa.insert(audit_table).returning(audit_table.c.id, audit_table.c.seq))
 
 
-async def _append(conn: AsyncConnection, items: list[_Pending]) -> list[AuditRecord]:
+def _append(conn: Connection, items: list[_Pending]) -> list[AuditRecord]:
     """Append ``items`` to their chains (heads locked in chain order); the stored records, in
     the order of ``items``."""
     by_chain: dict[str, list[int]] = {}
@@ -640,41 +663,37 @@ async def _append(conn: AsyncConnection, items: list[_Pending]) -> list[AuditRec
     stored: dict[int, AuditRecord] = {}
     for item in items:
         if item.along is not None:
-            await item.along(conn)
+            item.along(conn)
     for chain in sorted(by_chain):
         chain_items = [items[i] for i in by_chain[chain]]
-        seq, prev, restored = await _lock_head(conn, chain, chain_items[0].ts)
+        seq, prev, restored = _lock_head(conn, chain, chain_items[0].ts)
         if restored is not None:
             chain_items.insert(0, restored)
-        records = await _insert(conn, chain, seq, prev, chain_items)
+        records = _insert(conn, chain, seq, prev, chain_items)
         last = records[-1]
-        await conn.execute(_SET_HEAD, {"b_chain": chain, "b_seq": last.seq, "b_hash": last.hash})
+        _SET_HEAD.execute(conn, {"b_chain": chain, "b_seq": last.seq, "b_hash": last.hash})
         indices = by_chain[chain]
         stored.update(zip(indices, records[-len(indices) :], strict=True))
     return [stored[i] for i in range(len(items))]
 
 
-async def _lock_head(
-    conn: AsyncConnection, chain: str, ts: float
-) -> tuple[int, str, _Pending | None]:
+def _lock_head(conn: Connection, chain: str, ts: float) -> tuple[int, str, _Pending | None]:
     """The chain's head (seq, hash), locked until the transaction ends (SQLite: its writes
     are serialized anyway). A missing head is created; if the chain has records without one
     (someone deleted it), the head is rebuilt from the last record and a record saying so is
     put first."""
-    row = (await conn.execute(_HEAD, {"b_chain": chain})).one_or_none()
+    row = _HEAD.execute(conn, {"b_chain": chain}).one_or_none()
     if row is not None:
         return int(row.seq), str(row.hash), None
     c = audit_table.c
-    last = (
-        await conn.execute(
-            sa.select(c.seq, c.hash).where(c.chain == chain).order_by(c.seq.desc()).limit(1)
-        )
+    last = conn.execute(
+        sa.select(c.seq, c.hash).where(c.chain == chain).order_by(c.seq.desc()).limit(1)
     ).one_or_none()
     seq, prev = (int(last.seq), str(last.hash)) if last is not None else (0, ZERO_HASH)
     dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     insert = dialect_insert(audit_heads).values(chain=chain, seq=seq, hash=prev)
-    created = await conn.execute(insert.on_conflict_do_nothing(index_elements=["chain"]))
-    row = (await conn.execute(_HEAD, {"b_chain": chain})).one()
+    created = conn.execute(insert.on_conflict_do_nothing(index_elements=["chain"]))
+    row = _HEAD.execute(conn, {"b_chain": chain}).one()
     restored = None
     if last is not None and created.rowcount == 1:
         data, text = _prepare({"reason": "the chain's head row was missing", "seq": seq}, _Walk())
@@ -682,8 +701,8 @@ async def _lock_head(
     return int(row.seq), str(row.hash), restored
 
 
-async def _insert(
-    conn: AsyncConnection, chain: str, seq: int, prev: str, items: list[_Pending]
+def _insert(
+    conn: Connection, chain: str, seq: int, prev: str, items: list[_Pending]
 ) -> list[AuditRecord]:
     rows: list[dict[str, Any]] = []
     for item in items:
@@ -705,9 +724,8 @@ async def _insert(
             }
         )
         prev = digest
-    # an executemany (SQLAlchemy sends multi-row INSERTs, compiled once); RETURNING's order
-    # is not guaranteed, so ids are matched by seq (ordered RETURNING goes row by row on SQLite)
-    inserted = await conn.execute(_INSERT, rows)
+    # row by row (``Hot``: on the raw cursor on SQLite), so ids are still matched by seq
+    inserted = _INSERT.execute(conn, rows)
     ids = {int(row_seq): int(row_id) for row_id, row_seq in inserted}
     return [
         AuditRecord(

@@ -18,16 +18,18 @@ import json
 import math
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentica.errors import UsageError
 from agentica_team.db.engine import Database
+from agentica_team.db.hot import Hot
 from agentica_team.db.schema import (
     budget_usage,
     budgets,
@@ -381,8 +383,17 @@ class Budgets:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
-        self._daily: dict[tuple[str, ...], Any] = {}
-        self._holds: dict[tuple[bool, bool, bool], Any] = {}
+        self._daily: dict[tuple[str, ...], Hot] = {}
+        self._holds: dict[tuple[bool, bool, bool], Hot] = {}
+        w = rate_windows.c
+        insert = self._db.insert(rate_windows)
+        self._count = Hot(
+            insert.on_conflict_do_update(
+                index_elements=[w.budget_id, w.user_id, w.window],
+                set_={"count": w.count + 1},
+                where=w.count < sa.bindparam("b_limit", type_=sa.Integer),
+            )
+        )
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -470,12 +481,11 @@ class Budgets:
 
         return await self._db.transaction(body)
 
-    async def _applying(
-        self, conn: AsyncConnection, course_id: str, user_id: str
-    ) -> list[BudgetInfo]:
+    @staticmethod
+    def _applying(conn: Connection, course_id: str, user_id: str) -> list[BudgetInfo]:
         """The budgets that apply to ``user_id``, course budget first (the lock order)."""
         params = {"b_course": course_id, "b_user": user_id}
-        found = [_info(row) for row in await conn.execute(_APPLYING, params)]
+        found = [_info(row) for row in _APPLYING.execute(conn, params)]
         course = [b for b in found if b.scope == "course"]
         own = [b for b in found if b.scope == "student" and b.user_id == user_id and user_id]
         default = [b for b in found if b.scope == "student" and b.user_id == ""]
@@ -490,17 +500,18 @@ class Budgets:
         user_id: str,
         tokens: int,
         cost_micros: int,
-        along: Callable[[AsyncConnection], Awaitable[Any]] | None = None,
+        along: Callable[[Connection], Any] | None = None,
     ) -> Reservation:
         """Hold ``tokens`` and ``cost_micros`` (the call's estimated maximum) on every budget
         that applies, or raise ``BudgetExceeded`` / ``RateLimited`` holding nothing.
         ``along(conn)`` runs in the same transaction once the call is admitted (an audit record
-        of the request: durable with the admission, one commit for both)."""
+        of the request: durable with the admission, one commit for both; synchronous, as
+        ``Database.run`` runs it)."""
         _check_amounts(tokens=tokens, cost_micros=cost_micros)
 
-        async def body(conn: AsyncConnection) -> Reservation:
+        def body(conn: Connection) -> Reservation:
             now = self._clock()
-            applying = await self._applying(conn, course_id, user_id)
+            applying = self._applying(conn, course_id, user_id)
             rows = tuple(
                 (b.id, "" if b.scope == "course" else user_id, period_key(b.period, now))
                 for b in applying
@@ -508,8 +519,8 @@ class Budgets:
             held = _Held(course_id, user_id, tokens, cost_micros, _day(now), rows)
             reservation = Reservation(new_id("rsv"), course_id, user_id, tokens, cost_micros, now)
             # first the new row nobody else touches, so the budgets' rows stay locked briefly
-            await conn.execute(
-                _OPEN,
+            _OPEN.execute(
+                conn,
                 {
                     "id": reservation.id,
                     "user_id": user_id,
@@ -521,32 +532,31 @@ class Budgets:
             )
             for budget, row in zip(applying, rows, strict=True):
                 if budget.requests_per_minute is not None:
-                    await self._count_request(conn, budget, row[1], now)
-                await self._hold(conn, budget, row, tokens, cost_micros, now)
+                    self._count_request(conn, budget, row[1], now)
+                self._hold(conn, budget, row, tokens, cost_micros, now)
             if along is not None:
-                await along(conn)
+                along(conn)
             return reservation
 
-        return await self._db.transaction(body)
+        return await self._db.run(body)
 
-    async def _count_request(
-        self, conn: AsyncConnection, budget: BudgetInfo, subject: str, now: float
+    def _count_request(
+        self, conn: Connection, budget: BudgetInfo, subject: str, now: float
     ) -> None:
         """Count one request in the current minute's window (one conditional upsert), or raise
         ``RateLimited``."""
         limit = budget.requests_per_minute
         assert limit is not None
         window = int(now // 60)
-        w = rate_windows.c
-        insert = self._db.insert(rate_windows).values(
-            budget_id=budget.id, user_id=subject, window=window, count=1
-        )
-        counted = await conn.execute(
-            insert.on_conflict_do_update(
-                index_elements=[w.budget_id, w.user_id, w.window],
-                set_={"count": w.count + 1},
-                where=w.count < limit,
-            )
+        counted = self._count.execute(
+            conn,
+            {
+                "budget_id": budget.id,
+                "user_id": subject,
+                "window": window,
+                "count": 1,
+                "b_limit": limit,
+            },
         )
         if counted.rowcount == 1:
             return
@@ -560,9 +570,9 @@ class Budgets:
             limit={"requests_per_minute": limit},
         )
 
-    async def _hold(
+    def _hold(
         self,
-        conn: AsyncConnection,
+        conn: Connection,
         budget: BudgetInfo,
         row: tuple[str, str, str],
         tokens: int,
@@ -572,7 +582,7 @@ class Budgets:
         """Add the hold to the usage row with one conditional statement (an upsert whose
         update only happens if the hold fits), or raise the refusal."""
         if _larger_than(budget, tokens, cost_micros):
-            too_large = _over_budget(budget, await _usage(conn, row), tokens, cost_micros, now)
+            too_large = _over_budget(budget, _usage(conn, row), tokens, cost_micros, now)
             assert too_large is not None
             raise too_large
         budget_id, subject, key = row
@@ -592,9 +602,9 @@ class Budgets:
         params.update((name, value) for name, value in limits.items() if value is not None)
         hold = self._hold_statement(budget)
         for _ in range(_ATTEMPTS):
-            if (await conn.execute(hold, params)).rowcount == 1:
+            if hold.execute(conn, params).rowcount == 1:
                 return
-            usage = await _usage(conn, row)
+            usage = _usage(conn, row)
             refusal: TeamError | None = _too_many_running(budget, usage) or _over_budget(
                 budget, usage, tokens, cost_micros, now
             )
@@ -607,7 +617,7 @@ class Budgets:
             budget=_budget_detail(budget),
         )
 
-    def _hold_statement(self, budget: BudgetInfo) -> Any:
+    def _hold_statement(self, budget: BudgetInfo) -> Hot:
         """The conditional upsert that holds a call's amounts on a usage row if they fit the
         budget's limits (bound at execution); one statement per combination of limits set."""
         shape = (
@@ -633,14 +643,16 @@ class Budgets:
             )
         if shape[2]:
             fits.append(u.in_flight < sa.bindparam("b_max_concurrent", type_=sa.Integer))
-        statement = self._holds[shape] = insert.on_conflict_do_update(
-            index_elements=[u.budget_id, u.subject, u.period_key],
-            set_={
-                "reserved_tokens": u.reserved_tokens + new.reserved_tokens,
-                "reserved_cost_micros": u.reserved_cost_micros + new.reserved_cost_micros,
-                "in_flight": u.in_flight + 1,
-            },
-            where=sa.and_(*fits) if fits else None,
+        statement = self._holds[shape] = Hot(
+            insert.on_conflict_do_update(
+                index_elements=[u.budget_id, u.subject, u.period_key],
+                set_={
+                    "reserved_tokens": u.reserved_tokens + new.reserved_tokens,
+                    "reserved_cost_micros": u.reserved_cost_micros + new.reserved_cost_micros,
+                    "in_flight": u.in_flight + 1,
+                },
+                where=sa.and_(*fits) if fits else None,
+            )
         )
         return statement
 
@@ -658,7 +670,7 @@ class Budgets:
         the rows it reserved, and count it in the daily usage. Settling a reservation twice, or
         one already released, does nothing; one that ``release_stale`` expired is still
         counted."""
-        await self._db.transaction(
+        await self._db.run(
             self.settling(
                 reservation,
                 input_tokens=input_tokens,
@@ -678,9 +690,10 @@ class Budgets:
         cost_micros: int,
         cached_tokens: int = 0,
         source: str = "gateway",
-    ) -> Callable[[AsyncConnection], Awaitable[None]]:
+    ) -> Callable[[Connection], None]:
         """``settle`` as the body of a write transaction (the amounts are checked now), to
-        commit together with other writes (the call's audit record)."""
+        commit together with other writes (the call's audit record); synchronous, for
+        ``Database.run``."""
         _check_amounts(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
@@ -690,8 +703,8 @@ class Budgets:
         _check_source(source)
         tokens = input_tokens + output_tokens
 
-        async def body(conn: AsyncConnection) -> None:
-            closed = await _close(conn, reservation.id, "settled", ("open", "expired"))
+        def body(conn: Connection) -> None:
+            closed = _close(conn, reservation.id, "settled", ("open", "expired"))
             if closed is None:
                 return
             held, was_open = closed
@@ -699,11 +712,11 @@ class Budgets:
                 amounts = {"b_used": tokens, "b_used_cost": cost_micros}
                 if was_open:
                     amounts.update(b_tokens=held.tokens, b_cost=held.cost_micros)
-                await conn.execute(
-                    _SETTLE_OPEN if was_open else _SETTLE_EXPIRED,
+                (_SETTLE_OPEN if was_open else _SETTLE_EXPIRED).execute(
+                    conn,
                     [{**_usage_params(row), **amounts} for row in held.rows],
                 )
-            await self._count_daily(
+            self._count_daily(
                 conn,
                 held,
                 source,
@@ -719,15 +732,15 @@ class Budgets:
     async def release(self, reservation: Reservation) -> None:
         """Give the hold back without usage (the call failed before using the model, or was
         cancelled); does nothing if the reservation was settled or released already."""
-        await self._db.transaction(self.releasing(reservation))
+        await self._db.run(self.releasing(reservation))
 
-    def releasing(self, reservation: Reservation) -> Callable[[AsyncConnection], Awaitable[None]]:
-        """``release`` as the body of a write transaction."""
+    def releasing(self, reservation: Reservation) -> Callable[[Connection], None]:
+        """``release`` as the body of a write transaction (synchronous, for ``Database.run``)."""
 
-        async def body(conn: AsyncConnection) -> None:
-            closed = await _close(conn, reservation.id, "released", ("open",))
+        def body(conn: Connection) -> None:
+            closed = _close(conn, reservation.id, "released", ("open",))
             if closed is not None:
-                await _unhold(conn, closed[0])
+                _unhold(conn, closed[0])
 
         return body
 
@@ -746,18 +759,18 @@ class Budgets:
                 )
             )
 
-        def expire(reservation_id: str) -> Callable[[AsyncConnection], Awaitable[int]]:
-            async def body(conn: AsyncConnection) -> int:
-                closed = await _close(conn, reservation_id, "expired", ("open",))
+        def expire(reservation_id: str) -> Callable[[Connection], int]:
+            def body(conn: Connection) -> int:
+                closed = _close(conn, reservation_id, "expired", ("open",))
                 if closed is None:  # settled or released meanwhile
                     return 0
-                await _unhold(conn, closed[0])
+                _unhold(conn, closed[0])
                 return 1
 
             return body
 
-        async def forget(conn: AsyncConnection) -> None:
-            await conn.execute(
+        def forget(conn: Connection) -> None:
+            conn.execute(
                 sa.delete(reservations).where(
                     sa.or_(
                         sa.and_(r.state.in_(["settled", "released"]), r.created_at < cutoff),
@@ -765,14 +778,12 @@ class Budgets:
                     )
                 )
             )
-            await conn.execute(
-                sa.delete(rate_windows).where(rate_windows.c.window < int(now // 60) - 1)
-            )
+            conn.execute(sa.delete(rate_windows).where(rate_windows.c.window < int(now // 60) - 1))
 
         released = 0
         for reservation_id in stale:  # one transaction each: the lock order of a settle
-            released += await self._db.transaction(expire(reservation_id))
-        await self._db.transaction(forget)
+            released += await self._db.run(expire(reservation_id))
+        await self._db.run(forget)
         return released
 
     # -- usage --------------------------------------------------------------------------------
@@ -787,41 +798,45 @@ class Budgets:
             return
         held = _Held(course_id, user_id, 0, 0, _day(self._clock()), ())
 
-        async def body(conn: AsyncConnection) -> None:
-            await self._count_daily(conn, held, source, compaction_saved_tokens=tokens)
+        def body(conn: Connection) -> None:
+            self._count_daily(conn, held, source, compaction_saved_tokens=tokens)
 
-        await self._db.transaction(body)
+        await self._db.run(body)
 
-    async def _count_daily(
-        self, conn: AsyncConnection, held: _Held, source: str, **amounts: int
-    ) -> None:
+    def _count_daily(self, conn: Connection, held: _Held, source: str, **amounts: int) -> None:
         names = tuple(amounts)
         statement = self._daily.get(names)
         if statement is None:  # built once per set of amounts: cached, no construction per call
             insert = self._db.insert(usage_daily)
-            statement = self._daily[names] = insert.on_conflict_do_update(
-                index_elements=[
-                    usage_daily.c.course_id,
-                    usage_daily.c.user_id,
-                    usage_daily.c.day,
-                    usage_daily.c.source,
-                ],
-                set_={name: usage_daily.c[name] + insert.excluded[name] for name in names},
+            statement = self._daily[names] = Hot(
+                insert.on_conflict_do_update(
+                    index_elements=[
+                        usage_daily.c.course_id,
+                        usage_daily.c.user_id,
+                        usage_daily.c.day,
+                        usage_daily.c.source,
+                    ],
+                    set_={name: usage_daily.c[name] + insert.excluded[name] for name in names},
+                )
             )
         key = {"course_id": held.course_id, "user_id": held.user_id, "day": held.day}
-        await conn.execute(statement, {**key, "source": source, **amounts})
+        statement.execute(conn, {**key, "source": source, **amounts})
 
     async def remaining(self, course_id: str, user_id: str) -> list[Remaining]:
         """The budgets that apply to this student (course budget first) and what is left of
         each in its current period."""
         now = self._clock()
-        async with self._db.read() as conn:
+
+        def read(conn: Connection) -> list[Remaining]:
             found = []
-            for budget in await self._applying(conn, course_id, user_id):
+            for budget in self._applying(conn, course_id, user_id):
                 subject = "" if budget.scope == "course" else user_id
                 key = (budget.id, subject, period_key(budget.period, now))
-                found.append(_remaining(budget, await _usage(conn, key), now))
+                found.append(_remaining(budget, _usage(conn, key), now))
             return found
+
+        async with self._db.read() as conn:
+            return await conn.run_sync(read)
 
     async def usage(
         self,
@@ -877,25 +892,28 @@ _USE_SET = {
     "used_cost_micros": _u.used_cost_micros + sa.bindparam("b_used_cost", type_=sa.BigInteger),
 }
 # the statements of the hot path, built once (no construction or cache-key walk per call)
-_SETTLE_OPEN = sa.update(budget_usage).where(*_USAGE_ROW).values({**_USE_SET, **_UNHOLD_SET})
-_SETTLE_EXPIRED = sa.update(budget_usage).where(*_USAGE_ROW).values(_USE_SET)
-_UNHOLD = sa.update(budget_usage).where(*_USAGE_ROW).values(_UNHOLD_SET)
-_CLOSE = (
+_SETTLE_OPEN = Hot(sa.update(budget_usage).where(*_USAGE_ROW).values({**_USE_SET, **_UNHOLD_SET}))
+_SETTLE_EXPIRED = Hot(sa.update(budget_usage).where(*_USAGE_ROW).values(_USE_SET))
+_UNHOLD = Hot(sa.update(budget_usage).where(*_USAGE_ROW).values(_UNHOLD_SET))
+_USAGE = Hot(sa.select(budget_usage).where(*_USAGE_ROW))
+_CLOSE = Hot(
     sa.update(reservations)
     .where(_r.id == sa.bindparam("b_id"), _r.state == sa.bindparam("b_prior"))
     .values(state=sa.bindparam("b_state"))
     .returning(_r.course_id, _r.user_id, _r.entries)
 )
-_OPEN = sa.insert(reservations)
-_APPLYING = sa.select(budgets).where(
-    budgets.c.course_id == sa.bindparam("b_course"),
-    sa.or_(
-        sa.and_(budgets.c.scope == "course", budgets.c.user_id == ""),
-        sa.and_(
-            budgets.c.scope == "student",
-            budgets.c.user_id.in_([sa.bindparam("b_user"), ""]),
+_OPEN = Hot(sa.insert(reservations))
+_APPLYING = Hot(
+    sa.select(budgets).where(
+        budgets.c.course_id == sa.bindparam("b_course"),
+        sa.or_(
+            sa.and_(budgets.c.scope == "course", budgets.c.user_id == ""),
+            sa.and_(
+                budgets.c.scope == "student",
+                budgets.c.user_id.in_([sa.bindparam("b_user"), ""]),
+            ),
         ),
-    ),
+    )
 )
 
 
@@ -904,26 +922,20 @@ def _usage_params(row: Sequence[str]) -> dict[str, str]:
     return {"b_budget": budget_id, "b_subject": subject, "b_key": key}
 
 
-def _usage_key(row: Sequence[str]) -> list[sa.ColumnElement[bool]]:
-    budget_id, subject, key = row
-    u = budget_usage.c
-    return [u.budget_id == budget_id, u.subject == subject, u.period_key == key]
-
-
-async def _unhold(conn: AsyncConnection, held: _Held) -> None:
+def _unhold(conn: Connection, held: _Held) -> None:
     if held.rows:
         amounts = {"b_tokens": held.tokens, "b_cost": held.cost_micros}
-        await conn.execute(_UNHOLD, [{**_usage_params(row), **amounts} for row in held.rows])
+        _UNHOLD.execute(conn, [{**_usage_params(row), **amounts} for row in held.rows])
 
 
-async def _close(
-    conn: AsyncConnection, reservation_id: str, state: str, before: tuple[str, ...]
+def _close(
+    conn: Connection, reservation_id: str, state: str, before: tuple[str, ...]
 ) -> tuple[_Held, bool] | None:
     """Move the reservation from one of the ``before`` states to ``state`` (one conditional
     UPDATE each, so only one settle or release wins); what it held and whether it was open."""
     for prior in before:
         params = {"b_id": reservation_id, "b_prior": prior, "b_state": state}
-        row = (await conn.execute(_CLOSE, params)).first()
+        row = _CLOSE.execute(conn, params).first()
         if row is not None:
             return _Held.loads(row.course_id, row.user_id, row.entries), prior == "open"
     return None
@@ -945,9 +957,9 @@ class _Usage:
     in_flight: int = 0
 
 
-async def _usage(conn: AsyncConnection, row: Sequence[str]) -> _Usage:
+def _usage(conn: Connection, row: Sequence[str]) -> _Usage:
     """A usage row's counters (zeros if it does not exist yet)."""
-    found = (await conn.execute(sa.select(budget_usage).where(*_usage_key(row)))).first()
+    found = _USAGE.execute(conn, _usage_params(row)).first()
     if found is None:
         return _Usage()
     return _Usage(

@@ -45,8 +45,6 @@ from agentica_team.errors import BadRequest, BudgetExceeded, RateLimited
 from agentica_team.security import redact
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
     from agentica_team.audit import Along, Audit
     from agentica_team.budgets import Budgets, Reservation
 
@@ -316,21 +314,16 @@ class Meter:
             data=note.data,
         )
 
-    def _note_in(self, binding: _Binding, note: AuditNote | None) -> Along | None:
+    async def _note_in(self, binding: _Binding, note: AuditNote | None) -> Along | None:
         if note is None:
             return None
-
-        async def write(conn: AsyncConnection) -> None:
-            await self.audit.record_in(
-                conn,
-                note.kind,
-                actor_id=binding.user_id,
-                course_id=binding.course_id,
-                subject=note.subject,
-                data=note.data,
-            )
-
-        return write
+        return await self.audit.prepare(
+            note.kind,
+            actor_id=binding.user_id,
+            course_id=binding.course_id,
+            subject=note.subject,
+            data=note.data,
+        )
 
     async def admit(
         self,
@@ -357,7 +350,7 @@ class Meter:
                 user_id=binding.user_id,
                 tokens=prompt + cap,
                 cost_micros=cost,
-                along=self._note_in(binding, note),
+                along=await self._note_in(binding, note),
             )
         except (BudgetExceeded, RateLimited) as refusal:
             await self.note(note, course_id=binding.course_id, user_id=binding.user_id)
