@@ -318,6 +318,30 @@ async def test_a_course_key_is_write_only(tmp_path: Path) -> None:
         course_path = f"/api/courses/{c['course']}"
         async with client(url, c["ann"]) as ann, ann.patch(course_path, json={"title": "x"}) as r:
             assert r.status == 403
+        async with client(url, c["teacher"]) as teacher:
+            refused = (
+                ("nosuch:model-1", "unknown provider"),
+                ("openai:", "names no"),
+                ("local:giant-70b", "no embedded model"),
+            )
+            for model, says in refused:
+                async with teacher.patch(course_path, json={"model": model}) as r:
+                    problem = (await r.json())["error"]["message"]
+                    assert r.status == 400 and says in problem, problem
+            async with teacher.get(course_path) as r:
+                assert (await r.json())["model"] == "openai:gpt-4o-mini"  # left as it was
+
+
+async def test_the_database_file_is_the_owners_only(tmp_path: Path) -> None:
+    """It holds password and token hashes and the encrypted provider keys."""
+    async with serve_team(sqlite_settings(tmp_path)) as (_url, team):
+        assert team.settings.database.endswith("team.db")
+        modes = await asyncio.to_thread(
+            lambda: {path.name: path.stat().st_mode for path in tmp_path.rglob("team.db*")}
+        )
+        assert "team.db" in modes and "team.db-wal" in modes, modes
+        for name, mode in modes.items():
+            assert mode & 0o077 == 0, f"{name}: {oct(mode)}"
 
 
 async def test_bad_bodies_get_a_clear_4xx(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from agentica.errors import UsageError
+from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets, Remaining, Reservation, period_key, period_resets_at
 from agentica_team.db.engine import Database
 from agentica_team.db.schema import (
@@ -727,3 +728,25 @@ async def test_unknown_courses_and_bad_arguments(budgets: Budgets) -> None:
         await budgets.settle(call, input_tokens=1, output_tokens=0, cost_micros=0, source="")
     with pytest.raises(UsageError, match="cost_micros must be"):
         await budgets.settle(call, input_tokens=1, output_tokens=0, cost_micros=-5)
+
+
+async def test_budget_changes_are_audited_in_their_transaction(db: Database) -> None:
+    audit = Audit(db)
+    budgets = Budgets(db, audit=audit)
+    info = await budgets.set_budget(
+        COURSE, scope="course", period="day", max_tokens=500, actor="t_tea"
+    )
+    with pytest.raises(BadRequest):  # refused: nothing changed, nothing audited
+        await budgets.set_budget(COURSE, scope="student", user_id="nobody", period="day",
+                                 max_tokens=1, actor="t_tea")  # fmt: skip
+    assert await budgets.delete_budget(COURSE, info.id, actor="t_tea")
+    assert not await budgets.delete_budget(COURSE, info.id, actor="t_tea")
+    records = await audit.search(course_id=COURSE)
+    assert [(r.kind, r.actor_id, r.subject) for r in records] == [
+        ("budget_set", "t_tea", info.id),
+        ("budget_deleted", "t_tea", info.id),
+    ]
+    assert records[0].data["max_tokens"] == 500
+    (report,) = await audit.verify(COURSE)
+    assert report.ok and report.records == 2
+    await audit.aclose()

@@ -67,7 +67,7 @@ async def course_as_teacher(team: Team, principal: Principal, course_id: str) ->
 
 async def sees_user(team: Team, principal: Principal, user_id: str) -> bool:
     """Whether ``principal`` may see ``user_id``'s things: themself, an admin, or a teacher of a
-    course the user is a member of."""
+    course the user is a student in."""
     if principal.user_id == user_id or principal.is_admin:
         return True
     if principal.role != "teacher" or principal.scoped:

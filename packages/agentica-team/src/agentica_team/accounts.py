@@ -766,12 +766,15 @@ class Accounts:
         return role
 
     async def teaches(self, teacher_id: str, user_id: str) -> bool:
-        """Whether ``teacher_id`` teaches a course ``user_id`` is a member of."""
+        """Whether ``teacher_id`` teaches a course ``user_id`` is a student in (a fellow teacher
+        of the course is not one of their students)."""
         mine = sa.select(members.c.course_id).where(
             (members.c.user_id == teacher_id) & (members.c.role == "teacher")
         )
         query = sa.select(members.c.user_id).where(
-            (members.c.user_id == user_id) & members.c.course_id.in_(mine)
+            (members.c.user_id == user_id)
+            & (members.c.role == "student")
+            & members.c.course_id.in_(mine)
         )
         async with self.db.read() as conn:
             return (await conn.scalar(query.limit(1))) is not None

@@ -724,7 +724,8 @@ def _insert(
             }
         )
         prev = digest
-    # row by row (``Hot``: on the raw cursor on SQLite), so ids are still matched by seq
+    # ``Hot``: row by row on SQLite's cursor, one multi-row INSERT on PostgreSQL, whose
+    # RETURNING order is not guaranteed: ids are matched by seq
     inserted = _INSERT.execute(conn, rows)
     ids = {int(row_seq): int(row_id) for row_id, row_seq in inserted}
     return [

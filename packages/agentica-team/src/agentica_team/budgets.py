@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -41,6 +41,9 @@ from agentica_team.db.schema import (
     usage_daily,
 )
 from agentica_team.errors import BadRequest, BudgetExceeded, NotFound, RateLimited, TeamError
+
+if TYPE_CHECKING:
+    from agentica_team.audit import Audit
 
 __all__ = [
     "PERIODS",
@@ -380,8 +383,11 @@ def _too_many_running(budget: BudgetInfo, usage: _Usage) -> RateLimited | None:
 class Budgets:
     """The budgets, reservations and usage counters in ``db`` (``clock``: Unix seconds)."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, db: Database, *, audit: Audit | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self._db = db
+        self._audit = audit
         self._clock = clock
         self._daily: dict[tuple[str, ...], Hot] = {}
         self._holds: dict[tuple[bool, bool, bool], Hot] = {}
@@ -408,9 +414,11 @@ class Budgets:
         max_cost_micros: int | None = None,
         requests_per_minute: int | None = None,
         max_concurrent: int | None = None,
+        actor: str = "",
     ) -> BudgetInfo:
         """Create or replace the budget of ``(course_id, scope, user_id)``; its id and its usage
-        so far are kept (a new ``period`` counts afresh from its current period)."""
+        so far are kept (a new ``period`` counts afresh from its current period). The change is
+        audited (``budget_set`` by ``actor``) in the same transaction."""
         limits = {
             "max_tokens": max_tokens,
             "max_cost_micros": max_cost_micros,
@@ -432,7 +440,14 @@ class Budgets:
                 )
             )
             where = [budgets.c[name] == value for name, value in key.items()]
-            return _info((await conn.execute(sa.select(budgets).where(*where))).one())
+            info = _info((await conn.execute(sa.select(budgets).where(*where))).one())
+            if self._audit is not None:
+                data = {"scope": scope, "user_id": user_id, "period": period, **limits}
+                await self._audit.record_in(
+                    conn, "budget_set", actor_id=actor, course_id=course_id, subject=info.id,
+                    data=data,
+                )  # fmt: skip
+            return info
 
         return await self._db.transaction(body)
 
@@ -463,9 +478,10 @@ class Budgets:
         async with self._db.read() as conn:
             return [_info(row) for row in await conn.execute(query)]
 
-    async def delete_budget(self, course_id: str, budget_id: str) -> bool:
+    async def delete_budget(self, course_id: str, budget_id: str, *, actor: str = "") -> bool:
         """Delete a budget and its usage counters; ``False`` if the course has no such budget.
-        Calls in progress on it settle without effect on it."""
+        Calls in progress on it settle without effect on it. Audited (``budget_deleted`` by
+        ``actor``) in the same transaction."""
 
         async def body(conn: AsyncConnection) -> bool:
             result = await conn.execute(
@@ -477,6 +493,11 @@ class Budgets:
                 return False
             await conn.execute(sa.delete(budget_usage).where(budget_usage.c.budget_id == budget_id))
             await conn.execute(sa.delete(rate_windows).where(rate_windows.c.budget_id == budget_id))
+            if self._audit is not None:
+                await self._audit.record_in(
+                    conn, "budget_deleted", actor_id=actor, course_id=course_id,
+                    subject=budget_id,
+                )  # fmt: skip
             return True
 
         return await self._db.transaction(body)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from agentica.models.base import Model
 from agentica.models.pricing import price_for
 from agentica.models.registry import PRESETS, model_from_string
 from agentica_team.db.schema import courses
-from agentica_team.errors import NotFound, TeamError
+from agentica_team.errors import BadRequest, NotFound, TeamError
 from agentica_team.metering import AuditNote, CourseModel, Meter, MeteredModel, Upstream, scrub
 
 if TYPE_CHECKING:
@@ -118,6 +119,26 @@ class CourseModels:
         self._courses[course_id] = (now, config, cap)
         return config, cap
 
+    def check(self, model: str, base_url: str = "") -> None:
+        """Raise ``BadRequest`` (saying why) if a course could not use the model string
+        ``model`` (at ``base_url``): an unknown provider, a missing model id. Nothing is
+        connected or loaded."""
+        provider, name = _split(model)
+        if provider == "local":
+            from agentica.models.local import DEFAULT_LOCAL_MODEL
+            from agentica.models.weights import EMBEDDED_MODELS
+
+            if (name or DEFAULT_LOCAL_MODEL) not in EMBEDDED_MODELS:
+                raise BadRequest(
+                    f"there is no embedded model {name!r}: use local or "
+                    + ", ".join(f"local:{known}" for known in EMBEDDED_MODELS)
+                )
+            return
+        try:
+            self._model(ModelConfig(model, base_url, "sk-unused-for-the-check"))
+        except UsageError as exc:
+            raise BadRequest(f"the model {model!r} cannot be used: {exc}") from None
+
     # -- building ------------------------------------------------------------------------------
 
     async def _upstream(self, config: ModelConfig) -> Upstream:
@@ -184,7 +205,10 @@ class CourseModels:
         name = name or DEFAULT_LOCAL_MODEL
         model = self._locals.get(name)
         if model is None:
-            model = self._locals[name] = LocalModel(name)  # loads on its first call
+            # loads on its first call; its compute threads leave a core to the event loop, which
+            # serves every other request meanwhile (all cores starve it on a small machine)
+            threads = max(1, (os.cpu_count() or 2) - 1)
+            model = self._locals[name] = LocalModel(name, threads=threads)
         return model
 
     # -- the interface -------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class Team:
                 settings.data_dir / "secret.key",
             )
             audit = Audit(db)
-            budgets = Budgets(db)
+            budgets = Budgets(db, audit=audit)
             released = await budgets.release_stale(older_than=settings.reservation_timeout)
             if released:
                 log.warning("released %d budget reservations left open by a crash", released)

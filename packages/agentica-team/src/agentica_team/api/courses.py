@@ -80,6 +80,8 @@ async def change_course(
         ("http://", "https://")
     ):
         raise BadRequest("model_base_url must be an http:// or https:// URL")
+    if changes.get("model"):
+        team.models.check(str(changes["model"]), str(changes.get("model_base_url") or ""))
     course = await team.accounts.update_course(course_id, actor=me.user_id, **changes)
     return CourseOut.of(course, "teacher")
 
@@ -188,13 +190,7 @@ async def set_budget(
         max_cost_micros=cost,
         requests_per_minute=body.requests_per_minute,
         max_concurrent=body.max_concurrent,
-    )
-    await team.audit.record(
-        "budget_set",
-        actor_id=me.user_id,
-        course_id=course_id,
-        subject=info.id,
-        data=body.model_dump(),
+        actor=me.user_id,
     )
     return _budget_out(info)
 
@@ -203,11 +199,8 @@ async def set_budget(
 async def delete_budget(course_id: str, budget_id: str, team: TeamDep, me: PrincipalDep) -> None:
     """Remove a budget with its usage counters (calls in progress settle without it)."""
     await course_as_teacher(team, me, course_id)
-    if not await team.budgets.delete_budget(course_id, budget_id[:64]):
+    if not await team.budgets.delete_budget(course_id, budget_id[:64], actor=me.user_id):
         raise NotFound(f"no budget {budget_id[:64]!r} in this course")
-    await team.audit.record(
-        "budget_deleted", actor_id=me.user_id, course_id=course_id, subject=budget_id[:64]
-    )
 
 
 @router.get("/{course_id}/remaining", response_model=list[RemainingOut])

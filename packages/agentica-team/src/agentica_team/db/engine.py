@@ -18,9 +18,10 @@ lock on PostgreSQL so several workers can start at once.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,7 +72,7 @@ class Database:
         if self.dialect == "sqlite":
             database = sa.engine.make_url(url).database or ""
             if database and database != ":memory:":
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+                _create_private(Path(database).expanduser())
             self.engine: AsyncEngine = create_async_engine(
                 url, connect_args={"timeout": _BUSY_TIMEOUT}, hide_parameters=True
             )
@@ -178,6 +179,15 @@ class Database:
         if self._sync_base is not None:
             await asyncio.to_thread(self._sync_base.dispose)
         await self.engine.dispose()
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file (and its folder) readable by this user only, if it does not
+    exist: it holds password hashes, token hashes and the encrypted provider keys, and SQLite
+    gives its -wal and -shm files the database file's permissions."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _sync_engine(url: str) -> Engine:

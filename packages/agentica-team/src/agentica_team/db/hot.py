@@ -86,11 +86,17 @@ class Hot:
     def execute(
         self, conn: Connection, params: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     ) -> HotResult:
-        """Run with ``params`` (a list: once per item, rows and counts added up)."""
+        """Run with ``params`` (a list: once per item, rows and counts added up; an INSERT of
+        several rows on PostgreSQL goes in one statement, its RETURNING rows in any order)."""
         many = [params] if isinstance(params, Mapping) else list(params)
         if not many:
             return HotResult([], 0)
         dialect = conn.dialect
+        if len(many) > 1 and dialect.name == "postgresql" and isinstance(self.statement, sa.Insert):
+            # one round trip for the batch (SQLAlchemy's multi-row INSERT); RETURNING rows may
+            # come in any order
+            result = conn.execute(self.statement, many)
+            return HotResult(list(result) if result.returns_rows else [], len(many))
         keys = tuple(sorted(many[0]))
         cache_key = (dialect.name, dialect.driver, *keys)
         if cache_key in self._raw:
