@@ -133,11 +133,15 @@ async def measure(requests: int, backend: str, database: str, home: Path) -> Non
     try:
         course_id, user_id, token = await _provision(database, home, model_url)
         async with serve_process(database, home, token, "/v1/models") as (url, pid):
+
+            def client(base_url: str, key: str) -> AsyncOpenAI:
+                return AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
+
             clients = {
-                "direct": (AsyncOpenAI(base_url=model_url, api_key=KEY, max_retries=0), "gpt-4o-mini"),
-                "bare": (AsyncOpenAI(base_url=bare_url, api_key=KEY, max_retries=0), "gpt-4o-mini"),
-                "gateway": (AsyncOpenAI(base_url=f"{url}/v1", api_key=token, max_retries=0), "bench"),
-            }  # fmt: skip
+                "direct": (client(model_url, KEY), "gpt-4o-mini"),
+                "bare": (client(bare_url, KEY), "gpt-4o-mini"),
+                "gateway": (client(f"{url}/v1", token), "bench"),
+            }
             rows = []
             cpu = 0.0
             for kind, call in (("JSON", _complete), ("stream", _stream)):
@@ -168,8 +172,8 @@ async def measure(requests: int, backend: str, database: str, home: Path) -> Non
         d50, d99 = _ms(times["direct"], 0.5), _ms(times["direct"], 0.99)
         g50, g99 = _ms(times["gateway"], 0.5), _ms(times["gateway"], 0.99)
         b50, b99 = _ms(times["bare"], 0.5), _ms(times["bare"], 0.99)
-        print(f"| {kind} | {d50:.2f} | {d99:.2f} | {g50:.2f} | {g99:.2f} | "
-              f"{g50 - d50:.2f} | {g99 - d99:.2f} | {b50 - d50:.2f} | {b99 - d99:.2f} |")  # fmt: skip
+        print(f"| {kind} | {d50:.2f} | {d99:.2f} | {g50:.2f} | {g99:.2f} | {g50 - d50:.2f} | "
+              f"{g99 - d99:.2f} | {b50 - d50:.2f} | {b99 - d99:.2f} |")  # fmt: skip
     print(f"\nThe service's CPU per gateway request: {cpu / (2 * requests) * 1000:.2f} ms\n")
     await breakdown(home, database, course_id, user_id, token)
 
