@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentica_team.accounts import Accounts, User
@@ -21,13 +22,31 @@ from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
 from agentica_team.course_models import CourseModels
 from agentica_team.db import Database
+from agentica_team.runtime import LanesRuntime
 from agentica_team.security import KeyBox
+from agentica_team.sessions import AgentSession
 from agentica_team.settings import TeamSettings
-from agentica_team.supervisor import Supervisor
+from agentica_team.supervisor import SerialRuntime, Supervisor, Workbench
 
 __all__ = ["FirstAdmin", "Team"]
 
 log = logging.getLogger("agentica_team")
+
+
+def _server_workbench(settings: TeamSettings) -> Callable[[AgentSession], Workbench]:
+    """Each session's folder under ``DATA_DIR/workspaces``, its commands in bubblewrap (the
+    ``server_commands`` setting)."""
+    from agentica.deep.backends import FilesystemBackend
+    from agentica.deep.shell import BwrapCommands
+
+    root = settings.data_dir / "workspaces"
+
+    def workbench(session: AgentSession) -> Workbench:
+        folder = root / session.id
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return Workbench(FilesystemBackend(folder), BwrapCommands(folder), "server")
+
+    return workbench
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +96,13 @@ class Team:
             )
             models = CourseModels(settings, accounts, budgets, audit)
             supervisor = Supervisor(
-                db, accounts=accounts, models=models, audit=audit, budgets=budgets
+                db,
+                accounts=accounts,
+                models=models,
+                audit=audit,
+                budgets=budgets,
+                runtime=LanesRuntime if settings.agent_runtime == "lanes" else SerialRuntime,
+                workbench=_server_workbench(settings) if settings.server_commands else None,
             )
             team = cls(settings, db, audit, budgets, accounts, models, supervisor)
             created = await accounts.ensure_admin()

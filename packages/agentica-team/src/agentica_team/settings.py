@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import (
@@ -94,6 +94,18 @@ class TeamSettings(BaseSettings):
     )
     secure_cookies: bool = Field(
         default=False, description="Mark cookies `Secure` (set when served over HTTPS)."
+    )
+    agent_runtime: Literal["serial", "lanes"] = Field(
+        default="serial",
+        description="How agent sessions handle their events: `serial` (one message at a time) "
+        "or `lanes` (each piece of work a lane; messages routed, interruptible, commands run "
+        "as operations).",
+    )
+    server_commands: bool = Field(
+        default=False,
+        description="Let agents run commands on this server, each session in "
+        "`DATA_DIR/workspaces/SESSION` inside bubblewrap. Off: the server runs nothing of a "
+        "student's (commands need the student's own computer).",
     )
     reservation_timeout: float = Field(
         default=900.0,

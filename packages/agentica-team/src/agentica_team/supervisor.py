@@ -27,9 +27,12 @@ from agentica.deep.files import FileTools, WorkspaceOverview
 from agentica.deep.todos import Todos
 from agentica.errors import AgenticaError, RunCancelled
 from agentica.limits import RunLimits
+from agentica.models.base import Model
 from agentica.run.events import ContextCompacted, RunEvent, ToolCallCompleted, ToolCallStarted
 from agentica.run.repetition import RepetitionGuard
 from agentica.storage.sql import SQLStorage
+from agentica.tools.commands import CommandBackend
+from agentica.tools.files import FileBackend
 from agentica_team.errors import TeamError
 from agentica_team.security import redact
 from agentica_team.sessions import (
@@ -64,6 +67,7 @@ __all__ = [
     "SessionRuntime",
     "SessionScope",
     "Supervisor",
+    "Workbench",
 ]
 
 log = logging.getLogger("agentica_team.supervisor")
@@ -144,16 +148,33 @@ AgentFactory: TypeAlias = Callable[[], Awaitable[Agent[str]]]
 
 
 @dataclass(frozen=True, slots=True)
+class Workbench:
+    """Where a session's agent works: its ``files`` and, when it has one, the ``commands``
+    backend its operations run on (``executor`` names it: a student's computer, or
+    ``"server"`` when the teacher lets the server run them). Without commands the agent has
+    file tools only."""
+
+    files: FileBackend
+    commands: CommandBackend | None = None
+    executor: str = "server"
+
+
+@dataclass(frozen=True, slots=True)
 class SessionScope:
     """What a runtime works with: its session, the log (``sessions``), the ``writer`` its
     events go through, a factory of the session's agent (its conversation loaded from the
-    service database) and the budgets (compaction savings are counted there)."""
+    service database), the budgets (compaction savings are counted there), a factory of the
+    session's metered model, the framework's ``storage`` (more conversations, e.g. one per
+    lane) and the ``workbench``."""
 
     session: AgentSession
     sessions: Sessions
     writer: EventWriter
     new_agent: AgentFactory
     budgets: Budgets
+    new_model: Callable[[], Awaitable[Model]]
+    storage: SQLStorage
+    workbench: Workbench
 
 
 class SessionRuntime(Protocol):
@@ -354,6 +375,7 @@ class Supervisor:
         budgets: Budgets,
         runtime: RuntimeFactory = SerialRuntime,
         subscriber_limit: int = 2000,
+        workbench: Callable[[AgentSession], Workbench] | None = None,
     ) -> None:
         self.db = db
         self.accounts = accounts
@@ -364,6 +386,7 @@ class Supervisor:
         self.writer = self.sessions.writer
         self.storage = SQLStorage(db.url)
         self.runtime = runtime
+        self._workbench = workbench
         self._loops: dict[str, _Loop] = {}
         self._closing = False
 
@@ -419,7 +442,14 @@ class Supervisor:
     async def _own(self, session: AgentSession, loop: _Loop) -> None:
         """The task of one session's loop: run its runtime until idle, then end."""
         scope = SessionScope(
-            session, self.sessions, self.writer, lambda: self._new_agent(session), self.budgets
+            session,
+            self.sessions,
+            self.writer,
+            lambda: self._new_agent(session),
+            self.budgets,
+            lambda: self._new_model(session),
+            self.storage,
+            self.workbench_of(session),
         )
         try:
             await self.runtime(scope).run(loop.inbox)
@@ -430,11 +460,21 @@ class Supervisor:
             if self._loops.get(session.id) is loop:
                 del self._loops[session.id]
 
-    async def _new_agent(self, session: AgentSession) -> Agent[str]:
-        model = await self.models.for_user(
+    async def _new_model(self, session: AgentSession) -> Model:
+        return await self.models.for_user(
             session.course_id, session.user_id, source="agent", session_id=session.id
         )
-        files = FileTools(self.workspace(session))
+
+    def workbench_of(self, session: AgentSession) -> Workbench:
+        """Where ``session``'s agent works: the ``workbench`` given, else its files in the
+        service database and no commands."""
+        if self._workbench is not None:
+            return self._workbench(session)
+        return Workbench(self.workspace(session))
+
+    async def _new_agent(self, session: AgentSession) -> Agent[str]:
+        model = await self._new_model(session)
+        files = FileTools(self.workbench_of(session).files)
         return Agent(
             model=model,
             name="assistant",

@@ -1,0 +1,119 @@
+"""The lanes runtime end to end over real HTTP (``agent_runtime = "lanes"``, commands on the
+server in bubblewrap): the talk's scenario. A student asks for a sort; while its lane runs a
+long command the student writes "wait, use merge sort instead": the lane is interrupted, its
+command stopped, its intent changed, and it finishes with merge sort; a question in between is
+answered at once. The course's model is a scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentica.messages import AssistantMessage
+from agentica.testing import FakeOpenAIServer, call, tool_calls
+from tests.team.server import client, serve_team, sqlite_settings
+from tests.team.test_sessions import make_class, new_session, read_events, send
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
+)
+
+MERGE_SORT = "def merge_sort(xs):\n    return sorted(xs)  # the scripted model's merge sort\n"
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content)
+    return str(content or "")
+
+
+def _route(said: str) -> dict[str, Any]:
+    if "merge sort instead" in said:
+        return {"to": "interrupt", "lane": "L1", "intent": "", "answer": ""}
+    if "git status" in said:
+        return {"to": "answer", "lane": "", "intent": "", "answer": "It lists changed files."}
+    return {"to": "new_lane", "lane": "", "intent": "implement a sort", "answer": ""}
+
+
+def _lane(messages: list[dict[str, Any]]) -> AssistantMessage | str:
+    last = messages[-1]
+    if last["role"] == "tool":
+        done = {"start_command": "Started; I wait for it.", "lane_done": "Finished."}
+        for message in reversed(messages):
+            for tool_call in message.get("tool_calls") or ():
+                if tool_call["id"] == last.get("tool_call_id"):
+                    name = tool_call["function"]["name"]
+                    if name == "write_file":
+                        return tool_calls(call("lane_done", summary="wrote /merge_sort.py"))
+                    return done.get(name, "ok")
+        return "ok"
+    said = _text(last)
+    if "merge sort" in said:
+        return tool_calls(call("write_file", path="/merge_sort.py", content=MERGE_SORT))
+    return tool_calls(call("start_command", command="sleep 60; echo slow sort done"))
+
+
+def scripted(body: dict[str, Any]) -> AssistantMessage | str:
+    """Router, interruption handler and lane, told apart by their instructions."""
+    messages = body["messages"]
+    system = _text(messages[0])
+    if "route a student's messages" in system:
+        return json.dumps(_route(_text(messages[-1])))
+    if "was interrupted" in system:
+        return json.dumps({"intent": "implement merge sort", "cancel": ["op1"], "terminate": ""})
+    return _lane(messages)
+
+
+def _operation_started(event: dict[str, Any]) -> bool:
+    return bool(event["data"].get("kind") == "operation_started")
+
+
+def _lane_events(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in events if e["kind"] == "lane" and e["data"].get("kind") == kind]
+
+
+async def test_the_talks_scenario_over_http(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path, agent_runtime="lanes", server_commands=True)
+    async with FakeOpenAIServer(scripted) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            ask = await send(ann, session_id, "implement a sort for the numbers in data.txt")
+            await read_events(ann, session_id, until=_operation_started)
+            change = await send(ann, session_id, "wait, use merge sort instead")
+            question = await send(ann, session_id, "what does git status do?")
+            seqs = {ask["seq"], change["seq"], question["seq"]}
+            finished: dict[int, str] = {}
+
+            def all_ended(event: dict[str, Any]) -> bool:
+                data = event["data"]
+                if event["kind"] == "status" and data.get("event") == "run_ended":
+                    finished[data["message_seq"]] = data["state"]
+                return seqs <= finished.keys()
+
+            events = await read_events(ann, session_id, until=all_ended, timeout=50)
+        workspace = tmp_path / "workspaces" / session_id
+        assert (await asyncio.to_thread((workspace / "merge_sort.py").read_text)) == MERGE_SORT
+        records = await team.audit.search(course_id=c.course, kind="operation_ended")
+
+    assert finished == {ask["seq"]: "done", change["seq"]: "done", question["seq"]: "done"}
+    (answer,) = _lane_events(events, "answer")
+    assert answer == {"kind": "answer", "message_seq": question["seq"],
+                      "text": "It lists changed files."}  # fmt: skip
+    (op_started,) = _lane_events(events, "operation_started")
+    (op_ended,) = _lane_events(events, "operation_ended")
+    assert op_started["command"].startswith("sleep 60")
+    assert op_ended["status"] == "stopped"  # cancelled by the interruption, not waited for
+    (ended,) = _lane_events(events, "lane_ended")
+    assert (ended["lane"], ended["reason"]) == ("L1", "done")
+    assert ended["summary"] == "wrote /merge_sort.py"
+    moves = [e["event"]["type"] for e in _lane_events(events, "event")]
+    interrupted = moves.index("interruption_handled")
+    assert moves.index("operation_failed") > interrupted  # stopped after the decision
+    assert [r.data["op"] for r in records] == ["op1"]
