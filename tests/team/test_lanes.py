@@ -117,3 +117,41 @@ async def test_the_talks_scenario_over_http(tmp_path: Path) -> None:
     interrupted = moves.index("interruption_handled")
     assert moves.index("operation_failed") > interrupted  # stopped after the decision
     assert [r.data["op"] for r in records] == ["op1"]
+
+
+def _run_started(event: dict[str, Any]) -> bool:
+    return bool(event["data"].get("event") == "run_started")
+
+
+def _echo(body: dict[str, Any]) -> str:
+    return "noted: " + _text(body["messages"][-1])[:80]
+
+
+@pytest.mark.parametrize(("runtime", "runs"), [("serial", 3), ("batch", 2)])
+async def test_serial_and_batch_runtimes(tmp_path: Path, runtime: str, runs: int) -> None:
+    """Three messages, the last two sent while the first runs (the model takes 0.5 s): serial
+    runs the agent three times, batch twice, the last two messages together."""
+    settings = sqlite_settings(tmp_path, agent_runtime=runtime)
+    async with FakeOpenAIServer(_echo, latency=0.5) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            await send(ann, session_id, "first")
+            await read_events(ann, session_id, until=_run_started)
+            await send(ann, session_id, "second")
+            await send(ann, session_id, "third")
+            ended: dict[int, str] = {}
+
+            def all_ended(event: dict[str, Any]) -> bool:
+                if event["data"].get("event") == "run_ended":
+                    ended[event["data"]["message_seq"]] = event["data"]["state"]
+                return len(ended) == 3
+
+            await read_events(ann, session_id, until=all_ended)
+    assert sorted(ended.values()) == ["done"] * 3
+    asked = [_text(body["messages"][-1]) for body in model.requests]
+    assert len(asked) == runs
+    if runtime == "batch":
+        assert asked == ["first", "second\n\nthird"]
+    else:
+        assert asked == ["first", "second", "third"]

@@ -26,11 +26,24 @@ from agentica_team.runtime import LanesRuntime
 from agentica_team.security import KeyBox
 from agentica_team.sessions import AgentSession
 from agentica_team.settings import TeamSettings
-from agentica_team.supervisor import SerialRuntime, Supervisor, Workbench
+from agentica_team.supervisor import (
+    BatchRuntime,
+    RuntimeFactory,
+    SerialRuntime,
+    Supervisor,
+    Workbench,
+)
 
 __all__ = ["FirstAdmin", "Team"]
 
 log = logging.getLogger("agentica_team")
+
+RUNTIMES: dict[str, RuntimeFactory] = {
+    "serial": SerialRuntime,
+    "batch": BatchRuntime,
+    "lanes": LanesRuntime,
+}
+"""The session runtimes by the name the ``agent_runtime`` setting gives."""
 
 
 def _server_workbench(settings: TeamSettings) -> Callable[[AgentSession], Workbench]:
@@ -101,7 +114,7 @@ class Team:
                 models=models,
                 audit=audit,
                 budgets=budgets,
-                runtime=LanesRuntime if settings.agent_runtime == "lanes" else SerialRuntime,
+                runtime=RUNTIMES[settings.agent_runtime],
                 workbench=_server_workbench(settings) if settings.server_commands else None,
             )
             team = cls(settings, db, audit, budgets, accounts, models, supervisor)

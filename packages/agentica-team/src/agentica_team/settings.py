@@ -95,11 +95,11 @@ class TeamSettings(BaseSettings):
     secure_cookies: bool = Field(
         default=False, description="Mark cookies `Secure` (set when served over HTTPS)."
     )
-    agent_runtime: Literal["serial", "lanes"] = Field(
+    agent_runtime: Literal["serial", "batch", "lanes"] = Field(
         default="serial",
-        description="How agent sessions handle their events: `serial` (one message at a time) "
-        "or `lanes` (each piece of work a lane; messages routed, interruptible, commands run "
-        "as operations).",
+        description="How agent sessions handle their events: `serial` (one message at a time), "
+        "`batch` (the messages that arrived meanwhile together) or `lanes` (each piece of work "
+        "a lane; messages routed, interruptible, commands run as operations).",
     )
     server_commands: bool = Field(
         default=False,

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTRUCTIONS",
+    "BatchRuntime",
     "CancelRequested",
     "Inbox",
     "MessageQueued",
@@ -211,31 +212,46 @@ class SerialRuntime:
         self._agent: Agent[str] | None = None
         self._running: Any = None  # the RunStream in progress
 
+    batch = False
+    """Whether one run takes every message waiting (``BatchRuntime``) or only the oldest."""
+
     async def run(self, inbox: Inbox) -> None:
-        sessions, session_id = self.scope.sessions, self.scope.session.id
         while True:
             inbox.take()  # hints only (the log is the truth); a cancel with nothing running
-            message = await sessions.next_pending(session_id)
-            if message is None:
+            messages = await self._take_pending()
+            if not messages:
                 if inbox.empty():
                     return
                 continue
-            await self._run_message(message, inbox)
+            await self._run_messages(messages, inbox)
 
-    async def _run_message(self, message: SessionEvent, inbox: Inbox) -> None:
+    async def _take_pending(self) -> list[SessionEvent]:
+        """The oldest pending message, or (batch) every pending one, each marked running and
+        durable as such before it runs (a crash then leaves it ``interrupted`` on start)."""
+        scope = self.scope
+        taken: list[SessionEvent] = []
+        while (message := await scope.sessions.next_pending(scope.session.id)) is not None:
+            scope.writer.put(status_event(scope.session, "run_started", message.seq, "running"))
+            await scope.writer.flush()
+            taken.append(message)
+            if not self.batch:
+                break
+        return taken
+
+    async def _run_messages(self, messages: list[SessionEvent], inbox: Inbox) -> None:
         scope, session = self.scope, self.scope.session
-        scope.writer.put(status_event(session, "run_started", message.seq, "running"))
-        await scope.writer.flush()  # from here a crash leaves it "running": interrupted on start
         watcher = asyncio.create_task(self._watch(inbox))
         try:
-            state, detail = await self._run_agent(message)
+            state, detail = await self._run_agent(messages)
         except asyncio.CancelledError:
-            scope.writer.put(interrupted_event(session, message.seq, SHUTDOWN_REASON))
+            for message in messages:
+                scope.writer.put(interrupted_event(session, message.seq, SHUTDOWN_REASON))
             raise
         finally:
             watcher.cancel()
         await self._report_budget()
-        scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
+        for message in messages:
+            scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
         await scope.writer.flush()
 
     async def _watch(self, inbox: Inbox) -> None:
@@ -246,10 +262,9 @@ class SerialRuntime:
                 if isinstance(event, CancelRequested) and self._running is not None:
                     self._running.cancel(event.reason)
 
-    async def _run_agent(self, message: SessionEvent) -> tuple[MessageState, dict[str, Any]]:
-        """Run the agent on the message; its final state and what to say about it."""
-        text = str(message.data.get("text", ""))
-        prompt = CONTINUE_PROMPT.format(text=text) if message.data.get("continued") else text
+    async def _run_agent(self, messages: list[SessionEvent]) -> tuple[MessageState, dict[str, Any]]:
+        """Run the agent once on the messages; its final state and what to say about it."""
+        prompt = "\n\n".join(_prompt(message) for message in messages)
         try:
             if self._agent is None:
                 self._agent = await self.scope.new_agent()
@@ -330,6 +345,18 @@ class SerialRuntime:
                 for r in remaining
             ]  # fmt: skip
             await self._put_run({"kind": "budget", "budgets": budgets})
+
+
+class BatchRuntime(SerialRuntime):
+    """The batch-locked runtime: what arrived while the agent worked is handed over together,
+    as one run on all the waiting messages (in order), instead of one run each."""
+
+    batch = True
+
+
+def _prompt(message: SessionEvent) -> str:
+    text = str(message.data.get("text", ""))
+    return CONTINUE_PROMPT.format(text=text) if message.data.get("continued") else text
 
 
 def _said(exc: BaseException) -> str:
