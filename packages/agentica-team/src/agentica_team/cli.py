@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentica_team.settings import TeamSettings
 
-__all__ = ["serve_command", "team_command"]
+__all__ = ["connect_command", "serve_command", "team_command"]
 
 
 def _settings_options(parser: argparse.ArgumentParser) -> None:
@@ -119,6 +119,45 @@ async def serve(settings: TeamSettings) -> int:
 
 
 serve_command = _ServeCommand()
+
+
+# -- agentica connect -----------------------------------------------------------------------------
+
+
+class _ConnectCommand:
+    def add_parser(self, commands: Any) -> None:
+        connect = commands.add_parser(
+            "connect",
+            help="run your agent's commands and file work on this computer, in one folder",
+        )
+        connect.add_argument("--server", required=True, help="the team service's URL")
+        connect.add_argument("--token", required=True, help="your personal token (agt_...)")
+        connect.add_argument("--workspace", required=True, help="the folder the agent works in")
+        connect.add_argument("--name", default="", help="this computer's name (default: host)")
+        connect.add_argument(
+            "--no-sandbox", action="store_true", help="run commands without bubblewrap"
+        )
+        connect.set_defaults(plugin_run=self.run)
+
+    def run(self, args: argparse.Namespace) -> int:
+        from agentica_team.connect import ConnectRefused, Executor
+
+        async def body() -> int:
+            executor = Executor(args.server, args.token, args.workspace, name=args.name,
+                                sandbox=not args.no_sandbox)  # fmt: skip
+            try:
+                await executor.run()
+            except ConnectRefused as exc:
+                return _fail(str(exc))
+            return 0
+
+        try:
+            return _guarded(body)
+        except KeyboardInterrupt:
+            return 130
+
+
+connect_command = _ConnectCommand()
 
 # -- agentica team ...  ---------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
 from agentica_team.course_models import CourseModels
 from agentica_team.db import Database
+from agentica_team.executors import Executors, RemoteCommands, RemoteFiles
 from agentica_team.runtime import LanesRuntime
 from agentica_team.security import KeyBox
 from agentica_team.sessions import AgentSession
@@ -46,15 +47,25 @@ RUNTIMES: dict[str, RuntimeFactory] = {
 """The session runtimes by the name the ``agent_runtime`` setting gives."""
 
 
-def _server_workbench(settings: TeamSettings) -> Callable[[AgentSession], Workbench]:
-    """Each session's folder under ``DATA_DIR/workspaces``, its commands in bubblewrap (the
-    ``server_commands`` setting)."""
+def _workbench(
+    settings: TeamSettings, executors: Executors
+) -> Callable[[AgentSession], Workbench | None]:
+    """Where a session's agent works when its loop starts: the student's newest connected
+    executor; else, with the ``server_commands`` setting, the session's folder under
+    ``DATA_DIR/workspaces`` with commands in bubblewrap; else (``None``) the supervisor's
+    default, files in the database and no commands."""
     from agentica.deep.backends import FilesystemBackend
     from agentica.deep.shell import BwrapCommands
 
     root = settings.data_dir / "workspaces"
 
-    def workbench(session: AgentSession) -> Workbench:
+    def workbench(session: AgentSession) -> Workbench | None:
+        connection = executors.pick(session.user_id)
+        if connection is not None:
+            info = connection.info
+            return Workbench(RemoteFiles(connection), RemoteCommands(connection), info.id)
+        if not settings.server_commands:
+            return None
         folder = root / session.id
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return Workbench(FilesystemBackend(folder), BwrapCommands(folder), "server")
@@ -79,6 +90,7 @@ class Team:
     accounts: Accounts
     models: CourseModels
     supervisor: Supervisor
+    executors: Executors
     first_admin: FirstAdmin | None = field(default=None)
     _sweeper: asyncio.Task[None] | None = field(default=None)
 
@@ -108,6 +120,7 @@ class Team:
                 keys=keys,
             )
             models = CourseModels(settings, accounts, budgets, audit)
+            executors = Executors()
             supervisor = Supervisor(
                 db,
                 accounts=accounts,
@@ -115,9 +128,9 @@ class Team:
                 audit=audit,
                 budgets=budgets,
                 runtime=RUNTIMES[settings.agent_runtime],
-                workbench=_server_workbench(settings) if settings.server_commands else None,
+                workbench=_workbench(settings, executors),
             )
-            team = cls(settings, db, audit, budgets, accounts, models, supervisor)
+            team = cls(settings, db, audit, budgets, accounts, models, supervisor, executors)
             created = await accounts.ensure_admin()
             if created is not None:
                 team.first_admin = FirstAdmin(*created)

@@ -402,7 +402,7 @@ class Supervisor:
         budgets: Budgets,
         runtime: RuntimeFactory = SerialRuntime,
         subscriber_limit: int = 2000,
-        workbench: Callable[[AgentSession], Workbench] | None = None,
+        workbench: Callable[[AgentSession], Workbench | None] | None = None,
     ) -> None:
         self.db = db
         self.accounts = accounts
@@ -493,11 +493,10 @@ class Supervisor:
         )
 
     def workbench_of(self, session: AgentSession) -> Workbench:
-        """Where ``session``'s agent works: the ``workbench`` given, else its files in the
-        service database and no commands."""
-        if self._workbench is not None:
-            return self._workbench(session)
-        return Workbench(self.workspace(session))
+        """Where ``session``'s agent works: what the ``workbench`` given chooses, else (or when
+        it chooses ``None``) its files in the service database and no commands."""
+        chosen = self._workbench(session) if self._workbench is not None else None
+        return chosen if chosen is not None else Workbench(self.workspace(session))
 
     async def _new_agent(self, session: AgentSession) -> Agent[str]:
         model = await self._new_model(session)

@@ -1,0 +1,107 @@
+"""Routes of executors: ``agentica connect`` dials ``/api/executors/connect`` (a WebSocket,
+authenticated by the student's token); ``GET /api/executors`` lists the caller's connected ones.
+
+The socket's first message must be a ``Hello`` of this protocol version within 10 s; anything
+else closes it with a reason (1008 for authentication, 1002 for the protocol). Connecting and
+disconnecting are audited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from typing import Any
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from agentica_team.api.deps import PrincipalDep, TeamDep
+from agentica_team.api.schemas import ERRORS
+from agentica_team.executor_protocol import (
+    VERSION,
+    Hello,
+    ProtocolError,
+    Welcome,
+    dump,
+    parse,
+)
+from agentica_team.executors import Connection, ExecutorInfo
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/executors", tags=["executors"], responses=ERRORS)
+
+HELLO_TIMEOUT = 10.0
+_POLICY = 1008
+_PROTOCOL = 1002
+
+
+@router.get("")
+async def list_executors(team: TeamDep, me: PrincipalDep) -> list[dict[str, Any]]:
+    """The caller's connected executors (``agentica connect``)."""
+    return [
+        {"id": info.id, "name": info.name, "workspace": info.workspace, "can": list(info.can),
+         "sandboxed": info.sandboxed, "connected_at": info.connected_at}
+        for info in team.executors.of(me.user_id)
+    ]  # fmt: skip
+
+
+@router.websocket("/connect")
+async def connect(websocket: WebSocket) -> None:
+    """An executor's socket (see the module docstring)."""
+    team = websocket.app.state.team
+    scheme, _, token = websocket.headers.get("authorization", "").partition(" ")
+    principal = None
+    if scheme.lower() == "bearer" and token.strip():
+        principal = await team.accounts.principal_for_token(token.strip())
+    if principal is None:
+        await websocket.close(
+            _POLICY, "send the student's token as `Authorization: Bearer agt_...`"
+        )
+        return
+    await websocket.accept()
+    try:
+        async with asyncio.timeout(HELLO_TIMEOUT):
+            hello = parse(await websocket.receive_text())
+        if not isinstance(hello, Hello):
+            raise ProtocolError("the first message must be a hello")
+        if hello.version != VERSION:
+            raise ProtocolError(
+                f"this server speaks executor protocol {VERSION}, not {hello.version}: update "
+                "agentica on this computer"
+            )
+    except (ProtocolError, TimeoutError, WebSocketDisconnect) as exc:
+        with contextlib.suppress(Exception):
+            await websocket.close(_PROTOCOL, str(exc)[:120] or "no hello")
+        return
+    info = ExecutorInfo(
+        id="x_" + secrets.token_hex(6),
+        user_id=principal.user_id,
+        name=hello.name,
+        workspace=hello.workspace,
+        can=tuple(hello.can),
+        sandboxed=hello.sandboxed,
+    )
+    connection = Connection(info, websocket.send_text)
+    await _serve(team, websocket, connection)
+
+
+async def _serve(team: Any, websocket: WebSocket, connection: Connection) -> None:
+    info = connection.info
+    team.executors.add(connection)
+    await team.audit.record("executor_connected", actor_id=info.user_id, subject=info.id,
+                            data={"name": info.name, "workspace": info.workspace,
+                                  "sandboxed": info.sandboxed})  # fmt: skip
+    try:
+        await websocket.send_text(dump(Welcome(executor_id=info.id)))
+        while True:
+            connection.received(parse(await websocket.receive_text()))
+    except WebSocketDisconnect:
+        pass
+    except ProtocolError as exc:
+        with contextlib.suppress(Exception):
+            await websocket.close(_PROTOCOL, str(exc)[:120])
+    finally:
+        connection.lose()
+        team.executors.remove(connection)
+        await team.audit.record("executor_disconnected", actor_id=info.user_id, subject=info.id)
