@@ -46,7 +46,7 @@ async def connected(
     url: str, team: Team, token: str, workspace: Path, user_id: str
 ) -> AsyncIterator[tuple[Executor, Connection]]:
     """An executor in this process on ``workspace``, connected; its server-side connection."""
-    workspace.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
     executor = Executor(url, token, workspace, name="test", sandbox=SANDBOX,
                         on_status=lambda _: None)  # fmt: skip
     running = asyncio.create_task(executor.run())
@@ -85,8 +85,8 @@ async def test_commands_conformance_through_an_executor(
         _, connection = await stack.enter_async_context(
             connected(url, team, c.ann, workspace, c.ann_id)
         )
-        return CommandBackendCase(RemoteCommands(connection), str(workspace.resolve()),
-                                  close=stack.aclose)  # fmt: skip
+        real = await asyncio.to_thread(workspace.resolve)
+        return CommandBackendCase(RemoteCommands(connection), str(real), close=stack.aclose)
 
     await check_command_backend(factory, [check])
 
@@ -97,7 +97,7 @@ async def test_files_conformance_through_an_executor(
 ) -> None:
     url, team, c = service
     workspace = tmp_path / "files"
-    async with connected(url, team, c.ann, workspace, c.ann_id) as (executor, connection):
+    async with connected(url, team, c.ann, workspace, c.ann_id) as (_executor, connection):
 
         async def put_bytes(path: str, data: bytes) -> None:
             target = workspace / path.lstrip("/")
@@ -153,7 +153,7 @@ async def _connect_process(
     url: str, token: str, workspace: Path, name: str
 ) -> asyncio.subprocess.Process:
     """``agentica connect`` as a process of its own, once it says it is connected."""
-    workspace.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentica.cli.main", "connect", "--server", url, "--token", token,
         "--workspace", str(workspace), "--name", name, *([] if SANDBOX else ["--no-sandbox"]),

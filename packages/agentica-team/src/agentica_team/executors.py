@@ -13,6 +13,7 @@ only the student who connected it: ``pick`` looks in that student's executors on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -90,10 +91,8 @@ class RemoteCommand:
 
     async def stop(self) -> CommandResult:
         if self._result is None:
-            try:
+            with contextlib.suppress(ToolError):  # gone with its executor: ended as lost
                 await self._connection.call("command.stop", cid=self._id)
-            except ToolError:
-                pass  # gone with its executor: ended as lost
             await self._ended.wait()
         assert self._result is not None
         return self._result

@@ -48,6 +48,7 @@ from agentica_team.sessions import (
 )
 from agentica_team.supervisor import CancelRequested, Inbox, MessageQueued, SessionScope
 from agentica_team.transition import (
+    DISCONNECTED,
     Action,
     AgentState,
     CancelOperation,
@@ -395,6 +396,8 @@ class LanesRuntime:
         self._audit_operation("operation_ended", op, lane, data)
         if result.stopped:
             self._events.put_nowait(OperationFailed(op, "stopped"))
+        elif result.exit_code < 0:  # the executor went away: the command's end is unknown
+            self._events.put_nowait(OperationFailed(op, DISCONNECTED))
         else:
             self._events.put_nowait(OperationCompleted(op, f"exit {result.exit_code}\n{tail}"))
 
