@@ -43,11 +43,11 @@ SANDBOX = shutil.which("bwrap") is not None
 
 @contextlib.asynccontextmanager
 async def connected(
-    url: str, team: Team, token: str, workspace: Path, user_id: str
+    url: str, team: Team, token: str, workspace: Path, user_id: str, name: str = "test"
 ) -> AsyncIterator[tuple[Executor, Connection]]:
     """An executor in this process on ``workspace``, connected; its server-side connection."""
     await asyncio.to_thread(workspace.mkdir, parents=True, exist_ok=True)
-    executor = Executor(url, token, workspace, name="test", sandbox=SANDBOX,
+    executor = Executor(url, token, workspace, name=name, sandbox=SANDBOX,
                         on_status=lambda _: None)  # fmt: skip
     running = asyncio.create_task(executor.run())
     try:
@@ -246,3 +246,50 @@ def _short_command(scripted: Callable[[dict[str, Any]], Any]) -> Callable[[dict[
         return tool_calls(call("start_command", command=command))
 
     return model
+
+
+def _ended(seq: int) -> Callable[[dict[str, Any]], bool]:
+    def check(event: dict[str, Any]) -> bool:
+        data = event["data"]
+        return bool(data.get("event") == "run_ended" and data.get("message_seq") == seq)
+
+    return check
+
+
+def _two_computers(body: dict[str, Any]) -> Any:
+    """A lane that lists the student's executors and runs its command on the desktop."""
+    from agentica.testing import call, tool_calls
+
+    messages = body["messages"]
+    system = str(messages[0].get("content", ""))
+    if "route a student's messages" in system:
+        return json.dumps({"to": "new_lane", "lane": "", "intent": "build", "answer": ""})
+    last = messages[-1]
+    if last["role"] == "user" and "ended" in str(last.get("content", "")):
+        return tool_calls(call("lane_done", summary="built on the desktop"))
+    if last["role"] == "tool":
+        listing = str(last.get("content", ""))
+        if "desktop" in listing and "x_" in listing:
+            desktop = next(line.split(":")[0] for line in listing.splitlines() if "desktop" in line)
+            return tool_calls(call("start_command", command="echo built > out.txt",
+                                   executor=desktop))  # fmt: skip
+        return "waiting"
+    return tool_calls(call("list_executors"))
+
+
+async def test_the_agent_chooses_among_the_students_executors(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path / "server", agent_runtime="lanes")
+    async with FakeOpenAIServer(_two_computers) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        laptop, desktop = tmp_path / "laptop", tmp_path / "desktop"
+        async with (
+            connected(url, team, c.ann, desktop, c.ann_id, "desktop"),
+            connected(url, team, c.ann, laptop, c.ann_id, "laptop"),
+            client(url, c.ann) as ann,
+        ):
+            session_id = await new_session(ann, c.course)
+            ask = await send(ann, session_id, "build it")
+            await read_events(ann, session_id, until=_ended(ask["seq"]), timeout=60)
+        built = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.rglob("out.txt")))
+        where = await asyncio.to_thread(lambda: [p.parent.name for p in tmp_path.rglob("out.txt")])
+    assert built == ["out.txt"] and where == ["desktop"]

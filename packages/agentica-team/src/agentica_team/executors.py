@@ -291,6 +291,10 @@ class Executors:
         if not mine:
             self._by_user.pop(connection.info.user_id, None)
 
+    def connections(self, user_id: str) -> list[Connection]:
+        """``user_id``'s connected executors, oldest first."""
+        return list(self._by_user.get(user_id, {}).values())
+
     def of(self, user_id: str) -> list[ExecutorInfo]:
         """``user_id``'s connected executors, oldest first."""
         return [c.info for c in self._by_user.get(user_id, {}).values()]

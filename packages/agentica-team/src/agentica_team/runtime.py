@@ -34,7 +34,7 @@ from agentica.agent import Agent
 from agentica.deep.files import FileTools
 from agentica.errors import AgenticaError, ToolError
 from agentica.limits import RunLimits
-from agentica.tools.commands import CommandHandle
+from agentica.tools.commands import CommandBackend, CommandHandle
 from agentica.tools.function import tool
 from agentica_team.errors import TeamError
 from agentica_team.security import redact
@@ -346,10 +346,16 @@ class LanesRuntime:
         runtime = self
 
         @tool
-        async def start_command(command: str) -> str:
+        async def start_command(command: str, executor: str = "") -> str:
             """Start a shell command in the workspace; returns its operation id at once. You
-            are told when it ends: end your turn after starting it."""
-            return await runtime._start_command(lane, command)
+            are told when it ends: end your turn after starting it. ``executor``: which of the
+            student's computers runs it (list_executors; default: the session's)."""
+            return await runtime._start_command(lane, command, executor)
+
+        @tool
+        def list_executors() -> str:
+            """The student's computers that can run commands."""
+            return runtime._list_executors()
 
         @tool
         async def stop_command(id: str) -> str:
@@ -366,20 +372,38 @@ class LanesRuntime:
             work.finished, work.summary = True, summary[:2000]
             return "noted: the lane ends when this turn ends"
 
-        return [start_command, stop_command, lane_done]
+        return [start_command, stop_command, lane_done, list_executors]
 
-    async def _start_command(self, lane: str, command: str) -> str:
-        commands = self.scope.workbench.commands
-        if commands is None:
+    def _list_executors(self) -> str:
+        workbench = self.scope.workbench
+        if workbench.others is None:
+            return f"{workbench.executor} (the session's)" if workbench.commands else "none"
+        lines = [
+            f"{ident}: {name}" + (" (the session's)" if ident == workbench.executor else "")
+            for ident, name, _ in workbench.others()
+        ]
+        return "\n".join(lines) or "none: ask the student to run `agentica connect`"
+
+    def _commands(self, executor: str) -> tuple[str, CommandBackend]:
+        workbench = self.scope.workbench
+        if executor and executor != workbench.executor:
+            for ident, _, commands in workbench.others() if workbench.others else ():
+                if ident == executor:
+                    return ident, commands
+            raise ToolError(f"there is no executor {executor!r}; list_executors shows them")
+        if workbench.commands is None:
             raise ToolError(
                 "no computer is connected to run commands: ask the student to run "
                 "`agentica connect` on theirs, or work with the file tools only"
             )
+        return workbench.executor, workbench.commands
+
+    async def _start_command(self, lane: str, command: str, executor: str = "") -> str:
+        executor, commands = self._commands(executor)
         handle = await commands.start(command)
         self._ids["op"] += 1
         op = f"op{self._ids['op']}"
         self._handles[op] = handle
-        executor = self.scope.workbench.executor
         self._audit_operation("operation_started", op, lane, {"command": command[:2000]})
         self._events.put_nowait(OperationStarted(lane, op, command[:500], executor))
         task = asyncio.create_task(self._watch(lane, op, handle))

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agentica.tools.commands import CommandBackend
 from agentica_team.accounts import Accounts, User
 from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
@@ -62,8 +63,15 @@ def _workbench(
     def workbench(session: AgentSession) -> Workbench | None:
         connection = executors.pick(session.user_id)
         if connection is not None:
+
+            def others() -> list[tuple[str, str, CommandBackend]]:
+                return [
+                    (c.info.id, c.info.name, RemoteCommands(c))
+                    for c in executors.connections(session.user_id)
+                ]
+
             info = connection.info
-            return Workbench(RemoteFiles(connection), RemoteCommands(connection), info.id)
+            return Workbench(RemoteFiles(connection), RemoteCommands(connection), info.id, others)
         if not settings.server_commands:
             return None
         folder = root / session.id

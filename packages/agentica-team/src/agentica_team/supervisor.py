@@ -152,12 +152,15 @@ AgentFactory: TypeAlias = Callable[[], Awaitable[Agent[str]]]
 class Workbench:
     """Where a session's agent works: its ``files`` and, when it has one, the ``commands``
     backend its operations run on (``executor`` names it: a student's computer, or
-    ``"server"`` when the teacher lets the server run them). Without commands the agent has
-    file tools only."""
+    ``"server"`` when the teacher lets the server run them), and the ``others`` it may choose
+    instead. Without commands the agent has file tools only."""
 
     files: FileBackend
     commands: CommandBackend | None = None
     executor: str = "server"
+    others: Callable[[], list[tuple[str, str, CommandBackend]]] | None = None
+    """The student's connected executors as ``(id, name, commands)``, to choose one per
+    command (``None``: only ``commands``)."""
 
 
 @dataclass(frozen=True, slots=True)
