@@ -127,15 +127,27 @@ def _echo(body: dict[str, Any]) -> str:
     return "noted: " + _text(body["messages"][-1])[:80]
 
 
-@pytest.mark.parametrize(("runtime", "runs"), [("serial", 3), ("batch", 2)])
-async def test_serial_and_batch_runtimes(tmp_path: Path, runtime: str, runs: int) -> None:
+@pytest.mark.parametrize(
+    ("server", "session", "runs"),
+    [("serial", "", 3), ("batch", "", 2), ("serial", "batch", 2), ("batch", "serial", 3)],
+)
+async def test_serial_and_batch_runtimes(
+    tmp_path: Path, server: str, session: str, runs: int
+) -> None:
     """Three messages, the last two sent while the first runs (the model takes 0.5 s): serial
-    runs the agent three times, batch twice, the last two messages together."""
-    settings = sqlite_settings(tmp_path, agent_runtime=runtime)
+    runs the agent three times, batch twice, the last two messages together; a session's own
+    choice of runtime wins over the server's."""
+    runtime = session or server
+    settings = sqlite_settings(tmp_path, agent_runtime=server)
     async with FakeOpenAIServer(_echo, latency=0.5) as model, serve_team(settings) as (url, team):
         c = await make_class(team, model.base_url)
         async with client(url, c.ann) as ann:
-            session_id = await new_session(ann, c.course)
+            body = {"course_id": c.course, "runtime": session}
+            async with ann.post("/api/sessions", json=body) as r:
+                assert r.status == 201, await r.text()
+                created = await r.json()
+            assert created["runtime"] == session
+            session_id = created["id"]
             await send(ann, session_id, "first")
             await read_events(ann, session_id, until=_run_started)
             await send(ann, session_id, "second")

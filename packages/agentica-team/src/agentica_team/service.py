@@ -32,6 +32,8 @@ from agentica_team.supervisor import (
     BatchRuntime,
     RuntimeFactory,
     SerialRuntime,
+    SessionRuntime,
+    SessionScope,
     Supervisor,
     Workbench,
 )
@@ -46,6 +48,15 @@ RUNTIMES: dict[str, RuntimeFactory] = {
     "lanes": LanesRuntime,
 }
 """The session runtimes by the name the ``agent_runtime`` setting gives."""
+
+
+def _runtime_of(settings: TeamSettings) -> RuntimeFactory:
+    """Each session's runtime: its own choice, else the server's ``agent_runtime``."""
+
+    def runtime(scope: SessionScope) -> SessionRuntime:
+        return RUNTIMES[scope.session.runtime or settings.agent_runtime](scope)
+
+    return runtime
 
 
 def _workbench(
@@ -135,7 +146,7 @@ class Team:
                 models=models,
                 audit=audit,
                 budgets=budgets,
-                runtime=RUNTIMES[settings.agent_runtime],
+                runtime=_runtime_of(settings),
                 workbench=_workbench(settings, executors),
             )
             team = cls(settings, db, audit, budgets, accounts, models, supervisor, executors)

@@ -75,7 +75,8 @@ MAX_DELTA_CHARS = 16_000  # coalesced text deltas are cut into events of at most
 
 @dataclass(frozen=True, slots=True)
 class AgentSession:
-    """A session: whose it is, in which course, its title and the last ``seq`` of its log."""
+    """A session: whose it is, in which course, its title, the last ``seq`` of its log and
+    its ``runtime`` (``""``: the server's ``agent_runtime``)."""
 
     id: str
     user_id: str
@@ -84,6 +85,7 @@ class AgentSession:
     created_at: float
     updated_at: float
     last_seq: int
+    runtime: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +126,9 @@ class AuditNote:
 
 def _session(row: Any) -> AgentSession:
     return AgentSession(
-        row.id, row.user_id, row.course_id, row.title, row.created_at, row.updated_at, row.last_seq
-    )
+        row.id, row.user_id, row.course_id, row.title, row.created_at, row.updated_at,
+        row.last_seq, row.runtime,
+    )  # fmt: skip
 
 
 def _event(row: Any) -> SessionEvent:
@@ -390,10 +393,13 @@ class Sessions:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    async def create(self, user_id: str, course_id: str, title: str = "") -> AgentSession:
-        """A new, empty session of ``user_id`` in ``course_id`` (audited)."""
+    async def create(
+        self, user_id: str, course_id: str, title: str = "", *, runtime: str = ""
+    ) -> AgentSession:
+        """A new, empty session of ``user_id`` in ``course_id`` (audited); ``runtime``: see
+        ``AgentSession``."""
         now = self.clock()
-        session = AgentSession(new_id("s"), user_id, course_id, title, now, now, 0)
+        session = AgentSession(new_id("s"), user_id, course_id, title, now, now, 0, runtime)
         async with self.db.write() as conn:
             await conn.execute(agent_sessions.insert().values(**dataclasses.asdict(session)))
             await self.audit.record_in(

@@ -45,6 +45,9 @@ class _Body(BaseModel):
 class SessionBody(_Body):
     course_id: Annotated[str, Field(min_length=1, max_length=64)]
     title: Annotated[str, Field(max_length=500)] = ""
+    runtime: Literal["", "serial", "batch", "lanes"] = Field(
+        default="", description="How the agent handles messages; empty: the server's choice."
+    )
 
 
 class MessageBody(_Body):
@@ -65,6 +68,7 @@ class SessionOut(BaseModel):
     created_at: float
     updated_at: float
     last_seq: int = Field(description="The seq of the session's last event.")
+    runtime: str = Field(default="", description="The session's runtime (empty: the server's).")
     active: bool = Field(description="Whether the agent is working on the session now.")
 
     @classmethod
@@ -77,6 +81,7 @@ class SessionOut(BaseModel):
             created_at=session.created_at,
             updated_at=session.updated_at,
             last_seq=session.last_seq,
+            runtime=session.runtime,
             active=active,
         )
 
@@ -187,7 +192,9 @@ async def _member_of(team: Team, me: Principal, course_id: str) -> bool:
 async def create_session(body: SessionBody, team: TeamDep, me: PrincipalDep) -> SessionOut:
     """A new agent session of the caller in a course they belong to."""
     await course_as_member(team, me, body.course_id)
-    session = await team.supervisor.sessions.create(me.user_id, body.course_id, body.title)
+    session = await team.supervisor.sessions.create(
+        me.user_id, body.course_id, body.title, runtime=body.runtime
+    )
     return SessionOut.of(session, False)
 
 

@@ -223,6 +223,8 @@ agent_sessions = sa.Table(
     sa.Column("created_at", sa.Double(), nullable=False),
     sa.Column("updated_at", sa.Double(), nullable=False),
     sa.Column("last_seq", sa.BigInteger(), nullable=False, server_default="0"),
+    # "" (the server's agent_runtime), "serial", "batch" or "lanes"
+    sa.Column("runtime", sa.String(16), nullable=False, server_default=""),
     sa.Index("ix_team_agent_sessions_user", "user_id", "updated_at"),
     sa.Index("ix_team_agent_sessions_course", "course_id", "updated_at"),
 )

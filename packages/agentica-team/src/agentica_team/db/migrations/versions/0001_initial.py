@@ -153,6 +153,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Double(), nullable=False),
         sa.Column("updated_at", sa.Double(), nullable=False),
         sa.Column("last_seq", sa.BigInteger(), server_default="0", nullable=False),
+        sa.Column("runtime", sa.String(length=16), server_default="", nullable=False),
         sa.ForeignKeyConstraint(["course_id"], ["team_courses.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["user_id"], ["team_users.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
