@@ -3,8 +3,9 @@
 Runs ``team_admission.py`` (admissions per second on one budget), ``team_audit.py`` (audit
 writes per second, verify speed), ``team_gateway.py`` (gateway overhead per request against the
 scripted upstream called directly), ``team_streaming.py`` (students streaming agent runs at
-once) and ``team_runtimes.py`` (tokens each session runtime spends on one event sequence), each
-a process of its own, and prints their markdown tables; ``make bench`` runs it after
+once), ``team_runtimes.py`` (tokens each session runtime spends on one event sequence) and
+``team_executors.py`` (500 connected executors, operations through them), each a process of its
+own, and prints their markdown tables; ``make bench`` runs it after
 the framework-core benchmarks. The figures and the commands are in ``docs/benchmarks.md``.
 """
 
@@ -17,7 +18,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUITE = ("team_admission", "team_audit", "team_gateway", "team_streaming", "team_runtimes")
+SUITE = (
+    "team_admission",
+    "team_audit",
+    "team_gateway",
+    "team_streaming",
+    "team_runtimes",
+    "team_executors",
+)
 
 
 def main() -> int:

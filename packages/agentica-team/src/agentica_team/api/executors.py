@@ -88,12 +88,13 @@ async def connect(websocket: WebSocket) -> None:
 
 async def _serve(team: Any, websocket: WebSocket, connection: Connection) -> None:
     info = connection.info
+    # welcomed before anyone can find it: a call never reaches it before its welcome
+    await websocket.send_text(dump(Welcome(executor_id=info.id)))
     team.executors.add(connection)
-    await team.audit.record("executor_connected", actor_id=info.user_id, subject=info.id,
-                            data={"name": info.name, "workspace": info.workspace,
-                                  "sandboxed": info.sandboxed})  # fmt: skip
     try:
-        await websocket.send_text(dump(Welcome(executor_id=info.id)))
+        await team.audit.record("executor_connected", actor_id=info.user_id, subject=info.id,
+                                data={"name": info.name, "workspace": info.workspace,
+                                      "sandboxed": info.sandboxed})  # fmt: skip
         while True:
             connection.received(parse(await websocket.receive_text()))
     except WebSocketDisconnect:
