@@ -28,6 +28,7 @@ from agentica.context.tokenizers import counter_for  # noqa: E402
 from agentica.messages import AssistantMessage  # noqa: E402
 from agentica.testing import FakeOpenAIServer, call, tool_calls  # noqa: E402
 from tests.team.server import client, serve_team, sqlite_settings  # noqa: E402
+from tests.team.server import message_text as _text  # noqa: E402
 from tests.team.test_sessions import make_class, new_session, read_events, send  # noqa: E402
 
 ASK = "implement a sort for the numbers in data.txt"
@@ -35,13 +36,6 @@ CHANGE = "wait, use merge sort instead"
 QUESTION = "what does git status do?"
 SORT = "def sort(xs):\n    return sorted(xs)\n"
 MERGE = "def merge_sort(xs):\n    return sorted(xs)\n"
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content)
-    return str(content or "")
 
 
 def _agent(messages: list[dict[str, Any]]) -> AssistantMessage | str:

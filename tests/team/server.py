@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import uvicorn
@@ -19,7 +20,15 @@ from agentica_team.app import create_app
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
 
-__all__ = ["client", "serve_team", "sqlite_settings"]
+__all__ = ["client", "message_text", "serve_team", "sqlite_settings"]
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text of a chat message as the OpenAI wire format carries it (a string or parts)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content)
+    return str(content or "")
 
 
 def sqlite_settings(tmp_path: Path, **overrides: object) -> TeamSettings:

@@ -17,6 +17,7 @@ import pytest
 from agentica.messages import AssistantMessage
 from agentica.testing import FakeOpenAIServer, call, tool_calls
 from tests.team.server import client, serve_team, sqlite_settings
+from tests.team.server import message_text as _text
 from tests.team.test_sessions import make_class, new_session, read_events, send
 
 pytestmark = pytest.mark.skipif(
@@ -24,13 +25,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 MERGE_SORT = "def merge_sort(xs):\n    return sorted(xs)  # the scripted model's merge sort\n"
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content)
-    return str(content or "")
 
 
 def _route(said: str) -> dict[str, Any]:

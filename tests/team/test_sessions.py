@@ -29,15 +29,9 @@ from agentica_team.settings import TeamSettings
 from agentica_team.supervisor import CancelRequested
 from tests.postgres import Cluster
 from tests.team.server import client, serve_team, sqlite_settings
+from tests.team.server import message_text as _text
 
 HELLO = "print('hello')\n"
-
-
-def _text(message: dict[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(part.get("text", "")) for part in content)
-    return str(content or "")
 
 
 def tutor(body: dict[str, Any]) -> AssistantMessage | str:
