@@ -130,6 +130,24 @@ async def test_an_executor_serves_only_its_student(service: tuple[str, Team, Cla
             assert [e["name"] for e in await r.json()] == ["test"]
 
 
+async def test_one_account_cannot_flood_the_server_with_executors(
+    service: tuple[str, Team, Class], tmp_path: Path
+) -> None:
+    from agentica_team.api.executors import MAX_PER_USER
+
+    url, team, c = service
+    async with contextlib.AsyncExitStack() as stack:
+        for i in range(MAX_PER_USER):
+            await stack.enter_async_context(
+                connected(url, team, c.ann, tmp_path / str(i), c.ann_id, f"pc{i}")
+            )
+        await asyncio.to_thread((tmp_path / "more").mkdir)
+        extra = Executor(url, c.ann, tmp_path / "more", on_status=lambda _: None)
+        with pytest.raises(ConnectRefused):
+            await asyncio.wait_for(extra.run(), 30)
+        assert len(team.executors.of(c.ann_id)) == MAX_PER_USER
+
+
 async def test_refusals_say_why(service: tuple[str, Team, Class], tmp_path: Path) -> None:
     url, _team, _c = service
     (tmp_path / "w").mkdir()

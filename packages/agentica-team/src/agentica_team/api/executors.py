@@ -2,7 +2,8 @@
 authenticated by the student's token); ``GET /api/executors`` lists the caller's connected ones.
 
 The socket's first message must be a ``Hello`` of this protocol version within 10 s; anything
-else closes it with a reason (1008 for authentication, 1002 for the protocol). Connecting and
+else closes it with a reason (1008 for authentication or more than ``MAX_PER_USER`` executors
+of one account, 1002 for the protocol). Connecting and
 disconnecting are audited.
 """
 
@@ -32,6 +33,8 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api/executors", tags=["executors"], responses=ERRORS)
 
 HELLO_TIMEOUT = 10.0
+MAX_PER_USER = 16
+"""Executors one account may have connected at once."""
 _POLICY = 1008
 _PROTOCOL = 1002
 
@@ -54,12 +57,15 @@ async def connect(websocket: WebSocket) -> None:
     principal = None
     if scheme.lower() == "bearer" and token.strip():
         principal = await team.accounts.principal_for_token(token.strip())
+    refusal = ""
     if principal is None:
-        await websocket.close(
-            _POLICY, "send the student's token as `Authorization: Bearer agt_...`"
-        )
+        refusal = "the token is not valid: send the student's token (agt_...)"
+    elif len(team.executors.of(principal.user_id)) >= MAX_PER_USER:
+        refusal = f"this account has {MAX_PER_USER} executors connected, the most; stop one"
+    await websocket.accept()  # then closed with the reason, which a refused handshake loses
+    if refusal or principal is None:
+        await websocket.close(_POLICY, refusal)
         return
-    await websocket.accept()
     try:
         async with asyncio.timeout(HELLO_TIMEOUT):
             hello = parse(await websocket.receive_text())
