@@ -117,6 +117,14 @@ def _run_started(event: dict[str, Any]) -> bool:
     return bool(event["data"].get("event") == "run_started")
 
 
+def _run_ended(seq: int) -> Any:
+    def check(event: dict[str, Any]) -> bool:
+        data = event["data"]
+        return bool(data.get("event") == "run_ended" and data.get("message_seq") == seq)
+
+    return check
+
+
 def _echo(body: dict[str, Any]) -> str:
     return "noted: " + _text(body["messages"][-1])[:80]
 
@@ -161,3 +169,32 @@ async def test_serial_and_batch_runtimes(
         assert asked == ["first", "second\n\nthird"]
     else:
         assert asked == ["first", "second", "third"]
+
+
+async def test_a_teacher_guides_a_students_agent(tmp_path: Path) -> None:
+    """A teacher of the course sends the agent a message in a student's session: queued like
+    the student's, the agent told who speaks, audited with the teacher as the actor; nobody
+    else may."""
+    async with (
+        FakeOpenAIServer(_echo) as model,
+        serve_team(sqlite_settings(tmp_path)) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+        path = f"/api/sessions/{session_id}/teacher-messages"
+        body = {"text": "try writing a test first"}
+        for who, status in ((c.ann, 403), (c.bob, 404), (c.other_teacher, 404)):
+            async with client(url, who) as other, other.post(path, json=body) as r:
+                assert r.status == status, (who, await r.text())
+        async with client(url, c.teacher) as teacher, teacher.post(path, json=body) as r:
+            assert r.status == 202, await r.text()
+            seq = (await r.json())["seq"]
+        async with client(url, c.ann) as ann:
+            await read_events(ann, session_id, until=_run_ended(seq))
+        records = await team.audit.search(course_id=c.course, kind="instruction")
+    assert _text(model.requests[-1]["messages"][-1]) == (
+        "The student's teacher says: try writing a test first"
+    )
+    (record,) = records
+    assert record.data["role"] == "teacher" and record.actor_id != c.ann_id

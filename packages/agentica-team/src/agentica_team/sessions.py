@@ -558,10 +558,11 @@ class Sessions:
         await self.audit.records_in(conn, notes)
 
     async def post_message(
-        self, session: AgentSession, text: str, *, actor_id: str
+        self, session: AgentSession, text: str, *, actor_id: str, role: str = "student"
     ) -> SessionEvent:
         """Append a pending message with its ``instruction`` audit record (in one transaction,
         group-committed with other writes) and publish it; returns once it is committed.
+        ``role``: ``student`` (the owner) or ``teacher`` (a teacher guiding the agent).
         ``RateLimited`` when the session already has ``max_queued`` messages waiting or
         running."""
         note = AuditNote(
@@ -569,12 +570,12 @@ class Sessions:
             actor_id,
             session.course_id,
             session.id,
-            {"session_id": session.id, "text": text[:4000], "chars": len(text)},
+            {"session_id": session.id, "text": text[:4000], "chars": len(text), "role": role},
         )
         item = NewEvent(
             session.id,
             "message",
-            {"text": text},
+            {"text": text, **({"role": role} if role != "student" else {})},
             "pending",
             audit=(note,),
             queue_limit=self.max_queued,

@@ -359,6 +359,8 @@ class BatchRuntime(SerialRuntime):
 
 def _prompt(message: SessionEvent) -> str:
     text = str(message.data.get("text", ""))
+    if message.data.get("role") == "teacher":
+        text = f"The student's teacher says: {text}"
     return CONTINUE_PROMPT.format(text=text) if message.data.get("continued") else text
 
 

@@ -252,6 +252,25 @@ async def post_message(
     return MessageOut.of(message)
 
 
+@router.post("/{session_id}/teacher-messages", response_model=MessageOut, status_code=202)
+async def post_teacher_message(
+    session: ReadableSession, body: MessageBody, team: TeamDep, me: PrincipalDep
+) -> MessageOut:
+    """A teacher of the session's course guides its agent: the message is queued like the
+    student's, marked as the teacher's (the agent is told who speaks; audited with the
+    teacher as the actor). 403 for anyone but the course's teachers."""
+    if session.user_id == me.user_id or me.role not in ("teacher", "admin") or me.scoped:
+        raise Forbidden("only a teacher of the session's course can send a teacher's message")
+    if await team.accounts.member_role(session.course_id, me.user_id) != "teacher":
+        raise Forbidden("only a teacher of the session's course can send a teacher's message")
+    _check_text(body.text)
+    message = await team.supervisor.sessions.post_message(
+        session, body.text, actor_id=me.user_id, role="teacher"
+    )
+    team.supervisor.deliver(session, MessageQueued(message.seq))
+    return MessageOut.of(message)
+
+
 @router.post("/{session_id}/continue", response_model=MessageOut, status_code=202)
 async def continue_message(
     session: WritableSession, team: TeamDep, me: PrincipalDep, body: ContinueBody | None = None
