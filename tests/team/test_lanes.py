@@ -198,3 +198,33 @@ async def test_a_teacher_guides_a_students_agent(tmp_path: Path) -> None:
     )
     (record,) = records
     assert record.data["role"] == "teacher" and record.actor_id != c.ann_id
+
+
+def _failing_lane(body: dict[str, Any]) -> Any:
+    """Routes to a new lane whose model then fails (HTTP 400: not retried)."""
+    from agentica.testing import HTTPFault
+
+    system = _text(body["messages"][0])
+    if "route a student's messages" in system:
+        return json.dumps({"to": "new_lane", "lane": "", "intent": "build", "answer": ""})
+    return HTTPFault(400, {"error": {"message": "the model refuses this request"}})
+
+
+async def test_a_failing_lane_ends_failed_and_the_session_goes_on(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path, agent_runtime="lanes")
+    async with (
+        FakeOpenAIServer(_failing_lane) as model,
+        serve_team(settings) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            states = []
+            for text in ("build it", "and again"):  # the loop is free after a failure
+                seq = (await send(ann, session_id, text))["seq"]
+                events = await read_events(ann, session_id, until=_run_ended(seq))
+                states.append(events[-1]["data"]["state"])
+    assert states == ["failed", "failed"]
+    failed = [e["data"] for e in events if e["data"].get("kind") == "lane_ended"]
+    assert failed and failed[-1]["reason"].startswith("failed:")
+    assert "refuses" in failed[-1]["reason"]

@@ -241,7 +241,7 @@ class LanesRuntime:
         seq = message.seq
         try:
             choice = await self._ask(ROUTER, self._routing_prompt(message), RouteChoice)
-        except (AgenticaError, TeamError) as exc:
+        except Exception as exc:  # a task's failure must come back as an event, never hang
             self._fail_message(seq, exc)
             self._events.put_nowait(Routed(seq, "answered"))
             return
@@ -275,9 +275,10 @@ class LanesRuntime:
             if work.agent is None:
                 work.agent = await self._lane_agent(action.lane, action.intent)
             await work.agent.run(_step_prompt(action), limits=STEP_LIMITS)
-        except (AgenticaError, TeamError) as exc:
-            work.failure = f"failed: {_said(exc)}"
-            self._put({"kind": "lane_failed", "lane": action.lane, "error": _said(exc)})
+        except Exception as exc:  # the step ends either way; the lane ends as failed
+            said = _failure(exc, self.scope.session.id)
+            work.failure = f"failed: {said}"
+            self._put({"kind": "lane_failed", "lane": action.lane, "error": said})
         self._events.put_nowait(LaneStepDone(action.lane, finished=work.finished))
 
     async def _interrupt(self, action: HandleInterruptions) -> None:
@@ -291,10 +292,9 @@ class LanesRuntime:
         )
         try:
             choice = await self._ask(INTERRUPTER, prompt, InterruptChoice)
-        except (AgenticaError, TeamError) as exc:
-            choice = InterruptChoice(
-                terminate=f"the interruption could not be handled: {_said(exc)}"
-            )
+        except Exception as exc:
+            said = _failure(exc, self.scope.session.id)
+            choice = InterruptChoice(terminate=f"the interruption could not be handled: {said}")
         known = {op.id for op in ops}
         cancel = tuple(op for op in choice.cancel if op in known)
         self._events.put_nowait(
@@ -439,7 +439,8 @@ class LanesRuntime:
             self.scope.writer.put(status_event(self.scope.session, "run_ended", seq, "done"))
 
     def _fail_message(self, seq: int, exc: BaseException) -> None:
-        self._put({"kind": "run_failed", "message_seq": seq, "message": _said(exc)})
+        said = _failure(exc, self.scope.session.id)
+        self._put({"kind": "run_failed", "message_seq": seq, "message": said})
         if self._running.pop(seq, None) is not None:
             error = type(exc).__name__
             ended = status_event(self.scope.session, "run_ended", seq, "failed", error=error)
@@ -489,6 +490,16 @@ def _step_prompt(action: Infer) -> str:
 
 def _text(event: Any) -> str:
     return str(getattr(event, "text", ""))[:200]
+
+
+def _failure(exc: BaseException, session_id: str) -> str:
+    """What the student is told of a failure: an error of the framework or the service says
+    itself; anything else is logged (redacted) and told as unexpected."""
+    if isinstance(exc, AgenticaError | TeamError):
+        return _said(exc)
+    log.error("session %s: the lanes runtime failed: %s: %s", session_id, type(exc).__name__,
+              redact(str(exc))[:2000])  # fmt: skip
+    return "the agent failed unexpectedly (the server logged it)"
 
 
 def _said(exc: BaseException) -> str:
