@@ -228,3 +228,54 @@ async def test_a_failing_lane_ends_failed_and_the_session_goes_on(tmp_path: Path
     failed = [e["data"] for e in events if e["data"].get("kind") == "lane_ended"]
     assert failed and failed[-1]["reason"].startswith("failed:")
     assert "refuses" in failed[-1]["reason"]
+
+
+async def _slow_essay(body: dict[str, Any]) -> Any:
+    """A lane whose first step hangs in its model call (an essay that takes 60 s), unless
+    its task became a haiku."""
+    messages = body["messages"]
+    system = _text(messages[0])
+    said = _text(messages[-1])
+    if "route a student's messages" in system:
+        if "haiku" in said:
+            return json.dumps({"to": "interrupt", "lane": "L1", "intent": "", "answer": ""})
+        return json.dumps({"to": "new_lane", "lane": "", "intent": "an essay", "answer": ""})
+    if "was interrupted" in system:
+        return json.dumps({"intent": "write a haiku", "cancel": [], "terminate": ""})
+    if messages[-1]["role"] == "tool":
+        return "Finished."
+    if "haiku" in said:
+        return tool_calls(call("lane_done", summary="a haiku about sorting"))
+    await asyncio.sleep(60)
+    return "an essay"
+
+
+async def test_an_interruption_stops_the_step_in_progress(tmp_path: Path) -> None:
+    """The lane's model call hangs; the student's interruption stops that step at once, the
+    lane takes the new intent and finishes."""
+    settings = sqlite_settings(tmp_path, agent_runtime="lanes")
+    async with FakeOpenAIServer(_slow_essay) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            first = (await send(ann, session_id, "write me a long essay"))["seq"]
+            await read_events(ann, session_id, until=_routed_new)  # the step begins
+            second = (await send(ann, session_id, "stop, a haiku instead"))["seq"]
+            ended: dict[int, str] = {}
+
+            def both(event: dict[str, Any]) -> bool:
+                if event["data"].get("event") == "run_ended":
+                    ended[event["data"]["message_seq"]] = event["data"]["state"]
+                return {first, second} <= ended.keys()
+
+            events = await read_events(ann, session_id, until=both, timeout=30)
+    assert ended == {first: "done", second: "done"}
+    moves = [e["data"]["event"]["type"] for e in events if e["data"].get("kind") == "event"]
+    assert moves.index("interruption_handled") > moves.index("lane_step_done")
+    (lane_end,) = [e["data"] for e in events if e["data"].get("kind") == "lane_ended"]
+    assert lane_end["summary"] == "a haiku about sorting"
+
+
+def _routed_new(event: dict[str, Any]) -> bool:
+    data = event["data"]
+    return bool(data.get("kind") == "event" and data["event"].get("type") == "routed")

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from agentica.agent import Agent
 from agentica.deep.files import FileTools
-from agentica.errors import AgenticaError, ToolError
+from agentica.errors import AgenticaError, RunCancelled, ToolError
 from agentica.limits import RunLimits
 from agentica.tools.commands import CommandBackend, CommandHandle
 from agentica.tools.function import tool
@@ -64,6 +64,7 @@ from agentica_team.transition import (
     OperationStarted,
     Route,
     Routed,
+    StopStep,
     TeacherMessage,
     Timer,
     UserMessage,
@@ -121,6 +122,8 @@ class _LaneWork:
     """What the runtime keeps for a lane besides the transition's state."""
 
     agent: Agent[str] | None = None
+    step: Any = None  # the RunStream of the step in progress
+    stop: str = ""  # why the step in progress must stop (StopStep), if it must
     messages: list[int] = field(default_factory=list)
     finished: bool = False
     summary: str = ""
@@ -225,11 +228,21 @@ class LanesRuntime:
         elif isinstance(action, EndLane):
             self._end_lane(action)
             return
+        elif isinstance(action, StopStep):
+            self._stop_step(action.lane)
+            return
         else:  # RunStep belongs to the serial and batch runtimes
             raise AssertionError(f"the lanes runtime cannot run {action!r}")
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _stop_step(self, lane: str) -> None:
+        """Stop ``lane``'s inference step now, or as soon as it begins."""
+        lane_work = self._lanes.setdefault(lane, _LaneWork())
+        lane_work.stop = "the student interrupted this lane"
+        if lane_work.step is not None:
+            lane_work.step.cancel(lane_work.stop)
 
     def _put(self, data: dict[str, Any], audit: tuple[AuditNote, ...] = ()) -> None:
         self.scope.writer.put(NewEvent(self.scope.session.id, "lane", data, audit=audit))
@@ -274,11 +287,20 @@ class LanesRuntime:
         try:
             if work.agent is None:
                 work.agent = await self._lane_agent(action.lane, action.intent)
-            await work.agent.run(_step_prompt(action), limits=STEP_LIMITS)
+            async with work.agent.run_stream(_step_prompt(action), limits=STEP_LIMITS) as stream:
+                work.step = stream
+                if work.stop:  # stopped before it began
+                    stream.cancel(work.stop)
+                async for _ in stream:
+                    pass
+        except RunCancelled:
+            pass  # stopped for an interruption (StopStep): handled next
         except Exception as exc:  # the step ends either way; the lane ends as failed
             said = _failure(exc, self.scope.session.id)
             work.failure = f"failed: {said}"
             self._put({"kind": "lane_failed", "lane": action.lane, "error": said})
+        finally:
+            work.step, work.stop = None, ""
         self._events.put_nowait(LaneStepDone(action.lane, finished=work.finished))
 
     async def _interrupt(self, action: HandleInterruptions) -> None:

@@ -15,8 +15,9 @@ event. Three modes, chosen per agent:
   preemption queue, a termination reason). A user's or teacher's message is first ``Route``d by
   the event context, one at a time: to a new lane, as an interruption or a preemption of a lane,
   or answered at once. Each lane runs the priority loop: interruptions first (even while its
-  operations run), then it waits while operations are unfinished, then preemptions, then
-  termination, otherwise the next inference step on what is new to it. A step that leaves no
+  operations run; an inference step in progress is stopped for them), then it waits while
+  operations are unfinished, then preemptions, then termination, otherwise the next inference
+  step on what is new to it. A step that leaves no
   operation running and does not finish the lane ends it as idle, so nothing loops forever.
 
 An executor that disconnects fails the operations running on it; the lane sees the failure as
@@ -53,6 +54,7 @@ __all__ = [
     "Routed",
     "RunStep",
     "StepDone",
+    "StopStep",
     "TeacherMessage",
     "Timer",
     "UserMessage",
@@ -248,6 +250,14 @@ class HandleInterruptions:
 
 
 @dataclass(frozen=True, slots=True)
+class StopStep:
+    """Stop ``lane``'s inference step now: an interruption is waiting (the step ends with
+    ``LaneStepDone`` as usual, and the interruption is handled next)."""
+
+    lane: str
+
+
+@dataclass(frozen=True, slots=True)
 class CancelOperation:
     """Stop operation ``op`` (its outcome comes back as ``OperationFailed``)."""
 
@@ -262,7 +272,9 @@ class EndLane:
     reason: str
 
 
-Action: TypeAlias = RunStep | Route | Infer | HandleInterruptions | CancelOperation | EndLane
+Action: TypeAlias = (
+    RunStep | Route | Infer | HandleInterruptions | StopStep | CancelOperation | EndLane
+)
 
 
 # -- state -------------------------------------------------------------------------------------
@@ -297,6 +309,8 @@ class Lane:
     preemptions: tuple[Event, ...] = ()
     inputs: tuple[Event, ...] = ()
     termination: str = ""
+    inferring: bool = False  # the step in progress is an Infer (it may be stopped)
+    stopping: bool = False  # a StopStep was asked for it
 
     @property
     def active(self) -> bool:
@@ -403,9 +417,10 @@ def _lane_step_done(state: AgentState, event: LaneStepDone) -> AgentState:
     termination = lane.termination
     if event.finished and not termination:
         termination = "done"
-    elif not lane.busy and not lane.inputs and not termination:
+    elif not (lane.busy or lane.inputs or lane.interruptions or lane.preemptions or termination):
         termination = "idle"  # nothing running, nothing new, not finished: stop here
-    return state.with_lane(replace(lane, status=_resting(lane), termination=termination))
+    lane = replace(lane, termination=termination, inferring=False, stopping=False)
+    return state.with_lane(replace(lane, status=_resting(lane)))
 
 
 def _interruption_handled(
@@ -528,6 +543,8 @@ def _next_of_lane(lane: Lane) -> tuple[Lane, Action | None]:
     """The priority loop: interruptions > wait for operations > preemptions > termination >
     the next inference step."""
     action: Action
+    if lane.status == "working" and lane.inferring and lane.interruptions and not lane.stopping:
+        return replace(lane, stopping=True), StopStep(lane.id)
     if lane.status in ("working", "ended"):
         return lane, None
     if lane.interruptions:
@@ -538,12 +555,12 @@ def _next_of_lane(lane: Lane) -> tuple[Lane, Action | None]:
     if lane.preemptions:
         inputs = (*lane.inputs, *lane.preemptions)
         action = Infer(lane.id, lane.intent, inputs)
-        return replace(lane, status="working", preemptions=(), inputs=()), action
+        return replace(lane, status="working", preemptions=(), inputs=(), inferring=True), action
     if lane.termination:
         return replace(lane, status="ended"), EndLane(lane.id, lane.termination)
     if lane.inputs:
         action = Infer(lane.id, lane.intent, lane.inputs)
-        return replace(lane, status="working", inputs=()), action
+        return replace(lane, status="working", inputs=(), inferring=True), action
     return lane, None
 
 
