@@ -529,3 +529,28 @@ async def test_a_change_made_by_another_worker_counts_within_the_cache_ttl(tmp_p
     finally:
         await audit.aclose()
         await db.aclose()
+
+
+async def test_the_login_limit_holds_across_a_minutes_turn(tmp_path: Path) -> None:
+    """Three failures at 12:00:59.9 and a fourth at 12:01:00.1: refused, as over any 60 s
+    (clock minutes would give the burst a second allowance)."""
+    from agentica_team.errors import RateLimited
+    from agentica_team.service import Team
+
+    team = await Team.open(sqlite_settings(tmp_path, login_attempts_per_minute=3))
+    try:
+        assert team.first_admin is not None
+        email = team.first_admin.user.email
+        now = [1_700_000_000.0 // 60 * 60 + 59.9]
+        team.accounts.clock = lambda: now[0]
+        for _ in range(3):
+            with pytest.raises(Unauthorized):
+                await team.accounts.login(email, "guess", address="10.0.0.1")
+        now[0] += 0.2  # the next clock minute
+        with pytest.raises(RateLimited):
+            await team.accounts.login(email, "guess", address="10.0.0.1")
+        now[0] += 60  # a minute later the earlier failures are out of the last 60 s
+        with pytest.raises(Unauthorized):
+            await team.accounts.login(email, "guess", address="10.0.0.1")
+    finally:
+        await team.aclose()

@@ -586,16 +586,25 @@ class Accounts:
         return WebLogin(principal, cookie, now + self.web_session_ttl)
 
     async def _take_attempt(self, limits: dict[str, int]) -> None:
-        """Count one login attempt against each key; refused (and not counted) over a limit."""
-        window = int(self.clock() // 60)
+        """Count one login attempt against each key; refused (and not counted) over a limit.
+        The limit holds over any 60 s, not per clock minute: the previous minute's attempts
+        count for the part of it still inside the last 60 s (a sliding-window estimate), so a
+        burst across a minute's turn gets no second allowance."""
+        now = self.clock()
+        window = int(now // 60)
+        still = 1.0 - (now % 60) / 60  # the share of the previous minute in the last 60 s
+        f = login_failures.c
         async with self.db.write() as conn:
             for key, limit in limits.items():
                 insert = self.db.insert(login_failures).values(key=key, window=window, count=1)
                 upsert = insert.on_conflict_do_update(
-                    index_elements=["key", "window"], set_={"count": login_failures.c.count + 1}
+                    index_elements=["key", "window"], set_={"count": f.count + 1}
                 )
-                count = await conn.scalar(upsert.returning(login_failures.c.count))
-                if count is not None and count > limit:
+                count = await conn.scalar(upsert.returning(f.count))
+                before = await conn.scalar(
+                    sa.select(f.count).where((f.key == key) & (f.window == window - 1))
+                )
+                if count is not None and count + (before or 0) * still > limit:
                     raise RateLimited(  # the rollback takes the counts back
                         "too many login attempts: wait a minute and try again",
                         retry_after=int(60 - self.clock() % 60) + 1,
