@@ -36,7 +36,7 @@ from agentica_team.connect import ConnectRefused, Executor
 from agentica_team.executors import Connection, RemoteCommands, RemoteFiles
 from agentica_team.service import Team
 from tests.team.server import client, serve_team, sqlite_settings
-from tests.team.test_sessions import Class, make_class, new_session, read_events, send
+from tests.team.test_sessions import Class, ended, make_class, new_session, read_events, send
 
 SANDBOX = shutil.which("bwrap") is not None
 
@@ -228,14 +228,7 @@ async def test_agentica_connect_serves_a_lane(tmp_path: Path) -> None:
             async with client(url, c.ann) as ann:
                 session_id = await new_session(ann, c.course)
                 ask = await send(ann, session_id, "implement a sort")
-
-                def ended(event: dict[str, Any]) -> bool:
-                    data = event["data"]
-                    return (
-                        data.get("event") == "run_ended" and data.get("message_seq") == ask["seq"]
-                    )
-
-                events = await read_events(ann, session_id, until=ended, timeout=60)
+                events = await read_events(ann, session_id, until=ended(ask["seq"]), timeout=60)
         finally:
             process.terminate()
             await process.wait()
@@ -264,14 +257,6 @@ def _short_command(scripted: Callable[[dict[str, Any]], Any]) -> Callable[[dict[
         return tool_calls(call("start_command", command=command))
 
     return model
-
-
-def _ended(seq: int) -> Callable[[dict[str, Any]], bool]:
-    def check(event: dict[str, Any]) -> bool:
-        data = event["data"]
-        return bool(data.get("event") == "run_ended" and data.get("message_seq") == seq)
-
-    return check
 
 
 def _two_computers(body: dict[str, Any]) -> Any:
@@ -307,7 +292,7 @@ async def test_the_agent_chooses_among_the_students_executors(tmp_path: Path) ->
         ):
             session_id = await new_session(ann, c.course)
             ask = await send(ann, session_id, "build it")
-            await read_events(ann, session_id, until=_ended(ask["seq"]), timeout=60)
+            await read_events(ann, session_id, until=ended(ask["seq"]), timeout=60)
         built = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.rglob("out.txt")))
         where = await asyncio.to_thread(lambda: [p.parent.name for p in tmp_path.rglob("out.txt")])
     assert built == ["out.txt"] and where == ["desktop"]

@@ -18,7 +18,7 @@ from agentica.messages import AssistantMessage
 from agentica.testing import FakeOpenAIServer, call, tool_calls
 from tests.team.server import client, serve_team, sqlite_settings
 from tests.team.server import message_text as _text
-from tests.team.test_sessions import make_class, new_session, read_events, send
+from tests.team.test_sessions import ended, make_class, new_session, read_events, send
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
@@ -117,14 +117,6 @@ def _run_started(event: dict[str, Any]) -> bool:
     return bool(event["data"].get("event") == "run_started")
 
 
-def _run_ended(seq: int) -> Any:
-    def check(event: dict[str, Any]) -> bool:
-        data = event["data"]
-        return bool(data.get("event") == "run_ended" and data.get("message_seq") == seq)
-
-    return check
-
-
 def _echo(body: dict[str, Any]) -> str:
     return "noted: " + _text(body["messages"][-1])[:80]
 
@@ -191,7 +183,7 @@ async def test_a_teacher_guides_a_students_agent(tmp_path: Path) -> None:
             assert r.status == 202, await r.text()
             seq = (await r.json())["seq"]
         async with client(url, c.ann) as ann:
-            await read_events(ann, session_id, until=_run_ended(seq))
+            await read_events(ann, session_id, until=ended(seq))
         records = await team.audit.search(course_id=c.course, kind="instruction")
     assert _text(model.requests[-1]["messages"][-1]) == (
         "The student's teacher says: try writing a test first"
@@ -222,7 +214,7 @@ async def test_a_failing_lane_ends_failed_and_the_session_goes_on(tmp_path: Path
             states = []
             for text in ("build it", "and again"):  # the loop is free after a failure
                 seq = (await send(ann, session_id, text))["seq"]
-                events = await read_events(ann, session_id, until=_run_ended(seq))
+                events = await read_events(ann, session_id, until=ended(seq))
                 states.append(events[-1]["data"]["state"])
     assert states == ["failed", "failed"]
     failed = [e["data"] for e in events if e["data"].get("kind") == "lane_ended"]

@@ -409,9 +409,10 @@ class Audit:
     ) -> AuditRecord:
         """Append a record inside the caller's write transaction ``conn`` (from
         ``Database.write()``): it commits, or not, with the caller's other changes."""
-        item = await self._pending(kind, actor_id, course_id, subject, data)
-        (stored,) = await conn.run_sync(_append, [item])
-        return stored
+        write = await self.prepare(
+            kind, actor_id=actor_id, course_id=course_id, subject=subject, data=data
+        )
+        return await conn.run_sync(write)
 
     async def prepare(
         self,
