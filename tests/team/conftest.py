@@ -2,6 +2,8 @@
 
 - ``pg_cluster``: one throw-away PostgreSQL cluster for the whole session (skips with the reason
   when PostgreSQL is not installed); tests create their own databases in it.
+- ``redis_server``: one throw-away Redis server for the whole session (skips with the reason
+  when it is not installed); tests use a database number or key prefix of their own.
 - ``live_team``: the service on a thread of its own with a provisioned classroom, for the
   security tests (see the section at the end).
 """
@@ -25,6 +27,7 @@ from agentica.messages import AssistantMessage, ToolCall
 from agentica.testing import FakeOpenAIServer
 from agentica.testing._server import Responder, ServerReply
 from tests.postgres import Cluster, throwaway_cluster, why_no_postgres
+from tests.redis import RedisServer, throwaway_redis, why_no_redis
 
 if TYPE_CHECKING:
     from agentica_team.service import Team
@@ -37,6 +40,15 @@ def pg_cluster() -> Iterator[Cluster]:
         pytest.skip(reason)
     with throwaway_cluster() as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    reason = why_no_redis()
+    if reason:
+        pytest.skip(reason)
+    with throwaway_redis() as server:
+        yield server
 
 
 # -- the security tests' service (test_access_matrix, test_fuzz, test_no_secrets) ---------------

@@ -98,18 +98,22 @@ async def _provision(settings: TeamSettings, model_url: str) -> Class:
 class Server:
     """``agentica serve`` as a subprocess on ``settings``' database."""
 
-    def __init__(self, tmp_path: Path, settings: TeamSettings) -> None:
+    def __init__(
+        self, tmp_path: Path, settings: TeamSettings, *extra: str, name: str = "server"
+    ) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.settings = settings
-        self.log = tmp_path / "server.log"
+        self.extra = extra
+        self.log = tmp_path / f"{name}.log"
         self.env = {**os.environ, "AGENTICA_HOME": str(tmp_path / "home"),
                     "AGENTICA_TEAM_DATA_DIR": str(settings.data_dir)}  # fmt: skip
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self, token: str) -> None:
         command = [sys.executable, "-m", "agentica.cli.main", "serve", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--database-url", self.settings.database]  # fmt: skip
+                   "--port", str(self.port), "--database-url", self.settings.database,
+                   *self.extra]  # fmt: skip
         with self.log.open("ab") as log:
             self.process = await asyncio.create_subprocess_exec(
                 *command, stdout=log, stderr=log, env=self.env

@@ -77,13 +77,17 @@ class _ServeCommand:
         serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
         serve.add_argument("--port", type=int, help="port (default 8000)")
         serve.add_argument("--model", help="the default model of courses (default: local)")
+        serve.add_argument(
+            "--redis-url",
+            help="redis://host:6379/0: run as one of several workers on a PostgreSQL database",
+        )
         _settings_options(serve)
         serve.set_defaults(plugin_run=self.run)
 
     def run(self, args: argparse.Namespace) -> int:
-        return _guarded(
-            lambda: serve(_settings(args, host=args.host, port=args.port, model=args.model))
-        )
+        more = {"host": args.host, "port": args.port, "model": args.model,
+                "redis_url": args.redis_url}  # fmt: skip
+        return _guarded(lambda: serve(_settings(args, **more)))
 
 
 async def serve(settings: TeamSettings) -> int:

@@ -19,6 +19,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "RateLimited",
+    "ServiceUnavailable",
     "TeamError",
     "Unauthorized",
 ]
@@ -85,3 +86,10 @@ class BudgetExceeded(TeamError):
 
     status = 429
     kind = "budget_exceeded"
+
+
+class ServiceUnavailable(TeamError):
+    """Something the service depends on (Redis, the database) cannot be reached (503)."""
+
+    status = 503
+    kind = "service_unavailable"

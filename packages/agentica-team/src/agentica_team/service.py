@@ -5,8 +5,9 @@ creates the first admin when there is none and starts the supervisor of agent se
 ``aclose()`` stops them in reverse order. While it runs, a sweeper releases every minute the
 budget reservations of calls that died (older than ``reservation_timeout``). The app keeps one
 ``Team`` in ``app.state``; nothing is process-global, so two ``Team`` objects (tests run
-several) never share state. One ``Team`` per database: part 1's supervisor assumes it is the
-only one (several workers need part 2's lease).
+several) never share state. Alone, a ``Team`` is the only one on its database; with
+``redis_url`` several (worker processes or machines) share one PostgreSQL database through a
+``Cluster`` (see ``agentica_team.cluster``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from agentica.tools.commands import CommandBackend
 from agentica_team.accounts import Accounts, User
 from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
+from agentica_team.cluster import Cluster
 from agentica_team.course_models import CourseModels
 from agentica_team.db import Database
+from agentica_team.errors import BadRequest
 from agentica_team.executors import Executors, RemoteCommands, RemoteFiles
 from agentica_team.runtime import LanesRuntime
 from agentica_team.security import KeyBox
@@ -92,6 +95,20 @@ def _workbench(
     return workbench
 
 
+def _cluster(settings: TeamSettings) -> Cluster | None:
+    """The connection to the other workers (``redis_url``), which needs PostgreSQL."""
+    if not settings.redis_url:
+        return None
+    if not settings.database.startswith("postgresql"):
+        raise BadRequest(
+            "several workers (redis_url) share a PostgreSQL database: set database_url to "
+            "postgresql://user@host/db, or leave redis_url empty to run one process on SQLite"
+        )
+    return Cluster(
+        settings.redis_url, prefix=settings.redis_prefix, lease_seconds=settings.lease_seconds
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class FirstAdmin:
     """The admin account created on first start and its password (shown once)."""
@@ -140,6 +157,7 @@ class Team:
             )
             models = CourseModels(settings, accounts, budgets, audit)
             executors = Executors()
+            cluster = _cluster(settings)
             supervisor = Supervisor(
                 db,
                 accounts=accounts,
@@ -148,6 +166,8 @@ class Team:
                 budgets=budgets,
                 runtime=_runtime_of(settings),
                 workbench=_workbench(settings, executors),
+                cluster=cluster,
+                prefers=lambda user_id: executors.pick(user_id) is not None,
             )
             team = cls(settings, db, audit, budgets, accounts, models, supervisor, executors)
             created = await accounts.ensure_admin()

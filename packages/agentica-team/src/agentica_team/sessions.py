@@ -304,12 +304,14 @@ class EventHub:
     """Per-session fan-out of newly committed events to live subscribers (one per SSE client).
 
     ``publish`` never waits: each subscriber buffers at most ``limit`` unread events and is
-    dropped beyond that."""
+    dropped beyond that. With several workers, ``relay`` (when set) is told of each publish,
+    so the other workers' subscribers hear of it; what they hear comes in through ``push``."""
 
     def __init__(self, *, limit: int = 2000) -> None:
         self.limit = limit
         self._subscribers: dict[str, set[Subscription]] = {}
         self._closed = False
+        self.relay: Callable[[str, Sequence[SessionEvent]], None] | None = None
 
     @contextmanager
     def subscribe(self, session_id: str) -> Iterator[Subscription]:
@@ -332,7 +334,14 @@ class EventHub:
                 del self._subscribers[subscription.session_id]
 
     def publish(self, session_id: str, events: Sequence[SessionEvent]) -> None:
-        """Hand committed ``events`` (in ``seq`` order) to the session's subscribers."""
+        """Hand committed ``events`` (in ``seq`` order) to the session's subscribers, and tell
+        the ``relay``."""
+        self.push(session_id, events)
+        if self.relay is not None and events:
+            self.relay(session_id, events)
+
+    def push(self, session_id: str, events: Sequence[SessionEvent]) -> None:
+        """Hand ``events`` to this process's subscribers of the session only."""
         for subscription in list(self._subscribers.get(session_id, ())):
             subscription._push(events)
 
@@ -626,6 +635,42 @@ class Sessions:
         self.hub.publish(session.id, events)
         return message
 
+    async def resume_running(self, session: AgentSession, reason: str) -> list[int]:
+        """Put the session's messages left ``running`` by a worker that is gone back in the
+        queue (``continued`` counted, a ``resumed`` status event and an audit record each), in
+        one transaction; their seqs. Only the holder of the session's lease may call it."""
+        async with self.db.write() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(session_events).where(
+                        session_events.c.session_id == session.id,
+                        session_events.c.kind == "message",
+                        session_events.c.state == "running",
+                    )
+                )
+            ).all()
+            items = []
+            for row in rows:
+                message = _event(row)
+                data = {**message.data, "continued": int(message.data.get("continued", 0)) + 1}
+                await conn.execute(
+                    sa.update(session_events)
+                    .where(session_events.c.session_id == session.id,
+                           session_events.c.seq == message.seq)
+                    .values(state="pending", data=_dumps(data))
+                )  # fmt: skip
+                detail = {"session_id": session.id, "message_seq": message.seq, "reason": reason}
+                note = AuditNote("run_resumed", session.user_id, session.course_id, session.id,
+                                 detail)  # fmt: skip
+                items.append(NewEvent(session.id, "status",
+                                      {"event": "resumed", "message_seq": message.seq,
+                                       "state": "pending", "reason": reason},
+                                      audit=(note,)))  # fmt: skip
+            events = _written(await self._insert(conn, items)) if items else []
+        if events:
+            self.hub.publish(session.id, events)
+        return [int(row.seq) for row in rows]
+
     async def events(
         self, session_id: str, *, after: int = 0, before: int | None = None, limit: int = 500
     ) -> list[SessionEvent]:
@@ -666,11 +711,11 @@ class Sessions:
             row = (await conn.execute(query)).first()
         return None if row is None else _event(row)
 
-    async def with_messages(self, state: MessageState) -> list[AgentSession]:
-        """The sessions that have a message in ``state``."""
+    async def with_messages(self, *states: MessageState) -> list[AgentSession]:
+        """The sessions that have a message in one of ``states``."""
         having = (
             sa.select(session_events.c.session_id)
-            .where(session_events.c.kind == "message", session_events.c.state == state)
+            .where(session_events.c.kind == "message", session_events.c.state.in_(states))
             .distinct()
         )
         async with self.db.read() as conn:

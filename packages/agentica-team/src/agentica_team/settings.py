@@ -107,6 +107,24 @@ class TeamSettings(BaseSettings):
         "`DATA_DIR/workspaces/SESSION` inside bubblewrap. Off: the server runs nothing of a "
         "student's (commands need the student's own computer).",
     )
+    redis_url: str = Field(
+        default="",
+        description="Redis for several workers on one PostgreSQL database "
+        "(`redis://host:6379/0`): the event bus between them and the lease that runs each "
+        "session's agent on exactly one worker. Empty: one process, events in memory.",
+    )
+    redis_prefix: str = Field(
+        default="agentica",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Prefix of the Redis keys (several services can share one Redis).",
+    )
+    lease_seconds: float = Field(
+        default=3.0,
+        ge=0.5,
+        le=600,
+        description="How long a worker's hold on a session lasts unless renewed (every third "
+        "of it): after a worker dies, its sessions move to another within about this long.",
+    )
     reservation_timeout: float = Field(
         default=900.0,
         gt=0,

@@ -33,6 +33,7 @@ from agentica.run.repetition import RepetitionGuard
 from agentica.storage.sql import SQLStorage
 from agentica.tools.commands import CommandBackend
 from agentica.tools.files import FileBackend
+from agentica_team.cluster import BusMessage, Cluster
 from agentica_team.errors import TeamError
 from agentica_team.security import redact
 from agentica_team.sessions import (
@@ -86,6 +87,7 @@ CONTINUE_PROMPT = (
     "The instruction was:\n{text}"
 )
 SHUTDOWN_REASON = "the server stopped while this message was running"
+WORKER_LOST = "the worker running it stopped; another worker took the session over"
 RUN_LIMITS = RunLimits(max_turns=60, max_tool_calls=300, max_wall_time=1800.0)
 _AUDIT_TEXT = 2000
 
@@ -364,6 +366,22 @@ def _prompt(message: SessionEvent) -> str:
     return CONTINUE_PROMPT.format(text=text) if message.data.get("continued") else text
 
 
+def _encode(event: RuntimeEvent) -> dict[str, Any]:
+    if isinstance(event, MessageQueued):
+        return {"kind": event.kind, "seq": event.seq}
+    return {"kind": event.kind, "reason": event.reason}
+
+
+def _decode(data: object) -> RuntimeEvent | None:
+    if not isinstance(data, dict):
+        return None
+    if data.get("kind") == "message_queued":
+        return MessageQueued(int(data.get("seq", 0)))
+    if data.get("kind") == "cancel_requested":
+        return CancelRequested(str(data.get("reason", "")))
+    return None
+
+
 def _said(exc: BaseException) -> str:
     return redact(str(exc))[:2000] or type(exc).__name__
 
@@ -393,8 +411,16 @@ class Supervisor:
     (``user_id`` the owner, ``session_id`` the session) and file tools over a ``StoreBackend``
     of that storage (namespace: the session): a per-session workspace, no shell.
 
-    One supervisor per database: ``start()`` takes every ``running`` message for a crash's
-    leftover. Several workers on one PostgreSQL database need part 2's per-session lease.
+    Alone (no ``cluster``) it is the only supervisor of its database: ``start()`` takes every
+    ``running`` message for a crash's leftover. With a ``Cluster`` (several workers on one
+    PostgreSQL database) a session's loop runs on the worker that holds its lease: ``deliver``
+    of a session with no loop here posts a wake on the bus; every worker hearing it may claim
+    the session, the one with the student's executors (``prefers``) at once and the others
+    after ``affinity_delay``, longer the more loops they run (so sessions spread). Every
+    ``sweep_every`` seconds each worker claims the sessions with pending or running messages
+    whose lease nobody holds (a worker died, a wake was lost); the claimer puts the messages
+    a dead worker left ``running`` back in the queue (``resumed``), so they run again, once,
+    there. Live subscribers hear of events written on other workers through the bus.
     """
 
     def __init__(
@@ -408,6 +434,10 @@ class Supervisor:
         runtime: RuntimeFactory = SerialRuntime,
         subscriber_limit: int = 2000,
         workbench: Callable[[AgentSession], Workbench | None] | None = None,
+        cluster: Cluster | None = None,
+        prefers: Callable[[str], bool] | None = None,
+        sweep_every: float = 1.0,
+        affinity_delay: float = 0.2,
     ) -> None:
         self.db = db
         self.accounts = accounts
@@ -421,13 +451,28 @@ class Supervisor:
         self._workbench = workbench
         self._loops: dict[str, _Loop] = {}
         self._closing = False
+        self.cluster = cluster
+        self._prefers = prefers
+        self._sweep_every = sweep_every
+        self._affinity_delay = affinity_delay
+        self._claiming: set[str] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Open the framework's tables, mark crashed runs interrupted, resume pending work."""
+        if self.cluster is not None:  # first: it is what fails when Redis is unreachable
+            await self.cluster.start(self._heard, self._lost)
         self.writer.start()
         await self.storage.list_sessions("~team~", limit=1)  # creates or checks its schema now
+        if self.cluster is not None:
+            cluster = self.cluster
+            self.hub.relay = lambda session_id, events: cluster.post(
+                "committed", session_id, {"first": events[0].seq, "last": events[-1].seq}
+            )
+            self._spawn(self._sweep(), "agentica-team session sweep")
+            return
         count = await self.sessions.interrupt_running(SHUTDOWN_REASON)
         if count:
             log.warning("%d agent runs were interrupted by a crash; they can be continued", count)
@@ -438,13 +483,25 @@ class Supervisor:
         """Cancel every loop (their messages become interrupted), write what is queued, end
         the live streams and close the framework's storage."""
         self._closing = True
+        background = list(self._background)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
         tasks = [loop.task for loop in self._loops.values() if loop.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.writer.aclose()
+        if self.cluster is not None:
+            await self.cluster.aclose()
         self.hub.close()
         await self.storage.aclose()
+
+    def _spawn(self, work: Awaitable[None], name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- loops -------------------------------------------------------------------------------
 
@@ -454,13 +511,103 @@ class Supervisor:
         if self._closing:
             return False
         loop = self._loops.get(session.id)
+        if loop is None and self.cluster is not None:  # its loop is elsewhere, or nowhere yet
+            data = {"user": session.user_id, "event": _encode(event)}
+            self.cluster.post("wake", session.id, data)
+            return True
         if loop is None:
             if isinstance(event, CancelRequested):
                 return False
-            loop = self._loops[session.id] = _Loop()
-            loop.task = asyncio.create_task(self._own(session, loop), name=f"session {session.id}")
+            loop = self._start_loop(session)
         loop.inbox.put(event)
         return True
+
+    def _start_loop(self, session: AgentSession) -> _Loop:
+        loop = self._loops[session.id] = _Loop()
+        loop.task = asyncio.create_task(self._own(session, loop), name=f"session {session.id}")
+        return loop
+
+    # -- several workers ---------------------------------------------------------------------
+
+    async def _heard(self, message: BusMessage) -> None:
+        """A message on the bus (see the class docstring)."""
+        if message.kind == "committed":
+            if message.worker != self._worker and self.hub.subscribers(message.session_id):
+                first, last = int(message.data["first"]), int(message.data["last"])
+                events = await self.sessions.events(
+                    message.session_id, after=first - 1, before=last + 1, limit=last - first + 1
+                )
+                self.hub.push(message.session_id, events)
+            return
+        event = _decode(message.data.get("event"))
+        loop = self._loops.get(message.session_id)
+        if loop is not None:
+            if event is not None:
+                loop.inbox.put(event)
+            return
+        if isinstance(event, MessageQueued):
+            prefers = self._prefers is not None and self._prefers(str(message.data.get("user")))
+            # the less busy a worker, the sooner it claims: sessions spread over the workers
+            delay = self._affinity_delay * (1 + len(self._loops) / 8)
+            self._claim_soon(message.session_id, 0.0 if prefers else delay)
+
+    @property
+    def _worker(self) -> str:
+        return self.cluster.worker if self.cluster is not None else ""
+
+    def _claim_soon(self, session_id: str, delay: float) -> None:
+        if session_id in self._claiming or session_id in self._loops or self._closing:
+            return
+        self._claiming.add(session_id)
+        self._spawn(self._claim(session_id, delay), f"claim {session_id}")
+
+    async def _claim(self, session_id: str, delay: float) -> None:
+        """Take ``session_id``'s lease (after ``delay``) and, when this worker got it, resume
+        what a lost worker left running and start the session's loop."""
+        assert self.cluster is not None
+        try:
+            if delay:
+                await asyncio.sleep(delay)
+            if session_id in self._loops or not await self.cluster.acquire(session_id):
+                return
+            try:
+                session = await self.sessions.get(session_id)
+                resumed = await self.sessions.resume_running(session, WORKER_LOST)
+            except BaseException:
+                await self.cluster.release(session_id)
+                raise
+            if resumed:
+                log.warning("session %s: resumed messages %s of a worker that stopped",
+                            session_id, resumed)  # fmt: skip
+            if self._closing:
+                await self.cluster.release(session_id)
+                return
+            self._start_loop(session).inbox.put(MessageQueued(0))
+        except (AgenticaError, OSError) as exc:  # a session deleted meanwhile, a DB hiccup
+            log.warning("could not take session %s: %s", session_id, exc)
+        finally:
+            self._claiming.discard(session_id)
+
+    def _lost(self, session_id: str) -> None:
+        """Another worker holds the session's lease now: stop its loop here."""
+        loop = self._loops.get(session_id)
+        if loop is not None and loop.task is not None:
+            loop.task.cancel()
+
+    async def _sweep(self) -> None:
+        """Claim the sessions with work whose lease nobody holds, every ``sweep_every`` s."""
+        assert self.cluster is not None
+        while True:
+            try:
+                sessions = await self.sessions.with_messages("pending", "running")
+                free = [s.id for s in sessions if s.id not in self._loops]
+                delay = self._affinity_delay * len(self._loops) / 8  # the least busy first
+                for session_id, held in zip(free, await self.cluster.held(free), strict=True):
+                    if not held:
+                        self._claim_soon(session_id, delay)
+            except Exception as exc:  # the sweep must survive a hiccup of Redis or the DB
+                log.warning("the session sweep failed: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(self._sweep_every)
 
     def active(self, session_id: str) -> bool:
         """Whether ``session_id`` has a loop now."""
@@ -488,9 +635,14 @@ class Supervisor:
         except Exception as exc:
             log.error("the loop of session %s failed: %s: %s", session.id, type(exc).__name__,
                       redact(str(exc))[:2000])  # fmt: skip
-        finally:  # no await before this: a later deliver() starts a new loop
+        finally:
+            if self.cluster is not None:  # still registered: what arrives meanwhile is kept
+                await self.cluster.release(session.id)
+            # no await from here: a later deliver() starts a new loop
             if self._loops.get(session.id) is loop:
                 del self._loops[session.id]
+            if self.cluster is not None and not loop.inbox.empty():
+                self._claim_soon(session.id, 0.0)
 
     async def _new_model(self, session: AgentSession) -> Model:
         return await self.models.for_user(
