@@ -296,3 +296,55 @@ async def test_the_agent_chooses_among_the_students_executors(tmp_path: Path) ->
         built = await asyncio.to_thread(lambda: sorted(p.name for p in tmp_path.rglob("out.txt")))
         where = await asyncio.to_thread(lambda: [p.parent.name for p in tmp_path.rglob("out.txt")])
     assert built == ["out.txt"] and where == ["desktop"]
+
+
+def _until_disconnected(body: dict[str, Any]) -> Any:
+    """The lanes' router and interrupter from ``test_lanes``; the lane starts a long command
+    and, told its executor went away, ends."""
+    from agentica.testing import call, tool_calls
+    from tests.team.test_lanes import scripted
+
+    messages = body["messages"]
+    last = messages[-1]
+    system = str(messages[0].get("content", ""))
+    if "route a student's messages" in system or "was interrupted" in system:
+        return scripted(body)
+    if last["role"] == "user" and "disconnected" in str(last.get("content", "")):
+        return tool_calls(call("lane_done", summary="the computer went away"))
+    if last["role"] == "tool":
+        return "waiting"
+    return tool_calls(call("start_command", command="sleep 60"))
+
+
+async def test_a_lane_hears_at_once_that_its_executor_went_away(tmp_path: Path) -> None:
+    """kill -9 of ``agentica connect`` while a lane's command runs: the session's loop is told
+    (an ``executor_disconnected`` event), the operation fails as disconnected, the lane goes on
+    and the message ends."""
+    settings = sqlite_settings(tmp_path / "server", agent_runtime="lanes")
+    async with (
+        FakeOpenAIServer(_until_disconnected) as model,
+        serve_team(settings) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        process = await _connect_process(url, c.ann, tmp_path / "laptop", "laptop")
+        try:
+            async with client(url, c.ann) as ann:
+                session_id = await new_session(ann, c.course)
+                ask = await send(ann, session_id, "implement a sort")
+                await read_events(ann, session_id, until=_started, timeout=60)
+                process.kill()
+                events = await read_events(ann, session_id, until=ended(ask["seq"]), timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+    told = [e["data"]["event"] for e in events
+            if e["kind"] == "lane" and e["data"].get("kind") == "event"]  # fmt: skip
+    assert any(t["type"] == "executor_disconnected" for t in told), told
+    failed = [t for t in told if t["type"] == "operation_failed"]
+    assert failed and "disconnected" in failed[0]["error"], told
+    assert events[-1]["data"]["state"] == "done"
+
+
+def _started(event: dict[str, Any]) -> bool:
+    return bool(event["data"].get("kind") == "operation_started")

@@ -46,7 +46,13 @@ from agentica_team.sessions import (
     interrupted_event,
     status_event,
 )
-from agentica_team.supervisor import CancelRequested, Inbox, MessageQueued, SessionScope
+from agentica_team.supervisor import (
+    CancelRequested,
+    ExecutorChanged,
+    Inbox,
+    MessageQueued,
+    SessionScope,
+)
 from agentica_team.transition import (
     DISCONNECTED,
     Action,
@@ -54,6 +60,8 @@ from agentica_team.transition import (
     CancelOperation,
     EndLane,
     Event,
+    ExecutorConnected,
+    ExecutorDisconnected,
     HandleInterruptions,
     Infer,
     Interruption,
@@ -180,7 +188,13 @@ class LanesRuntime:
         if got.done() and not got.cancelled():
             self._feed(got.result())
 
-    async def _delivered(self, delivered: MessageQueued | CancelRequested) -> None:
+    async def _delivered(
+        self, delivered: MessageQueued | CancelRequested | ExecutorChanged
+    ) -> None:
+        if isinstance(delivered, ExecutorChanged):
+            change = ExecutorConnected if delivered.connected else ExecutorDisconnected
+            self._feed(change(delivered.executor))
+            return
         if isinstance(delivered, CancelRequested):
             for lane in self.state.lanes:
                 if lane.active:

@@ -61,6 +61,7 @@ __all__ = [
     "INSTRUCTIONS",
     "BatchRuntime",
     "CancelRequested",
+    "ExecutorChanged",
     "Inbox",
     "MessageQueued",
     "RuntimeEvent",
@@ -112,9 +113,18 @@ class CancelRequested:
     kind: Literal["cancel_requested"] = "cancel_requested"
 
 
-RuntimeEvent: TypeAlias = MessageQueued | CancelRequested
-"""What the supervisor delivers to a session's runtime (part 2 adds operation callbacks,
-executor connect/disconnect and timers)."""
+@dataclass(frozen=True, slots=True)
+class ExecutorChanged:
+    """One of the student's executors connected (``connected``) or went away."""
+
+    executor: str
+    connected: bool
+    kind: Literal["executor_changed"] = "executor_changed"
+
+
+RuntimeEvent: TypeAlias = MessageQueued | CancelRequested | ExecutorChanged
+"""What the supervisor delivers to a session's runtime (operation callbacks and timers stay
+inside the runtime that started them)."""
 
 
 class Inbox:
@@ -369,6 +379,8 @@ def _prompt(message: SessionEvent) -> str:
 def _encode(event: RuntimeEvent) -> dict[str, Any]:
     if isinstance(event, MessageQueued):
         return {"kind": event.kind, "seq": event.seq}
+    if isinstance(event, ExecutorChanged):
+        return {"kind": event.kind, "executor": event.executor, "connected": event.connected}
     return {"kind": event.kind, "reason": event.reason}
 
 
@@ -393,6 +405,7 @@ def _said(exc: BaseException) -> str:
 class _Loop:
     """One session's loop: its task and its inbox."""
 
+    user_id: str
     inbox: Inbox = field(default_factory=Inbox)
     task: asyncio.Task[None] | None = None
 
@@ -523,7 +536,7 @@ class Supervisor:
         return True
 
     def _start_loop(self, session: AgentSession) -> _Loop:
-        loop = self._loops[session.id] = _Loop()
+        loop = self._loops[session.id] = _Loop(session.user_id)
         loop.task = asyncio.create_task(self._own(session, loop), name=f"session {session.id}")
         return loop
 
@@ -608,6 +621,14 @@ class Supervisor:
             except Exception as exc:  # the sweep must survive a hiccup of Redis or the DB
                 log.warning("the session sweep failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(self._sweep_every)
+
+    def executor_changed(self, user_id: str, executor: str, *, connected: bool) -> None:
+        """Tell the loops of ``user_id``'s sessions running here that one of the student's
+        executors connected or went away (its unfinished operations fail at once)."""
+        event = ExecutorChanged(executor, connected)
+        for loop in list(self._loops.values()):
+            if loop.user_id == user_id:
+                loop.inbox.put(event)
 
     def active(self, session_id: str) -> bool:
         """Whether ``session_id`` has a loop now."""

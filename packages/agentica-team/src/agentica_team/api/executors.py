@@ -97,6 +97,7 @@ async def _serve(team: Any, websocket: WebSocket, connection: Connection) -> Non
     # welcomed before anyone can find it: a call never reaches it before its welcome
     await websocket.send_text(dump(Welcome(executor_id=info.id)))
     team.executors.add(connection)
+    team.supervisor.executor_changed(info.user_id, info.id, connected=True)
     try:
         await team.audit.record("executor_connected", actor_id=info.user_id, subject=info.id,
                                 data={"name": info.name, "workspace": info.workspace,
@@ -111,4 +112,5 @@ async def _serve(team: Any, websocket: WebSocket, connection: Connection) -> Non
     finally:
         connection.lose()
         team.executors.remove(connection)
+        team.supervisor.executor_changed(info.user_id, info.id, connected=False)
         await team.audit.record("executor_disconnected", actor_id=info.user_id, subject=info.id)
