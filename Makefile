@@ -6,7 +6,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen
 
-.PHONY: install lint typecheck layers test test-fast bench demo serve clean
+.PHONY: install lint typecheck layers test test-fast bench demo demo-lanes serve clean
 
 $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
@@ -17,7 +17,7 @@ install: $(VENV)/.installed
 
 lint: install  # ruff check includes the complexity gate (C901, max 12: pyproject.toml)
 	$(RUN) ruff check .
-	$(RUN) ruff format --check packages tests benchmarks examples
+	$(RUN) ruff format --check packages tests benchmarks examples demos
 
 typecheck: install
 	$(RUN) mypy
@@ -37,6 +37,9 @@ bench: install  # the framework core, then the team service (benchmarks/team.py)
 
 demo: install
 	$(RUN) agentica demo
+
+demo-lanes: install  # the team service's lanes scenario on the embedded model (a few minutes)
+	$(RUN) python demos/team_lanes.py
 
 serve: install  # the team service; ARGS="--port 9000 --database-url postgresql://..."
 	$(RUN) agentica serve $(ARGS)

@@ -25,6 +25,8 @@ SUITE = (
     "team_streaming",
     "team_runtimes",
     "team_executors",
+    "team_reaction",
+    "team_failover",
 )
 
 

@@ -33,8 +33,8 @@ from agentica.testing._server import RawStream, ServerReply  # noqa: E402
 from agentica_team.principal import Principal  # noqa: E402
 from agentica_team.service import Team  # noqa: E402
 from agentica_team.settings import TeamSettings  # noqa: E402
-from tests.postgres import throwaway_cluster  # noqa: E402
-from tests.redis import throwaway_redis  # noqa: E402
+from tests.postgres import throwaway_cluster, why_no_postgres  # noqa: E402
+from tests.redis import throwaway_redis, why_no_redis  # noqa: E402
 from tests.team.test_durability import Server, _clients, _log  # noqa: E402
 from tests.team.test_sessions import new_session, read_events, send  # noqa: E402
 
@@ -176,6 +176,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the default lease only")
     args = parser.parse_args()
+    missing = why_no_postgres() or why_no_redis()
+    if missing:
+        print(f"skipped: {missing}")
+        return
     asyncio.run(measure([3.0] if args.quick else [3.0, 1.0]))
 
 
