@@ -271,3 +271,31 @@ async def test_an_interruption_stops_the_step_in_progress(tmp_path: Path) -> Non
 def _routed_new(event: dict[str, Any]) -> bool:
     data = event["data"]
     return bool(data.get("kind") == "event" and data["event"].get("type") == "routed")
+
+
+def _empty_answer(body: dict[str, Any]) -> Any:
+    """A router that says "answer" but gives no answer (a small model's slip); the lane
+    answers."""
+    messages = body["messages"]
+    if "route a student's messages" in _text(messages[0]):
+        return json.dumps({"to": "answer", "lane": "", "intent": "", "answer": " "})
+    if messages[-1]["role"] == "tool":
+        return "Finished."
+    return tool_calls(call("lane_done", summary="git status lists the changed files"))
+
+
+async def test_a_routers_empty_answer_goes_to_a_lane(tmp_path: Path) -> None:
+    settings = sqlite_settings(tmp_path, agent_runtime="lanes")
+    async with (
+        FakeOpenAIServer(_empty_answer) as model,
+        serve_team(settings) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            seq = (await send(ann, session_id, "what does git status do?"))["seq"]
+            events = await read_events(ann, session_id, until=ended(seq))
+    assert not _lane_events(events, "answer")
+    ended_lanes = _lane_events(events, "lane_ended")
+    assert ended_lanes and "changed files" in ended_lanes[0]["summary"]
+    assert events[-1]["data"]["state"] == "done"

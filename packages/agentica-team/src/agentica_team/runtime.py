@@ -272,12 +272,12 @@ class LanesRuntime:
             self._fail_message(seq, exc)
             self._events.put_nowait(Routed(seq, "answered"))
             return
-        if choice.to == "answer":
+        if choice.to == "answer" and choice.answer.strip():  # an empty answer: a lane does it
             self._answer(seq, choice.answer)
             self._events.put_nowait(Routed(seq, "answered"))
             return
         intent = choice.intent.strip() or _text(message)
-        if choice.to == "new_lane" or self.state.lane(choice.lane) is None:
+        if choice.to in ("new_lane", "answer") or self.state.lane(choice.lane) is None:
             self._ids["lane"] += 1
             self._events.put_nowait(Routed(seq, "new", f"L{self._ids['lane']}", intent))
             return
