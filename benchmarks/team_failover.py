@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,41 +25,16 @@ sys.path.insert(0, str(ROOT))
 
 from redis.asyncio import Redis  # noqa: E402
 
-from agentica.models.openai_wire import chunk_body  # noqa: E402
-from agentica.testing import FakeOpenAIServer, call, tool_calls  # noqa: E402
-from agentica.testing._server import RawStream, ServerReply  # noqa: E402
+from agentica.testing import FakeOpenAIServer  # noqa: E402
 from agentica_team.principal import Principal  # noqa: E402
 from agentica_team.service import Team  # noqa: E402
 from agentica_team.settings import TeamSettings  # noqa: E402
 from tests.postgres import throwaway_cluster, why_no_postgres  # noqa: E402
 from tests.redis import throwaway_redis, why_no_redis  # noqa: E402
-from tests.team.test_durability import Server, _clients, _log  # noqa: E402
+from tests.team.test_durability import Server, Upstream, _clients, _log  # noqa: E402
 from tests.team.test_sessions import new_session, read_events, send  # noqa: E402
 
 SESSIONS = 12
-
-
-class Upstream:
-    """While ``slow``, an agent's first call streams for about 8 s; otherwise at once."""
-
-    def __init__(self) -> None:
-        self.slow = True
-        self.ids = itertools.count()
-
-    def __call__(self, body: dict[str, Any]) -> ServerReply:
-        if body["messages"][-1]["role"] == "tool":
-            return "Done."
-        if self.slow and body.get("stream"):
-            return RawStream(self._trickle(str(body.get("model", "fake"))), interval=0.04)
-        return tool_calls(call("write_file", path="/notes.md", content="notes"))
-
-    def _trickle(self, model: str) -> Iterator[bytes]:
-        rid = f"chatcmpl-{next(self.ids)}"
-        yield chunk_body(response_id=rid, model=model, delta={"role": "assistant", "content": ""})
-        for n in range(200):
-            yield chunk_body(response_id=rid, model=model, delta={"content": f"w{n} "})
-        yield chunk_body(response_id=rid, model=model, delta={}, finish_reason="stop")
-        yield b"data: [DONE]\n\n"
 
 
 async def _provision(settings: TeamSettings, model_url: str) -> tuple[str, str, list[str]]:
@@ -91,7 +64,7 @@ async def trial(pg: Any, redis_url: str, lease: float, number: int) -> list[tupl
     """One kill: for each of the victim's sessions, seconds from the kill to ``resumed`` and
     to the resumed run's end."""
     database = await asyncio.to_thread(pg.create_database, f"failover_{os.getpid()}_{number}")
-    upstream = Upstream()
+    upstream = Upstream(words=200, interval=0.04)
     with tempfile.TemporaryDirectory(prefix="team-failover-") as tmp:
         home = Path(tmp)
         settings = TeamSettings(database_url=database, data_dir=home / "data")

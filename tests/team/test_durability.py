@@ -39,10 +39,13 @@ STUDENTS = 4
 
 class Upstream:
     """The course's model: while ``slow``, an agent's first call gets a long answer trickled
-    out one word every 50 ms; otherwise it writes ``/notes.md`` and then answers at once."""
+    out (``words`` words, one every ``interval`` seconds: 20 s by default); otherwise it writes
+    ``/notes.md`` and then answers at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, words: int = 400, interval: float = 0.05) -> None:
         self.slow = True
+        self.words = words
+        self.interval = interval
         self.ids = itertools.count()
 
     def __call__(self, body: dict[str, Any]) -> ServerReply:
@@ -50,13 +53,13 @@ class Upstream:
         if last["role"] == "tool":
             return "Done: /notes.md is written."
         if self.slow and body.get("stream"):
-            return RawStream(self._trickle(str(body.get("model", "fake"))), interval=0.05)
+            return RawStream(self._trickle(str(body.get("model", "fake"))), interval=self.interval)
         return tool_calls(call("write_file", path="/notes.md", content="notes"))
 
     def _trickle(self, model: str) -> Iterator[bytes]:
         rid = f"chatcmpl-slow-{next(self.ids)}"
         yield chunk_body(response_id=rid, model=model, delta={"role": "assistant", "content": ""})
-        for n in range(400):
+        for n in range(self.words):
             yield chunk_body(response_id=rid, model=model, delta={"content": f"word{n} "})
         yield chunk_body(response_id=rid, model=model, delta={}, finish_reason="stop")
         yield b"data: [DONE]\n\n"

@@ -10,10 +10,8 @@ resumed once, the others never, and the audit chain verifies.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,43 +19,23 @@ import aiohttp
 import pytest
 from redis.asyncio import Redis
 
-from agentica.models.openai_wire import chunk_body
-from agentica.testing import FakeOpenAIServer, call, tool_calls
-from agentica.testing._server import RawStream, ServerReply
+from agentica.testing import FakeOpenAIServer
 from agentica_team.errors import BadRequest, ServiceUnavailable
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
 from tests.postgres import Cluster
 from tests.redis import RedisServer
-from tests.team.test_durability import Server, _clients, _log, _provision, _wait_all_done
+from tests.team.test_durability import (
+    Server,
+    Upstream,
+    _clients,
+    _log,
+    _provision,
+    _wait_all_done,
+)
 from tests.team.test_sessions import ended, new_session, read_events, send
 
 WORKERS = 3
-
-
-class Upstream:
-    """The course's model: while ``slow``, an agent's first call streams a long answer (a word
-    every 40 ms, about 4 s); otherwise it writes ``/notes.md`` and then answers at once."""
-
-    def __init__(self) -> None:
-        self.slow = True
-        self.ids = itertools.count()
-
-    def __call__(self, body: dict[str, Any]) -> ServerReply:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return "Done: /notes.md is written."
-        if self.slow and body.get("stream"):
-            return RawStream(self._trickle(str(body.get("model", "fake"))), interval=0.04)
-        return tool_calls(call("write_file", path="/notes.md", content="notes"))
-
-    def _trickle(self, model: str) -> Iterator[bytes]:
-        rid = f"chatcmpl-slow-{next(self.ids)}"
-        yield chunk_body(response_id=rid, model=model, delta={"role": "assistant", "content": ""})
-        for n in range(100):
-            yield chunk_body(response_id=rid, model=model, delta={"content": f"word{n} "})
-        yield chunk_body(response_id=rid, model=model, delta={}, finish_reason="stop")
-        yield b"data: [DONE]\n\n"
 
 
 async def _owners(redis_url: str, prefix: str, sessions: list[str]) -> dict[str, int]:
@@ -80,7 +58,7 @@ async def test_workers_share_sessions_and_take_over_a_killed_ones_with_nothing_l
     settings = TeamSettings(database_url=database, data_dir=tmp_path / "data")
     prefix = f"t{secrets.token_hex(4)}"
     redis_url = redis_server.url()
-    upstream = Upstream()
+    upstream = Upstream(words=100, interval=0.04)
     async with FakeOpenAIServer(upstream, record=False) as model:
         c = await asyncio.to_thread(asyncio.run, _provision(settings, model.base_url))
         env_prefix = ("--redis-url", redis_url)
