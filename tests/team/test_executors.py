@@ -214,11 +214,16 @@ async def test_a_lost_executor_fails_its_work_instead_of_hanging(
 
 async def test_agentica_connect_serves_a_lane(tmp_path: Path) -> None:
     """The real command in its own process: a lane's command runs in the student's folder."""
-    from tests.team.test_lanes import scripted
 
     settings = sqlite_settings(tmp_path / "server", agent_runtime="lanes")
     async with (
-        FakeOpenAIServer(_short_command(scripted)) as model,
+        FakeOpenAIServer(
+            _lane_running(
+                "echo 'sorted on the laptop' > numbers.txt && cat numbers.txt",
+                ends_on="ended",
+                summary="sorted",
+            )
+        ) as model,
         serve_team(settings) as (url, team),
     ):
         c = await make_class(team, model.base_url)
@@ -238,10 +243,11 @@ async def test_agentica_connect_serves_a_lane(tmp_path: Path) -> None:
     assert (workspace / "numbers.txt").read_text() == "sorted on the laptop\n"
 
 
-def _short_command(scripted: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
-    """The lanes' scripted model, with a short command that leaves a file behind, and the lane
-    done when it ends."""
+def _lane_running(command: str, *, ends_on: str, summary: str) -> Callable[[dict[str, Any]], Any]:
+    """The lanes' router and interrupter from ``test_lanes``, and a lane that starts
+    ``command``, waits, and is done (``summary``) once a message saying ``ends_on`` comes."""
     from agentica.testing import call, tool_calls
+    from tests.team.test_lanes import scripted
 
     def model(body: dict[str, Any]) -> Any:
         messages = body["messages"]
@@ -249,11 +255,10 @@ def _short_command(scripted: Callable[[dict[str, Any]], Any]) -> Callable[[dict[
         system = str(messages[0].get("content", ""))
         if "route a student's messages" in system or "was interrupted" in system:
             return scripted(body)
-        if last["role"] == "user" and "ended" in str(last.get("content", "")):
-            return tool_calls(call("lane_done", summary="sorted"))
+        if last["role"] == "user" and ends_on in str(last.get("content", "")):
+            return tool_calls(call("lane_done", summary=summary))
         if last["role"] == "tool":
             return "waiting"
-        command = "echo 'sorted on the laptop' > numbers.txt && cat numbers.txt"
         return tool_calls(call("start_command", command=command))
 
     return model
@@ -298,31 +303,15 @@ async def test_the_agent_chooses_among_the_students_executors(tmp_path: Path) ->
     assert built == ["out.txt"] and where == ["desktop"]
 
 
-def _until_disconnected(body: dict[str, Any]) -> Any:
-    """The lanes' router and interrupter from ``test_lanes``; the lane starts a long command
-    and, told its executor went away, ends."""
-    from agentica.testing import call, tool_calls
-    from tests.team.test_lanes import scripted
-
-    messages = body["messages"]
-    last = messages[-1]
-    system = str(messages[0].get("content", ""))
-    if "route a student's messages" in system or "was interrupted" in system:
-        return scripted(body)
-    if last["role"] == "user" and "disconnected" in str(last.get("content", "")):
-        return tool_calls(call("lane_done", summary="the computer went away"))
-    if last["role"] == "tool":
-        return "waiting"
-    return tool_calls(call("start_command", command="sleep 60"))
-
-
 async def test_a_lane_hears_at_once_that_its_executor_went_away(tmp_path: Path) -> None:
     """kill -9 of ``agentica connect`` while a lane's command runs: the session's loop is told
     (an ``executor_disconnected`` event), the operation fails as disconnected, the lane goes on
     and the message ends."""
     settings = sqlite_settings(tmp_path / "server", agent_runtime="lanes")
     async with (
-        FakeOpenAIServer(_until_disconnected) as model,
+        FakeOpenAIServer(
+            _lane_running("sleep 60", ends_on="disconnected", summary="the computer went away")
+        ) as model,
         serve_team(settings) as (url, team),
     ):
         c = await make_class(team, model.base_url)
