@@ -6,7 +6,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen
 
-.PHONY: install lint typecheck layers test test-fast bench demo demo-lanes serve clean
+.PHONY: install lint typecheck layers web web-test test test-fast bench demo demo-lanes serve clean
 
 $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
@@ -14,6 +14,31 @@ $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml pack
 	@touch $@
 
 install: $(VENV)/.installed
+
+# The web UI (web/): npm ci from the lock file; the API types are generated from the service's
+# OpenAPI schema (a renamed field breaks the build); `vite build` writes into the package, where
+# `agentica serve` serves it. Each step reruns only when its inputs changed.
+WEB_BUILT := packages/agentica-team/src/agentica_team/web_dist/index.html
+WEB_SOURCES := $(shell find web/src web/index.html web/vite.config.ts web/tsconfig.json -type f -not -name '*.test.*' -not -name 'openapi.json' -not -name 'schema.d.ts' 2>/dev/null)
+TEAM_SOURCES := $(shell find packages/agentica-team/src/agentica_team -name '*.py' 2>/dev/null)
+
+web/node_modules/.installed: web/package-lock.json
+	@command -v npm >/dev/null || { echo "the web UI needs Node.js 20.19+ and npm"; exit 1; }
+	cd web && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+web/src/api/schema.d.ts: $(TEAM_SOURCES) web/scripts/openapi.py web/node_modules/.installed $(VENV)/.installed
+	$(RUN) python web/scripts/openapi.py > web/src/api/openapi.json.new
+	mv web/src/api/openapi.json.new web/src/api/openapi.json
+	cd web && npm run --silent gen
+
+$(WEB_BUILT): web/src/api/schema.d.ts $(WEB_SOURCES) web/node_modules/.installed
+	cd web && npm run --silent build
+
+web: $(WEB_BUILT)
+
+web-test: web  # type-check and the component tests (Vitest)
+	cd web && npm run --silent typecheck && npm test --silent
 
 lint: install  # ruff check includes the complexity gate (C901, max 12: pyproject.toml)
 	$(RUN) ruff check .
@@ -25,7 +50,7 @@ typecheck: install
 layers: install
 	$(RUN) lint-imports
 
-test: lint typecheck layers
+test: lint typecheck layers web-test
 	$(RUN) pytest -q
 
 test-fast: install
@@ -41,8 +66,8 @@ demo: install
 demo-lanes: install  # the team service's lanes scenario on the embedded model (a few minutes)
 	$(RUN) python demos/team_lanes.py
 
-serve: install  # the team service; ARGS="--port 9000 --database-url postgresql://..."
+serve: install web  # the team service; ARGS="--port 9000 --database-url postgresql://..."
 	$(RUN) agentica serve $(ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis web/node_modules $(dir $(WEB_BUILT))

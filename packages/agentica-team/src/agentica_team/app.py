@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,6 +27,7 @@ from agentica_team.guard import RequestGuard
 from agentica_team.security import redact
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
+from agentica_team.webui import BUILT, WebUI, not_built
 
 __all__ = ["create_app"]
 
@@ -60,6 +62,7 @@ def create_app(settings: TeamSettings | None = None, *, team: Team | None = None
     _add_error_handlers(app)
     _add_routers(app)
     _build_routes(app)
+    _mount_web(app, config.web_dir or BUILT)
     app.add_middleware(RequestGuard, max_bytes=config.max_body_bytes)
     return app
 
@@ -72,6 +75,14 @@ def _add_routers(app: FastAPI) -> None:
     routers = (gateway.router, accounts.router, courses.router, audit.router, sessions.router)
     for router in (*routers, executors.router):
         app.include_router(router)
+
+
+def _mount_web(app: FastAPI, directory: Path) -> None:
+    """The web UI at ``/``, after every API route (``agentica_team.webui``)."""
+    if (directory / "index.html").is_file():
+        app.mount("/", WebUI(directory), name="web")
+    else:
+        app.mount("/", not_built(directory), name="web")
 
 
 def _build_routes(app: FastAPI) -> None:

@@ -125,6 +125,11 @@ class TeamSettings(BaseSettings):
         description="How long a worker's hold on a session lasts unless renewed (every third "
         "of it): after a worker dies, its sessions move to another within about this long.",
     )
+    web_dir: Path | None = Field(
+        default=None,
+        description="The built web UI to serve at `/` (empty: the one `make web` builds into the "
+        "package, `agentica_team/web_dist`).",
+    )
     reservation_timeout: float = Field(
         default=900.0,
         gt=0,
