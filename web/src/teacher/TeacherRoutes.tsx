@@ -1,4 +1,41 @@
-// Placeholder: written with the teacher view.
+// The teacher view (/teach): the courses one teaches, and per course the tabs Roster, Usage,
+// Activity, Audit and Settings. Loaded as its own chunk (with the chart library).
+import { Navigate, Route, Routes } from "react-router";
+import { useTranslation } from "react-i18next";
+import { isStaff, useAuth } from "../auth";
+import { PageTitle } from "../components/common";
+import { ActivityTab } from "./ActivityTab";
+import { AuditTab } from "./AuditTab";
+import { CoursePage } from "./CoursePage";
+import { CoursesPage } from "./CoursesPage";
+import { RosterTab } from "./RosterTab";
+import { SettingsTab } from "./SettingsTab";
+import { UsageTab } from "./UsageTab";
+import "./teacher.css";
+
 export default function TeacherRoutes() {
-  return <p>teacher</p>;
+  const { t } = useTranslation("teacher");
+  const { me } = useAuth();
+  if (!isStaff(me)) {
+    return (
+      <>
+        <PageTitle title={t("courses.title")} />
+        <p className="notice">{t("notStaff")}</p>
+      </>
+    );
+  }
+  return (
+    <Routes>
+      <Route index element={<CoursesPage />} />
+      <Route path=":courseId" element={<CoursePage />}>
+        <Route index element={<Navigate to="roster" replace />} />
+        <Route path="roster" element={<RosterTab />} />
+        <Route path="usage" element={<UsageTab />} />
+        <Route path="activity" element={<ActivityTab />} />
+        <Route path="audit" element={<AuditTab />} />
+        <Route path="settings" element={<SettingsTab />} />
+        <Route path="*" element={<Navigate to="roster" replace />} />
+      </Route>
+    </Routes>
+  );
 }
