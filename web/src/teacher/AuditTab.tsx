@@ -164,7 +164,7 @@ export function AuditTab() {
                         setOpen(record);
                       }}
                     >
-                      <span className="visually-hidden">{t("audit.showRecord")} </span>#{record.seq}
+                      <span className="visually-hidden">{t("audit.showRecord")}</span> #{record.seq}
                     </button>
                   </td>
                   <td className="t-nowrap">{formatTime(record.ts)}</td>

@@ -88,7 +88,7 @@ function AddStudents({ course, onAdded }: { course: Course; onAdded(rows: Provis
     if (!file) return;
     try {
       if (file.size > 500_000) throw new Error(t("roster.fileTooLarge"));
-      setRoster(await file.text());
+      setRoster(await readText(file));
       setRead(file.name);
     } catch (error) {
       setReadError(error);
@@ -156,6 +156,17 @@ function issuedSummary(t: TFunction<"teacher">, issued: Issued): string {
     count: issued.rows.length,
     created: issued.rows.filter((row) => row.created).length,
     tokens: issued.rows.filter((row) => row.token).length,
+  });
+}
+
+/** A file's text (UTF-8). */
+function readText(file: File): Promise<string> {
+  if (typeof file.text === "function") return file.text();
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result ?? ""));
+    reader.onerror = () => reject(reader.error ?? new Error("cannot read the file"));
+    reader.readAsText(file);
   });
 }
 

@@ -3,7 +3,7 @@
 import { Navigate, Route, Routes } from "react-router";
 import { useTranslation } from "react-i18next";
 import { isStaff, useAuth } from "../auth";
-import { PageTitle } from "../components/common";
+import { Loading, PageTitle } from "../components/common";
 import { ActivityTab } from "./ActivityTab";
 import { AuditTab } from "./AuditTab";
 import { CoursePage } from "./CoursePage";
@@ -15,7 +15,8 @@ import "./teacher.css";
 
 export default function TeacherRoutes() {
   const { t } = useTranslation("teacher");
-  const { me } = useAuth();
+  const { me, loading } = useAuth();
+  if (loading) return <Loading />;
   if (!isStaff(me)) {
     return (
       <>
