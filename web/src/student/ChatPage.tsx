@@ -92,6 +92,7 @@ function Chat({ sessionId }: { sessionId: string }) {
     if (wasRunning.current && !running) setFilesVersion((v) => v + 1);
     wasRunning.current = running;
   }, [running]);
+  const filesKey = `${filesVersion}.${transcript.completedCalls}`;
 
   // a renamed session (its first message names it) or a changed state: the lists learn of it
   const started = transcript.lastSeq > 0;
@@ -180,11 +181,15 @@ function Chat({ sessionId }: { sessionId: string }) {
   return (
     <div className="chat-page">
       <div className="chat-head">
-        {mine && (
+        {mine ? (
           <Link to="/sessions" className="back-link">
             ← {t("chat.back")}
           </Link>
-        )}
+        ) : teaching ? (
+          <Link to="/teach" className="back-link">
+            ← {t("chat.backTeaching")}
+          </Link>
+        ) : null}
         <PageTitle title={title}>
           <div className="row">
             <ConnectionBadge connection={connection} onReconnect={reconnect} />
@@ -271,7 +276,7 @@ function Chat({ sessionId }: { sessionId: string }) {
           {mine && transcript.budget && transcript.budget.length > 0 && (
             <BudgetPanel budget={transcript.budget} />
           )}
-          <FilesPanel sessionId={sessionId} version={filesVersion} />
+          <FilesPanel sessionId={sessionId} version={filesKey} />
         </div>
       </div>
     </div>

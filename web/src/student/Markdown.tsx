@@ -166,13 +166,13 @@ function CodeBlock({ lang, text }: { lang: string; text: string }) {
   );
 }
 
-function renderBlock(block: Block, key: number): ReactNode {
+function renderBlock(block: Block, key: number, top: number): ReactNode {
   switch (block.type) {
     case "code":
       return <CodeBlock key={key} lang={block.lang} text={block.text} />;
     case "heading": {
-      // answers sit under the page's h1 and the transcript's h2: their headings start at h3
-      const Tag = `h${Math.min(6, block.level + 2)}` as "h3";
+      // answers sit under the page's h1 and the transcript's h2: their top heading is an h3
+      const Tag = `h${Math.min(6, 3 + block.level - top)}` as "h3";
       return <Tag key={key}>{renderInline(block.text)}</Tag>;
     }
     case "list": {
@@ -224,7 +224,10 @@ function renderBlock(block: Block, key: number): ReactNode {
 }
 
 function MarkdownBody({ text }: { text: string }) {
-  return <Fragment>{parseBlocks(text).map(renderBlock)}</Fragment>;
+  const blocks = parseBlocks(text);
+  const levels = blocks.flatMap((block) => (block.type === "heading" ? [block.level] : []));
+  const top = levels.length ? Math.min(...levels) : 1;
+  return <Fragment>{blocks.map((block, i) => renderBlock(block, i, top))}</Fragment>;
 }
 
 export const Markdown = memo(function Markdown({ text }: { text: string }) {

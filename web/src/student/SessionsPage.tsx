@@ -206,8 +206,17 @@ function DeleteConfirm({ session, onDone }: { session: Session; onDone(): void }
   );
 }
 
-function SessionRow({ session, course }: { session: Session; course?: Course }) {
+function SessionRow({
+  session,
+  course,
+  defaultRuntime,
+}: {
+  session: Session;
+  course?: Course;
+  defaultRuntime: string;
+}) {
   const { t } = useTranslation("student");
+  const runtime = session.runtime || defaultRuntime;
   const [mode, setMode] = useState<"view" | "rename" | "delete">("view");
   const title = session.title || t("sessions.untitled");
   return (
@@ -223,7 +232,7 @@ function SessionRow({ session, course }: { session: Session; course?: Course }) 
         <div className="session-meta muted">
           {session.active && <span className="badge busy">{t("sessions.active")}</span>}
           <span>{courseName(course, session.course_id)}</span>
-          {session.runtime && <span>{t(`runtime.${session.runtime}`, { defaultValue: session.runtime })}</span>}
+          {runtime && <span>{t(`runtime.${runtime}`, { defaultValue: runtime })}</span>}
           <span>
             {t("sessions.updated")} <Ago ts={session.updated_at} />
           </span>
@@ -257,6 +266,7 @@ function SessionRow({ session, course }: { session: Session; course?: Course }) 
 export function SessionsPage() {
   const { t } = useTranslation("student");
   const courses = useCourses();
+  const server = useServer();
   const sessions = useQuery({
     queryKey: keys.sessions,
     queryFn: async () => unwrap(await api.GET("/api/sessions", { params: { query: { limit: 500 } } })),
@@ -288,7 +298,12 @@ export function SessionsPage() {
         {sorted.length > 0 && (
           <ul className="session-list">
             {sorted.map((session) => (
-              <SessionRow key={session.id} session={session} course={byId.get(session.course_id)} />
+              <SessionRow
+                key={session.id}
+                session={session}
+                course={byId.get(session.course_id)}
+                defaultRuntime={server.data?.runtime ?? ""}
+              />
             ))}
           </ul>
         )}

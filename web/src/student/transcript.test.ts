@@ -188,6 +188,7 @@ describe("turns", () => {
       progress: null,
     });
     expect(parts[2]).toMatchObject({ status: "error", error: "no file x" });
+    expect(buildTranscript(log.events).completedCalls).toBe(2);
     expect(parts[3]).toEqual({ type: "text", text: "Two files." });
   });
 

@@ -191,6 +191,8 @@ export interface Transcript {
   /** What was left of the budgets after the latest run (null: none reported). */
   budget: readonly BudgetLeft[] | null;
   lastSeq: number;
+  /** Tool calls and operations completed so far (the workspace's files may have changed). */
+  completedCalls: number;
 }
 
 export function emptyTranscript(): Transcript {
@@ -204,6 +206,7 @@ export function emptyTranscript(): Transcript {
     lanes: null,
     budget: null,
     lastSeq: 0,
+    completedCalls: 0,
   };
 }
 
@@ -366,6 +369,7 @@ class Draft {
   lanes: readonly Lane[] | null;
   budget: readonly BudgetLeft[] | null;
   lastSeq: number;
+  completedCalls: number;
   private copied = new Set<string>();
 
   constructor(t: Transcript) {
@@ -378,6 +382,7 @@ class Draft {
     this.lanes = t.lanes;
     this.budget = t.budget;
     this.lastSeq = t.lastSeq;
+    this.completedCalls = t.completedCalls;
   }
 
   done(): Transcript {
@@ -391,6 +396,7 @@ class Draft {
       lanes: this.lanes,
       budget: this.budget,
       lastSeq: this.lastSeq,
+      completedCalls: this.completedCalls,
     };
   }
 
@@ -621,6 +627,7 @@ function onRun(d: Draft, event: SessionEvent): void {
       return;
     }
     case "tool_call_completed": {
+      d.completedCalls += 1;
       const id = str(data.id);
       const at = lastToolIndex(turn, (c) => c.id === id);
       const base: ToolCard =
@@ -719,6 +726,7 @@ function onLane(d: Draft, event: SessionEvent): void {
       return;
     }
     case "operation_ended": {
+      d.completedCalls += 1;
       const item = d.edit<OperationItem>(d.operations.get(str(data.op)), "operation");
       if (item) {
         item.status = str(data.status) || "completed";

@@ -3,7 +3,7 @@
 // streams, only the turn that grows renders again.
 import { memo, type ReactNode, useState } from "react";
 import { useTranslation } from "react-i18next";
-import { formatAgo, formatDuration, formatTime, formatTokens, formatUsd } from "../../format";
+import { formatDuration, formatTime, formatTokens, formatUsd } from "../../format";
 import { Markdown } from "../Markdown";
 import type {
   AnswerItem,
@@ -61,10 +61,20 @@ function argumentsPreview(text: string): string {
   return preview.length > 80 ? `${preview.slice(0, 80)}…` : preview;
 }
 
+/** A message's time: the clock time today, else the date and time (it does not go stale the
+ * way "3 minutes ago" would in a transcript that stays open). */
 function Time({ ts }: { ts: number }) {
+  const { i18n } = useTranslation();
+  const date = new Date(ts * 1000);
+  const today = date.toDateString() === new Date().toDateString();
+  const locale = i18n.language?.startsWith("zh") ? "zh-CN" : "en";
+  const text = new Intl.DateTimeFormat(
+    locale,
+    today ? { timeStyle: "short" } : { dateStyle: "medium", timeStyle: "short" },
+  ).format(date);
   return (
-    <time className="muted" dateTime={new Date(ts * 1000).toISOString()} title={formatTime(ts)}>
-      {formatAgo(ts)}
+    <time className="muted" dateTime={date.toISOString()} title={formatTime(ts)}>
+      {text}
     </time>
   );
 }
@@ -294,8 +304,8 @@ export const TurnView = memo(function TurnView({ item }: { item: TurnItem }) {
   const footer: ReactNode[] = [];
   if (item.state === "interrupted") {
     footer.push(
-      <span key="s" className="badge warn">
-        {item.reason ? t("turn.stoppedWhy", { reason: item.reason }) : t("turn.stopped")}
+      <span key="s" className="badge warn" title={item.reason ?? undefined}>
+        {t("turn.stopped")}
       </span>,
     );
   }

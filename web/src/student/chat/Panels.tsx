@@ -146,7 +146,8 @@ function FileView({ sessionId, path }: { sessionId: string; path: string }) {
   );
 }
 
-export function FilesPanel({ sessionId, version }: { sessionId: string; version: number }) {
+/** `version` changes when the files may have changed (a run ended, a tool call completed). */
+export function FilesPanel({ sessionId, version }: { sessionId: string; version: string }) {
   const { t } = useTranslation("student");
   const [open, setOpen] = useState<string | null>(null);
   const files = useQuery({
@@ -223,6 +224,8 @@ export function BudgetPanel({ budget }: { budget: readonly BudgetLeft[] }) {
                 .join(" · ") || t("budget.unlimited")}
             </span>
             <span className="muted small-text">
+              {t(b.scope === "course" ? "budget.class" : "budget.you")}
+              {" · "}
               {t(`period.${b.period}`, { defaultValue: b.period })}
               {b.resetsAt !== null && (
                 <>
