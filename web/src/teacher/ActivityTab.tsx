@@ -163,9 +163,9 @@ export function ActivityTab() {
                         <Link
                           className="button secondary small"
                           to={`/sessions/${encodeURIComponent(session.id)}`}
+                          aria-label={t("named", { action: t("activity.open"), who: `${who}: ${name}` })}
                         >
                           {t("activity.open")}
-                          <span className="visually-hidden">, {who}: {name}</span>
                         </Link>
                         <button
                           type="button"
@@ -173,9 +173,9 @@ export function ActivityTab() {
                           aria-expanded={messaging === session.id}
                           aria-controls={`message-${session.id}`}
                           onClick={() => setMessaging(messaging === session.id ? null : session.id)}
+                          aria-label={t("named", { action: t("activity.message"), who: `${who}: ${name}` })}
                         >
                           {t("activity.message")}
-                          <span className="visually-hidden">, {who}: {name}</span>
                         </button>
                         <button
                           type="button"
@@ -185,9 +185,9 @@ export function ActivityTab() {
                             setNote(null);
                             interrupt.mutate(session);
                           }}
+                          aria-label={t("named", { action: t("activity.interrupt"), who: `${who}: ${name}` })}
                         >
                           {t("activity.interrupt")}
-                          <span className="visually-hidden">, {who}: {name}</span>
                         </button>
                       </td>
                     </tr>

@@ -64,7 +64,7 @@ describe("Audit", () => {
     expect(screen.getByText(/First bad record: #4\./)).toBeInTheDocument();
     expect(screen.getByText(/record 4 was altered/)).toBeInTheDocument();
 
-    await user.selectOptions(await screen.findByLabelText("Student"), "ann@school.edu");
+    await user.selectOptions(await screen.findByLabelText("Member"), "ann@school.edu");
     await user.type(screen.getByLabelText("Kind"), "tool_call");
     await user.type(screen.getByLabelText("From"), "2026-03-01T09:30");
     await user.click(screen.getByRole("button", { name: "Search" }));

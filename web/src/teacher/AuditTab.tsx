@@ -55,15 +55,22 @@ export function AuditTab() {
       <ChainPanel courseId={course.id} />
       <div className="panel">
         <form className="t-form-row" onSubmit={submit} aria-label={t("audit.search")}>
-          <Field label={t("audit.student")}>
+          <Field label={t("audit.member")}>
             {({ id }) => (
               <select id={id} value={draft.actorId} onChange={(e) => set({ actorId: e.target.value })}>
                 <option value="">{t("audit.anyone")}</option>
-                {(members.data ?? []).map((m) => (
-                  <option key={m.user.id} value={m.user.id}>
-                    {m.user.email}
-                  </option>
-                ))}
+                {(["student", "teacher"] as const).map((role) => {
+                  const group = (members.data ?? []).filter((m) => m.role === role);
+                  return group.length === 0 ? null : (
+                    <optgroup key={role} label={t(`audit.${role}s`)}>
+                      {group.map((m) => (
+                        <option key={m.user.id} value={m.user.id}>
+                          {m.user.email}
+                        </option>
+                      ))}
+                    </optgroup>
+                  );
+                })}
               </select>
             )}
           </Field>
@@ -159,12 +166,13 @@ export function AuditTab() {
                     <button
                       type="button"
                       className="t-link-button"
+                      aria-label={t("audit.showRecord", { seq: record.seq })}
                       onClick={(event) => {
                         event.stopPropagation();
                         setOpen(record);
                       }}
                     >
-                      <span className="visually-hidden">{t("audit.showRecord")}</span> #{record.seq}
+                      #{record.seq}
                     </button>
                   </td>
                   <td className="t-nowrap">{formatTime(record.ts)}</td>

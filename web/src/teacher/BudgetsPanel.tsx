@@ -276,9 +276,13 @@ export function BudgetsPanel({ course, members }: Props) {
                     )}
                     <td className="t-nowrap">{formatTime(budget.updated_at)}</td>
                     <td className="t-row-actions">
-                      <button type="button" className="secondary small" onClick={() => edit(budget)}>
+                      <button
+                        type="button"
+                        className="secondary small"
+                        onClick={() => edit(budget)}
+                        aria-label={t("named", { action: t("budgets.edit"), who: targetLabel(budget) })}
+                      >
                         {t("budgets.edit")}
-                        <span className="visually-hidden">, {targetLabel(budget)}</span>
                       </button>
                       <button
                         type="button"
@@ -287,9 +291,9 @@ export function BudgetsPanel({ course, members }: Props) {
                           remove.reset();
                           setDeleting(budget);
                         }}
+                        aria-label={t("named", { action: t("budgets.delete"), who: targetLabel(budget) })}
                       >
                         {t("budgets.delete")}
-                        <span className="visually-hidden">, {targetLabel(budget)}</span>
                       </button>
                     </td>
                   </tr>

@@ -1,7 +1,8 @@
 // /teach/:courseId: the course's title and its tabs (Roster, Usage, Activity, Audit,
 // Settings), each a route of its own so a tab can be linked to and reloaded.
 import { useTranslation } from "react-i18next";
-import { Link, NavLink, Outlet, useParams } from "react-router";
+import { useEffect } from "react";
+import { Link, NavLink, Outlet, useLocation, useParams } from "react-router";
 import { ErrorBox, Loading, PageTitle } from "../components/common";
 import { teaches } from "./CoursesPage";
 import { type CourseContext, useCourse } from "./queries";
@@ -12,6 +13,12 @@ export function CoursePage() {
   const { t } = useTranslation("teacher");
   const { courseId = "" } = useParams();
   const course = useCourse(courseId);
+  const { pathname } = useLocation();
+  const tab = TABS.find((name) => pathname.endsWith(`/${name}`));
+  const heading = course.data ? course.data.title || course.data.name : "";
+  useEffect(() => {
+    if (heading && tab) document.title = `${t(`tabs.${tab}`)} · ${heading} · agentica`;
+  }, [heading, tab, t]);
   if (course.isPending) return <Loading />;
   if (course.error) {
     return (
@@ -31,7 +38,9 @@ export function CoursePage() {
         <Link to="/teach">← {t("courses.back")}</Link>
       </p>
       <PageTitle title={data.title || data.name}>
-        <span className="muted mono">{data.name}</span>
+        {data.title && data.title !== data.name && (
+          <span className="muted mono">{data.name}</span>
+        )}
       </PageTitle>
       {!teaches(data) ? (
         <p className="notice">{t("courses.notTeacher")}</p>

@@ -92,11 +92,11 @@ function CreateCourse() {
         {t("courses.create")}
       </h2>
       <form className="t-form-row" onSubmit={submit}>
-        <Field label={t("courses.nameLabel")} hint={t("courses.nameHint")}>
-          {({ id, describedBy }) => (
+        <Field label={t("courses.nameLabel")}>
+          {({ id }) => (
             <input
               id={id}
-              aria-describedby={describedBy}
+              aria-describedby="new-course-name-hint"
               value={name}
               onChange={(event) => setName(event.target.value)}
               required
@@ -122,6 +122,9 @@ function CreateCourse() {
           {t("courses.createButton")}
         </button>
       </form>
+      <p id="new-course-name-hint" className="muted t-form-note t-after-row">
+        {t("courses.nameHint")}
+      </p>
       <ErrorBox error={create.error} />
     </section>
   );

@@ -2,7 +2,7 @@
 // an account, a place in the course and a course token, shown this once with its connect
 // line); re-issuing a student's token; removing a member.
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { type ChangeEvent, type FormEvent, useState } from "react";
+import { type ChangeEvent, type FormEvent, useRef, useState } from "react";
 import { type TFunction } from "i18next";
 import { useTranslation } from "react-i18next";
 import { api, type Schemas, unwrap } from "../api/client";
@@ -270,6 +270,7 @@ function MembersTable({
   const client = useQueryClient();
   const [pending, setPending] = useState<Pending>(null);
   const [done, setDone] = useState("");
+  const table = useRef<HTMLTableElement>(null);
   const remove = useMutation({
     mutationFn: async (member: Member) => {
       unwrap(
@@ -279,10 +280,12 @@ function MembersTable({
       );
       return member;
     },
-    onSuccess: (member) => {
+    onSuccess: async (member) => {
+      await client.invalidateQueries({ queryKey: keys.members(course.id) });
       setPending(null);
       setDone(t("roster.removed", { email: member.user.email }));
-      void client.invalidateQueries({ queryKey: keys.members(course.id) });
+      // the button that opened the dialog went with its row: focus its table instead
+      requestAnimationFrame(() => table.current?.focus());
     },
   });
   const reissue = useMutation({
@@ -318,7 +321,7 @@ function MembersTable({
         <p className="muted">{t("roster.noMembers")}</p>
       ) : (
         <div className="t-table-wrap">
-          <table className="t-table">
+          <table className="t-table" ref={table} tabIndex={-1} aria-labelledby="members-title">
             <thead>
               <tr>
                 <th scope="col">{t("roster.email")}</th>
@@ -353,9 +356,9 @@ function MembersTable({
                         type="button"
                         className="secondary small"
                         onClick={() => setPending({ action: "reissue", member })}
+                        aria-label={t("named", { action: t("roster.reissue"), who: member.user.email })}
                       >
                         {t("roster.reissue")}
-                        <span className="visually-hidden">, {member.user.email}</span>
                       </button>
                     )}
                     {member.user.id !== me?.id && (
@@ -363,9 +366,9 @@ function MembersTable({
                         type="button"
                         className="danger small"
                         onClick={() => setPending({ action: "remove", member })}
+                        aria-label={t("named", { action: t("roster.remove"), who: member.user.email })}
                       >
                         {t("roster.remove")}
-                        <span className="visually-hidden">, {member.user.email}</span>
                       </button>
                     )}
                   </td>

@@ -100,122 +100,124 @@ function SettingsEditor({ course }: { course: Course }) {
           <h3 id="settings-model" className="t-panel-title">
             {t("settings.modelTitle")}
           </h3>
-          <div className="t-form-row">
-            <Field label={t("settings.model")} hint={t("settings.modelHint")} className="grow">
-              {({ id, describedBy }) => (
-                <input
-                  id={id}
-                  aria-describedby={describedBy}
-                  value={form.model}
-                  maxLength={200}
-                  spellCheck={false}
-                  autoComplete="off"
-                  placeholder={t("settings.serverModel")}
-                  onChange={(event) => set({ model: event.target.value })}
-                />
-              )}
-            </Field>
-            <Field label={t("settings.maxOutput")} hint={t("settings.maxOutputHint")}>
-              {({ id, describedBy }) => (
-                <input
-                  id={id}
-                  aria-describedby={describedBy}
-                  inputMode="numeric"
-                  value={form.maxOutputTokens}
-                  size={10}
-                  placeholder={t("serverDefault")}
-                  aria-invalid={invalid === "maxOutputTokens" || undefined}
-                  onChange={(event) => set({ maxOutputTokens: event.target.value })}
-                />
-              )}
-            </Field>
-          </div>
-          {invalid === "maxOutputTokens" && (
-            <p role="alert" className="error-box">
-              {t("settings.maxOutputInvalid")}
-            </p>
-          )}
-          <Field
-            label={t("settings.baseUrl")}
-            hint={admin ? t("settings.baseUrlAdminHint") : t("settings.baseUrlHint")}
-          >
-            {({ id, describedBy }) => (
-              <input
-                id={id}
-                aria-describedby={describedBy}
-                value={form.baseUrl}
-                readOnly={!admin}
-                className={admin ? "mono" : "mono t-readonly-input"}
-                spellCheck={false}
-                placeholder={t("settings.baseUrlNone")}
-                onChange={(event) => set({ baseUrl: event.target.value })}
-              />
+          <div className="t-stack">
+            <div className="t-form-row top">
+              <Field label={t("settings.model")} hint={t("settings.modelHint")} className="grow">
+                {({ id, describedBy }) => (
+                  <input
+                    id={id}
+                    aria-describedby={describedBy}
+                    value={form.model}
+                    maxLength={200}
+                    spellCheck={false}
+                    autoComplete="off"
+                    placeholder={t("settings.serverModel")}
+                    onChange={(event) => set({ model: event.target.value })}
+                  />
+                )}
+              </Field>
+              <Field label={t("settings.maxOutput")} hint={t("settings.maxOutputHint")}>
+                {({ id, describedBy }) => (
+                  <input
+                    id={id}
+                    aria-describedby={describedBy}
+                    inputMode="numeric"
+                    value={form.maxOutputTokens}
+                    size={10}
+                    placeholder={t("serverDefault")}
+                    aria-invalid={invalid === "maxOutputTokens" || undefined}
+                    onChange={(event) => set({ maxOutputTokens: event.target.value })}
+                  />
+                )}
+              </Field>
+            </div>
+            {invalid === "maxOutputTokens" && (
+              <p role="alert" className="error-box">
+                {t("settings.maxOutputInvalid")}
+              </p>
             )}
-          </Field>
-          <fieldset className="t-fieldset">
-            <legend>{t("settings.key")}</legend>
-            <p className="t-key-state">
-              {course.model_api_key_set ? (
-                <span className="badge ok">{t("settings.keySet")}</span>
-              ) : (
-                <span className="badge">{t("settings.keyNotSet")}</span>
-              )}{" "}
-              <span className="muted">{t("settings.keyWriteOnly")}</span>
-            </p>
-            <div className="t-radios">
-              <label>
+            <Field
+              label={t("settings.baseUrl")}
+              hint={admin ? t("settings.baseUrlAdminHint") : t("settings.baseUrlHint")}
+            >
+              {({ id, describedBy }) => (
                 <input
-                  type="radio"
-                  name="key"
-                  checked={form.key === "keep"}
-                  onChange={() => set({ key: "keep", newKey: "" })}
+                  id={id}
+                  aria-describedby={describedBy}
+                  value={form.baseUrl}
+                  readOnly={!admin}
+                  className={admin ? "mono" : "mono t-readonly-input"}
+                  spellCheck={false}
+                  placeholder={t("settings.baseUrlNone")}
+                  onChange={(event) => set({ baseUrl: event.target.value })}
                 />
-                {course.model_api_key_set ? t("settings.keyKeep") : t("settings.keyNone")}
-              </label>
-              <label>
-                <input
-                  type="radio"
-                  name="key"
-                  checked={form.key === "replace"}
-                  onChange={() => set({ key: "replace" })}
-                />
-                {course.model_api_key_set ? t("settings.keyReplace") : t("settings.keyAdd")}
-              </label>
-              {course.model_api_key_set && (
+              )}
+            </Field>
+            <fieldset className="t-fieldset">
+              <legend>{t("settings.key")}</legend>
+              <p className="t-key-state">
+                {course.model_api_key_set ? (
+                  <span className="badge ok">{t("settings.keySet")}</span>
+                ) : (
+                  <span className="badge">{t("settings.keyNotSet")}</span>
+                )}{" "}
+                <span className="muted">{t("settings.keyWriteOnly")}</span>
+              </p>
+              <div className="t-radios">
                 <label>
                   <input
                     type="radio"
                     name="key"
-                    checked={form.key === "remove"}
-                    onChange={() => set({ key: "remove", newKey: "" })}
+                    checked={form.key === "keep"}
+                    onChange={() => set({ key: "keep", newKey: "" })}
                   />
-                  {t("settings.keyRemove")}
+                  {course.model_api_key_set ? t("settings.keyKeep") : t("settings.keyNone")}
                 </label>
-              )}
-            </div>
-            {form.key === "replace" && (
-              <Field label={t("settings.newKey")} hint={t("settings.newKeyHint")}>
-                {({ id, describedBy }) => (
+                <label>
                   <input
-                    id={id}
-                    type="password"
-                    aria-describedby={describedBy}
-                    value={form.newKey}
-                    autoComplete="off"
-                    spellCheck={false}
-                    maxLength={2000}
-                    aria-invalid={invalid === "newKey" || undefined}
-                    onChange={(event) => set({ newKey: event.target.value })}
+                    type="radio"
+                    name="key"
+                    checked={form.key === "replace"}
+                    onChange={() => set({ key: "replace" })}
                   />
+                  {course.model_api_key_set ? t("settings.keyReplace") : t("settings.keyAdd")}
+                </label>
+                {course.model_api_key_set && (
+                  <label>
+                    <input
+                      type="radio"
+                      name="key"
+                      checked={form.key === "remove"}
+                      onChange={() => set({ key: "remove", newKey: "" })}
+                    />
+                    {t("settings.keyRemove")}
+                  </label>
                 )}
-              </Field>
-            )}
-            {invalid === "newKey" && (
-              <p role="alert" className="error-box">
-                {t("settings.newKeyRequired")}
-              </p>
-            )}
-          </fieldset>
+              </div>
+              {form.key === "replace" && (
+                <Field label={t("settings.newKey")} hint={t("settings.newKeyHint")}>
+                  {({ id, describedBy }) => (
+                    <input
+                      id={id}
+                      type="password"
+                      aria-describedby={describedBy}
+                      value={form.newKey}
+                      autoComplete="off"
+                      spellCheck={false}
+                      maxLength={2000}
+                      aria-invalid={invalid === "newKey" || undefined}
+                      onChange={(event) => set({ newKey: event.target.value })}
+                    />
+                  )}
+                </Field>
+              )}
+              {invalid === "newKey" && (
+                <p role="alert" className="error-box">
+                  {t("settings.newKeyRequired")}
+                </p>
+              )}
+            </fieldset>
+          </div>
         </section>
 
         <section className="panel" aria-labelledby="settings-runtime">

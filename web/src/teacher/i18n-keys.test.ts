@@ -41,6 +41,7 @@ describe("teacher strings", () => {
       ...["maxTokens", "maxCostUsd", "requestsPerMinute", "maxConcurrent"].map(
         (name) => `budgets.fields.${name}`,
       ),
+      ...["students", "teachers"].map((group) => `audit.${group}`),
       ...["stacked", "total"].map((mode) => `usage.mode.${mode}`),
       ...["serial", "batch", "lanes"].map((runtime) => `runtimes.${runtime}.name`),
       ...["default", "serial", "batch", "lanes"].map((runtime) => `runtimes.${runtime}.text`),
