@@ -54,9 +54,9 @@ function useSession(sessionId: string) {
 
 function ConnectionBadge({ connection, onReconnect }: { connection: Connection; onReconnect(): void }) {
   const { t } = useTranslation("student");
-  if (connection === "live") return null;
+  if (connection === "live") return <span role="status" className="connection" />;
   return (
-    <span className="row connection">
+    <span className="row connection" role="status">
       <span className={`badge ${connection === "lost" ? "bad" : "warn"}`}>
         {t(`connection.${connection}`)}
       </span>
@@ -88,8 +88,12 @@ function Chat({ sessionId }: { sessionId: string }) {
   // the files change when a run ends: list them again then
   const [filesVersion, setFilesVersion] = useState(0);
   const wasRunning = useRef(running);
+  const [worked, setWorked] = useState(false); // the agent ran while the page was open
   useEffect(() => {
-    if (wasRunning.current && !running) setFilesVersion((v) => v + 1);
+    if (wasRunning.current && !running) {
+      setFilesVersion((v) => v + 1);
+      setWorked(true);
+    }
     wasRunning.current = running;
   }, [running]);
   const filesKey = `${filesVersion}.${transcript.completedCalls}`;
@@ -238,7 +242,7 @@ function Chat({ sessionId }: { sessionId: string }) {
               <Typing /> {t("chat.working")}
             </div>
           )}
-          <LiveStatus>{running ? t("chat.working") : transcript.lastSeq ? t("chat.idle") : ""}</LiveStatus>
+          <LiveStatus>{running ? t("chat.working") : worked ? t("chat.finished") : ""}</LiveStatus>
 
           <div className="composer-dock">
             {away && (

@@ -75,8 +75,17 @@ export function useStickToBottom(version: unknown) {
       stuck.current = atBottom();
       if (stuck.current) setAway(false);
     };
+    // opening a tool card (a <details>) while the agent writes: the reader is reading it, so
+    // new text must not scroll it away
+    const onToggle = (event: Event) => {
+      if (event.target instanceof HTMLDetailsElement && event.target.open) stuck.current = atBottom();
+    };
     window.addEventListener("scroll", onScroll, { passive: true });
-    return () => window.removeEventListener("scroll", onScroll);
+    document.addEventListener("toggle", onToggle, true);
+    return () => {
+      window.removeEventListener("scroll", onScroll);
+      document.removeEventListener("toggle", onToggle, true);
+    };
   }, []);
 
   useLayoutEffect(() => {
