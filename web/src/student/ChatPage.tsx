@@ -4,7 +4,7 @@
 // files, budget. A teacher opening a student's session reads it and may guide or stop the
 // agent; nobody else can change it.
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useMemo, useRef, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { useTranslation } from "react-i18next";
 import { Link, useParams } from "react-router";
 import { api, type Schemas, unwrap } from "../api/client";
@@ -160,7 +160,15 @@ function Chat({ sessionId }: { sessionId: string }) {
     onError: setActionError,
   });
 
-  const { away, jump } = useStickToBottom(transcript.items.length + transcript.lastSeq + pending.length);
+  // stable callbacks: the transcript's entries are memoised and stay put while text streams
+  const { mutate: continueSeq } = continueMessage;
+  const { mutate: stopOp } = stopOperation;
+  const onContinue = useCallback((seq: number) => continueSeq(seq), [continueSeq]);
+  const onStopOperation = useCallback((op: string) => stopOp(op), [stopOp]);
+
+  const { away, jump } = useStickToBottom(
+    `${transcript.items.length}.${transcript.lastSeq}.${pending.length}`,
+  );
 
   if (session.isPending) return <Loading />;
   if (session.error) {
@@ -231,9 +239,9 @@ function Chat({ sessionId }: { sessionId: string }) {
             transcript={transcript}
             pending={pending}
             canContinue={mine}
-            onContinue={(seq) => continueMessage.mutate(seq)}
+            onContinue={onContinue}
             continuing={continueMessage.isPending}
-            onStopOperation={canStop ? (op) => stopOperation.mutate(op) : undefined}
+            onStopOperation={canStop ? onStopOperation : undefined}
             stoppingOperation={stopOperation.isPending ? (stopOperation.variables ?? null) : null}
             connection={connection}
           />
@@ -273,7 +281,7 @@ function Chat({ sessionId }: { sessionId: string }) {
           {transcript.lanes && transcript.lanes.length > 0 && (
             <LanesPanel
               lanes={transcript.lanes}
-              onStop={canStop ? (op) => stopOperation.mutate(op) : undefined}
+              onStop={canStop ? onStopOperation : undefined}
               stopping={stopOperation.isPending ? (stopOperation.variables ?? null) : null}
             />
           )}
