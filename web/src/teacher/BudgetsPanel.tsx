@@ -274,7 +274,7 @@ export function BudgetsPanel({ course, members }: Props) {
                         <td>{limit(budget.max_concurrent, formatNumber)}</td>
                       </>
                     )}
-                    <td className="t-nowrap">{formatTime(budget.updated_at)}</td>
+                    <td className="t-small">{formatTime(budget.updated_at)}</td>
                     <td className="t-row-actions">
                       <button
                         type="button"

@@ -2,7 +2,7 @@
 // an account, a place in the course and a course token, shown this once with its connect
 // line); re-issuing a student's token; removing a member.
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { type ChangeEvent, type FormEvent, useRef, useState } from "react";
+import { type ChangeEvent, type FormEvent, useEffect, useRef, useState } from "react";
 import { type TFunction } from "i18next";
 import { useTranslation } from "react-i18next";
 import { api, type Schemas, unwrap } from "../api/client";
@@ -271,6 +271,12 @@ function MembersTable({
   const [pending, setPending] = useState<Pending>(null);
   const [done, setDone] = useState("");
   const table = useRef<HTMLTableElement>(null);
+  const [removals, setRemovals] = useState(0);
+  // the button that opened the dialog went with its row: focus its table instead (after the
+  // dialog closed, which runs first, being a child)
+  useEffect(() => {
+    if (removals > 0) table.current?.focus();
+  }, [removals]);
   const remove = useMutation({
     mutationFn: async (member: Member) => {
       unwrap(
@@ -284,8 +290,7 @@ function MembersTable({
       await client.invalidateQueries({ queryKey: keys.members(course.id) });
       setPending(null);
       setDone(t("roster.removed", { email: member.user.email }));
-      // the button that opened the dialog went with its row: focus its table instead
-      requestAnimationFrame(() => table.current?.focus());
+      setRemovals((n) => n + 1);
     },
   });
   const reissue = useMutation({
