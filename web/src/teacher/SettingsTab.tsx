@@ -229,8 +229,9 @@ function SettingsEditor({ course }: { course: Course }) {
             {RUNTIMES.filter((r) => r === "" || offered.has(r)).map((runtime) => {
               const name = runtime || "default";
               return (
-                <label key={name} className="t-choice">
+                <div key={name} className="t-choice">
                   <input
+                    id={`runtime-${name}`}
                     type="radio"
                     name="runtime"
                     value={runtime}
@@ -239,7 +240,7 @@ function SettingsEditor({ course }: { course: Course }) {
                     onChange={() => set({ runtime })}
                   />
                   <span>
-                    <strong>
+                    <label htmlFor={`runtime-${name}`}>
                       {runtime
                         ? t(`runtimes.${runtime}.name`)
                         : serverRuntime
@@ -249,12 +250,12 @@ function SettingsEditor({ course }: { course: Course }) {
                               }),
                             })
                           : t("runtimes.default.name")}
-                    </strong>
+                    </label>
                     <span id={`runtime-${name}-text`} className="muted">
                       {t(`runtimes.${name}.text`)}
                     </span>
                   </span>
-                </label>
+                </div>
               );
             })}
           </fieldset>
