@@ -198,6 +198,7 @@ def path_ids(room: Classroom) -> dict[str, str]:
         "token_id": room.s1_token_id,
         "budget_id": room.s1_budget_id,
         "path": SESSION_FILE.lstrip("/"),
+        "op_id": "op1",  # an operation of S1's session (the id its lanes would give)
     }
 
 

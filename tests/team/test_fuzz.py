@@ -60,15 +60,16 @@ async def api(live: LiveTeam) -> AsyncIterator[Api]:
 # -- schemathesis --------------------------------------------------------------------------------
 
 
-def _own_things(room: Classroom, fuzz_course: str) -> dict[str, dict[str, str]]:
+def _own_things(room: Classroom, fuzz_course: str, fuzz_session: str) -> dict[str, dict[str, str]]:
     """The path parameters each caller's requests are pinned to: their own things (the
     teacher works on a course of their own with no students, so a fuzzed model setting or
-    budget breaks nothing the other callers use)."""
+    budget breaks nothing the other callers use; the student on a session of their own, which
+    a fuzzed DELETE may delete)."""
     return {
         "student": {
             "course_id": room.course_a,
             "user_id": room.s1.id,
-            "session_id": room.s1_session_id,
+            "session_id": fuzz_session,
             "token_id": room.s1_token_id,
             "budget_id": room.s1_budget_id,
             "path": "notes.md",
@@ -126,20 +127,22 @@ def _fuzz_operation(
 def test_schemathesis_finds_no_server_error_and_no_nonconforming_answer(live: LiveTeam) -> None:
     room = live.room
 
-    async def fuzz_course() -> str:
+    async def create(token: str, path: str, body: dict[str, Any]) -> str:
         async with Api(live.url) as api:
-            done = await api.call(
-                "POST", "/api/courses", token=room.ta.token, json={"name": "fuzz-course"}
-            )
+            done = await api.call("POST", path, token=token, json=body)
             assert done.status == 201, done.text()
-            course_id: str = done.json()["id"]
-            return course_id
+            created: str = done.json()["id"]
+            return created
 
-    pins = _own_things(room, live.run(fuzz_course()))
+    course = live.run(create(room.ta.token, "/api/courses", {"name": "fuzz-course"}))
+    session = live.run(create(room.s1.token, "/api/sessions", {"course_id": room.course_a}))
+    pins = _own_things(room, course, session)
     schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
     findings: list[Finding] = []
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 30
+    # what deletes comes last, so the operations before it still reach the things it deletes
+    operations.sort(key=lambda operation: operation.method.upper() == "DELETE")
     callers = {"student": room.s1.token, "teacher": room.ta.token}
     for number, operation in enumerate(operations):
         # valid requests on each caller's own things; invalid ones (ids generated too) from

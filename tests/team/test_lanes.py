@@ -7,6 +7,7 @@ answered at once. The course's model is a scripted OpenAI-compatible server."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -299,3 +300,128 @@ async def test_a_routers_empty_answer_goes_to_a_lane(tmp_path: Path) -> None:
     ended_lanes = _lane_events(events, "lane_ended")
     assert ended_lanes and "changed files" in ended_lanes[0]["summary"]
     assert events[-1]["data"]["state"] == "done"
+
+
+def _two_commands(body: dict[str, Any]) -> Any:
+    """A lane that starts a long command; told that op1 did not finish, it starts another;
+    told that op2 did not finish, it is done."""
+    messages = body["messages"]
+    system = _text(messages[0])
+    if "route a student's messages" in system:
+        return json.dumps({"to": "new_lane", "lane": "", "intent": "run the tests", "answer": ""})
+    last = messages[-1]
+    if last["role"] == "tool":
+        return "waiting for the command"
+    said = _text(last)
+    if "op2 did not finish" in said:
+        return tool_calls(call("lane_done", summary="both commands were stopped"))
+    if "op1 did not finish" in said:
+        return tool_calls(call("start_command", command="sleep 61"))
+    return tool_calls(call("start_command", command="sleep 60"))
+
+
+def _snapshots(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [e["data"]["lanes"] for e in events if e["kind"] == "lane" and "lanes" in e["data"]]
+
+
+def _running(op: str) -> Any:
+    """Until a lanes snapshot shows ``op`` running."""
+
+    def check(event: dict[str, Any]) -> bool:
+        lanes = event["data"].get("lanes") or []
+        return any(o["id"] == op and o["status"] == "running"
+                   for lane in lanes for o in lane["operations"])  # fmt: skip
+
+    return check
+
+
+async def test_a_course_in_lanes_and_one_command_stopped_while_the_lane_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The teacher sets the course's runtime to lanes, so a new session is in lanes (the server
+    runs serial). Its lane runs a long command: the teacher stops it, the lane hears and starts
+    another, the student stops that one and the lane finishes. Each lane event carries the
+    lanes' snapshot when they changed; the events read as JSON; stopping is audited, refused
+    with 409 for an operation that is not running or a session not in lanes."""
+    settings = sqlite_settings(tmp_path, server_commands=True)
+    async with FakeOpenAIServer(_two_commands) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        course = f"/api/courses/{c.course}"
+        async with client(url, c.teacher) as teacher, client(url, c.ann) as ann:
+            for body, status in (({"runtime": "fast"}, 422), ({"runtime": None}, 400)):
+                async with teacher.patch(course, json=body) as r:
+                    assert r.status == status, await r.text()
+            async with ann.patch(course, json={"runtime": "lanes"}) as r:
+                assert r.status == 403
+            async with teacher.patch(course, json={"runtime": "lanes"}) as r:
+                assert r.status == 200 and (await r.json())["runtime"] == "lanes"
+            async with ann.get(course) as r:
+                assert (await r.json())["runtime"] == "lanes"
+            async with ann.post("/api/sessions", json={"course_id": c.course}) as r:
+                created = await r.json()
+            assert created["runtime"] == "lanes"
+            session_id = created["id"]
+            serial = {"course_id": c.course, "runtime": "serial"}
+            async with ann.post("/api/sessions", json=serial) as r:
+                serial_id = (await r.json())["id"]
+
+            ask = await send(ann, session_id, "run the tests")
+            await read_events(ann, session_id, until=_running("op1"))
+            ops = f"/api/sessions/{session_id}/operations"
+            for who, status in ((c.bob, 404), (c.other_teacher, 404)):
+                async with client(url, who) as caller, caller.post(f"{ops}/op1/cancel") as r:
+                    assert r.status == status, await r.text()
+            async with ann.post(f"{ops}/op9/cancel") as r:
+                assert r.status == 409 and "op9" in (await r.json())["error"]["message"]
+            async with ann.post(f"/api/sessions/{serial_id}/operations/op1/cancel") as r:
+                assert r.status == 409 and "serial" in (await r.json())["error"]["message"]
+            async with teacher.post(f"{ops}/op1/cancel") as r:
+                assert r.status == 202, await r.text()
+                assert await r.json() == {"session_id": session_id, "op_id": "op1",
+                                          "cancelled": True}  # fmt: skip
+            await read_events(ann, session_id, until=_running("op2"))
+            async with ann.post(f"{ops}/op1/cancel") as r:
+                assert r.status == 409 and "failed" in (await r.json())["error"]["message"]
+            async with ann.post(f"{ops}/op2/cancel") as r:
+                assert r.status == 202, await r.text()
+            events = await read_events(ann, session_id, until=ended(ask["seq"]), timeout=50)
+            log = f"/api/sessions/{session_id}/events/log"
+            async with ann.get(log, params={"limit": 500}) as r:  # the same events as JSON
+                assert r.status == 200, await r.text()
+                logged = await r.json()
+        cancels = await team.audit.search(course_id=c.course, kind="operation_cancel_requested")
+        changes = await team.audit.search(course_id=c.course, kind="course_changed")
+        teacher_id = (await team.accounts.principal_for_token(c.teacher)).user_id
+
+    assert events[-1]["data"]["state"] == "done"
+    assert [e["seq"] for e in logged] == [e["seq"] for e in events]
+    assert {e["kind"] for e in logged} == {"message", "status", "lane"}
+    stopped = _lane_events(events, "operation_ended")
+    assert [(e["op"], e["status"]) for e in stopped] == [("op1", "stopped"), ("op2", "stopped")]
+    asked = _lane_events(events, "operation_cancel_requested")
+    assert [(e["op"], e["reason"]) for e in asked] == [
+        ("op1", "cancelled by the teacher"), ("op2", "cancelled by the student")
+    ]  # fmt: skip
+    (lane_end,) = _lane_events(events, "lane_ended")
+    assert (lane_end["reason"], lane_end["summary"]) == ("done", "both commands were stopped")
+    told = [_text(b["messages"][-1]) for b in model.requests if b["messages"][-1]["role"] == "user"]
+    assert any("op1 did not finish: stopped: cancelled by the teacher" in t for t in told), told
+
+    snapshots = _snapshots(events)
+    assert snapshots[0] == [{"id": "L1", "intent": "run the tests", "status": "working",
+                             "active": True, "created": ask["seq"], "termination": "",
+                             "operations": []}]  # fmt: skip
+    first_op = next(s[0]["operations"][0] for s in snapshots if s[0]["operations"])
+    assert first_op == {"id": "op1", "what": "sleep 60", "executor": "server",
+                        "status": "running", "progress": ""}  # fmt: skip
+    assert all(a != b for a, b in itertools.pairwise(snapshots))  # changes only
+    (last,) = snapshots[-1]
+    assert (last["status"], last["active"], last["termination"]) == ("ended", False, "done")
+    assert [(o["id"], o["status"]) for o in last["operations"]] == [
+        ("op1", "failed"), ("op2", "failed")
+    ]  # fmt: skip
+
+    assert [(r.actor_id, r.data["op"]) for r in cancels] == [
+        (teacher_id, "op1"), (c.ann_id, "op2")
+    ]  # fmt: skip
+    assert [r.data.get("runtime") for r in changes if "runtime" in r.data["fields"]] == ["lanes"]

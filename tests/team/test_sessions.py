@@ -26,7 +26,7 @@ from agentica_team.principal import Principal
 from agentica_team.service import Team
 from agentica_team.sessions import AuditNote, NewEvent
 from agentica_team.settings import TeamSettings
-from agentica_team.supervisor import CancelRequested
+from agentica_team.supervisor import CancelRequested, OperationCancelRequested
 from tests.postgres import Cluster
 from tests.team.server import client, serve_team, sqlite_settings
 from tests.team.server import message_text as _text
@@ -569,3 +569,154 @@ async def test_an_event_that_cannot_be_written_fails_alone(tmp_path: Path) -> No
         assert isinstance(outcomes[1], StorageError)
         stored = await sessions.events(session.id)
         assert [e.data["n"] for e in stored] == [1, 3] and [e.seq for e in stored] == [1, 2]
+
+
+async def _user_id(team: Team, token: str) -> str:
+    return (await team.accounts.principal_for_token(token)).user_id
+
+
+async def test_the_owner_renames_and_deletes_a_session_and_nobody_else_can(
+    database: TeamSettings, model: FakeOpenAIServer
+) -> None:
+    """PATCH renames (audited), DELETE removes the session, its log, its conversation and its
+    workspace files (audited) and ends its live streams; a teacher of the course gets 403,
+    other students and teachers 404."""
+    async with serve_team(database) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with (
+            client(url, c.ann) as ann,
+            client(url, c.bob) as bob,
+            client(url, c.teacher) as teacher,
+            client(url, c.other_teacher) as other,
+        ):
+            session_id = await new_session(ann, c.course, "first try")
+            kept = await new_session(ann, c.course, "kept")
+            message = await send(ann, session_id, "write a hello program")
+            await read_events(ann, session_id, until=ended(message["seq"]))
+            base = f"/api/sessions/{session_id}"
+
+            for who, status in ((teacher, 403), (bob, 404), (other, 404)):
+                async with who.patch(base, json={"title": "mine now"}) as r:
+                    assert r.status == status, await r.text()
+                async with who.delete(base) as r:
+                    assert r.status == status, await r.text()
+            async with ann.patch(base, json={"title": ""}) as r:
+                assert r.status == 422 and "title" in (await r.json())["error"]["message"]
+            async with ann.patch(base, json={"title": "hello, world"}) as r:
+                assert r.status == 200, await r.text()
+                renamed = await r.json()
+            assert (renamed["id"], renamed["title"]) == (session_id, "hello, world")
+            async with teacher.get(base) as r:
+                assert (await r.json())["title"] == "hello, world"
+
+            following = asyncio.create_task(read_events(teacher, session_id))  # until it ends
+            async with ann.get(f"{base}/files") as r:
+                assert [f["path"] for f in await r.json()] == ["/hello.py"]
+            async with ann.delete(base) as r:
+                assert r.status == 204, await r.text()
+            streamed = await following  # the live stream ended with the session
+            assert streamed[0]["data"]["text"] == "write a hello program"
+
+            for path in (base, f"{base}/messages", f"{base}/events/log", f"{base}/files"):
+                async with ann.get(path) as r:
+                    assert r.status == 404, (path, r.status)
+            async with ann.delete(base) as r:
+                assert r.status == 404
+            async with ann.get("/api/sessions") as r:
+                assert [s["id"] for s in await r.json()] == [kept]
+            async with teacher.get("/api/sessions", params={"course_id": c.course}) as r:
+                assert [s["id"] for s in await r.json()] == [kept]
+
+        storage = team.supervisor.storage
+        assert await storage.load_session(c.ann_id, session_id) is None  # the conversation
+        assert await storage.list_variables(c.ann_id, "~files~" + session_id) == []
+        assert await team.supervisor.sessions.events(session_id) == []
+        renames = await team.audit.search(course_id=c.course, kind="session_renamed")
+        deletions = await team.audit.search(course_id=c.course, kind="session_deleted")
+    assert [(r.actor_id, r.data["title"], r.data["previous"]) for r in renames] == [
+        (c.ann_id, "hello, world", "first try")
+    ]
+    (deletion,) = deletions
+    assert (deletion.actor_id, deletion.subject) == (c.ann_id, session_id)
+    assert deletion.data["title"] == "hello, world" and deletion.data["events"] > 3
+
+
+async def test_deleting_a_session_stops_its_agent_first(tmp_path: Path) -> None:
+    """The agent is waiting for its model when the session is deleted: the answer comes once
+    the agent's loop has ended, and the session's folder on the server is gone with it."""
+    release = asyncio.Event()
+
+    async def waits(body: dict[str, Any]) -> AssistantMessage | str:
+        if not release.is_set():
+            await release.wait()
+        return tutor(body)
+
+    settings = sqlite_settings(tmp_path, server_commands=True)
+    async with FakeOpenAIServer(waits) as model, serve_team(settings) as (url, team):
+        c = await make_class(team, model.base_url)
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            await send(ann, session_id, "write a hello program")
+            await read_events(
+                ann, session_id, until=lambda e: e["data"].get("kind") == "model_request_started"
+            )
+            folder = tmp_path / "workspaces" / session_id
+            assert team.supervisor.active(session_id) and folder.is_dir()
+            async with ann.delete(f"/api/sessions/{session_id}") as r:
+                assert r.status == 204, await r.text()
+            assert not team.supervisor.active(session_id)
+            assert team.supervisor.loops == 0
+            assert not folder.exists()
+            async with ann.get("/api/sessions") as r:
+                assert await r.json() == []
+        release.set()
+        assert await team.supervisor.sessions.events(session_id) == []
+
+
+async def test_a_teacher_of_the_course_cancels_a_run(tmp_path: Path) -> None:
+    """The course's teacher stops a student's run (audited with the teacher as the actor, the
+    message interrupted "by the teacher"); another student, another course's teacher and an
+    admin who does not teach the course cannot. An operation cancel delivered to a serial
+    session is ignored (the run goes on until the teacher's cancel)."""
+    release = asyncio.Event()
+
+    async def waits(body: dict[str, Any]) -> AssistantMessage | str:
+        if not release.is_set():
+            await release.wait()
+        return tutor(body)
+
+    async with (
+        FakeOpenAIServer(waits) as model,
+        serve_team(_settings(tmp_path)) as (url, team),
+    ):
+        c = await make_class(team, model.base_url)
+        admin = team.first_admin
+        assert admin is not None
+        admin_token = (await team.accounts.issue_token(admin.user.id)).token
+        async with client(url, c.ann) as ann:
+            session_id = await new_session(ann, c.course)
+            message = await send(ann, session_id, "write a hello program")
+            await read_events(
+                ann, session_id, until=lambda e: e["data"].get("kind") == "model_request_started"
+            )
+        path = f"/api/sessions/{session_id}/cancel"
+        for who, status in ((c.bob, 404), (c.other_teacher, 404), (admin_token, 403)):
+            async with client(url, who) as caller, caller.post(path) as r:
+                assert r.status == status, await r.text()
+        session = await team.supervisor.sessions.get(session_id)
+        assert team.supervisor.deliver(session, OperationCancelRequested("op1", "no such op"))
+        async with client(url, c.teacher) as teacher:
+            async with teacher.post(path) as r:
+                assert r.status == 202, await r.text()
+                assert await r.json() == {"session_id": session_id, "cancelled": True}
+            events = await read_events(teacher, session_id, until=ended(message["seq"]))
+            async with teacher.post(path) as r:
+                assert r.status == 409  # nothing runs any more
+        release.set()
+        records = await team.audit.search(course_id=c.course, kind="run_cancel_requested")
+        teacher_id = await _user_id(team, c.teacher)
+    assert events[-1]["data"]["state"] == "interrupted"
+    assert "cancelled by the teacher" in events[-1]["data"]["reason"]
+    assert [(r.actor_id, r.data["reason"]) for r in records] == [
+        (teacher_id, "cancelled by the teacher")
+    ]

@@ -102,6 +102,8 @@ class Course:
     model_api_key_set: bool
     max_output_tokens: int | None
     created_at: float
+    runtime: str = ""
+    """The runtime of the course's new sessions (``""``: the server's ``agent_runtime``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,7 @@ def _course(row: Any) -> Course:
         model_api_key_set=bool(row.model_api_key),
         max_output_tokens=row.max_output_tokens,
         created_at=row.created_at,
+        runtime=row.runtime,
     )
 
 
@@ -659,6 +662,7 @@ class Accounts:
             "model_api_key": None,
             "max_output_tokens": None,
             "created_at": now,
+            "runtime": "",
         }
         async with self.db.write() as conn:
             if await conn.scalar(sa.select(courses.c.id).where(courses.c.name == name)):
@@ -710,9 +714,11 @@ class Accounts:
         return self.keys.open(stored)
 
     async def update_course(self, course_id: str, *, actor: str, **changes: Any) -> Course:
-        """Change ``title``, ``model``, ``model_base_url``, ``model_api_key`` (write-only) or
-        ``max_output_tokens``; the audit records which fields changed, never the key."""
-        allowed = {"title", "model", "model_base_url", "model_api_key", "max_output_tokens"}
+        """Change ``title``, ``model``, ``model_base_url``, ``model_api_key`` (write-only),
+        ``max_output_tokens`` or ``runtime``; the audit records which fields changed (and the
+        new runtime), never the key."""
+        allowed = {"title", "model", "model_base_url", "model_api_key", "max_output_tokens",
+                   "runtime"}  # fmt: skip
         unknown = set(changes) - allowed
         if unknown:
             raise BadRequest(f"cannot change {', '.join(sorted(unknown))} of a course")
@@ -737,8 +743,9 @@ class Accounts:
                 actor_id=actor,
                 course_id=course_id,
                 subject=course_id,
-                data={"fields": sorted(changes)},
-            )
+                data={"fields": sorted(changes),
+                      **({"runtime": changes["runtime"]} if "runtime" in changes else {})},
+            )  # fmt: skip
         self._recent.forget_courses()
         return await self.get_course(course_id)
 

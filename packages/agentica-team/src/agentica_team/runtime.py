@@ -1,9 +1,9 @@
 """``LanesRuntime``: a session's event-driven runtime in lanes, carrying out ``transition``.
 
-Every event (a student's message, an operation's outcome, a routing, a step's end) is written to
-the session's log (kind ``lane``) and fed to ``agentica_team.transition.transition``; the
-actions it returns run as tasks of the session's loop, and what they produce comes back as
-events:
+Every event (a student's message, an operation's outcome, a routing, a step's end) is fed to
+``agentica_team.transition.transition`` and written to the session's log (kind ``lane``, with a
+snapshot of the lanes after it when they changed: ``lanes``); the actions it returns run as
+tasks of the session's loop, and what they produce comes back as events:
 
 - ``Route``: the event context (one model call with a structured answer) puts a message in a
   new lane, interrupts a lane, adds it to a lane for its next step, or answers it at once.
@@ -15,6 +15,9 @@ events:
   cancel operations, change the lane's intent, terminate it, or resume.
 - ``CancelOperation`` stops a command; ``EndLane`` says the lane ended and finishes the
   messages it served.
+
+An ``OperationCancelRequested`` (a student or teacher stops one command) stops that command
+only: its lane sees the command fail and goes on.
 
 Nothing blocks: a lane waiting for a long command costs no model call, and an interruption is
 handled while the command runs. Cancelling the loop (the server stops) stops the commands and
@@ -50,7 +53,8 @@ from agentica_team.supervisor import (
     CancelRequested,
     ExecutorChanged,
     Inbox,
-    MessageQueued,
+    OperationCancelRequested,
+    RuntimeEvent,
     SessionScope,
 )
 from agentica_team.transition import (
@@ -66,7 +70,9 @@ from agentica_team.transition import (
     Infer,
     Interruption,
     InterruptionHandled,
+    Lane,
     LaneStepDone,
+    Operation,
     OperationCompleted,
     OperationFailed,
     OperationStarted,
@@ -150,6 +156,8 @@ class LanesRuntime:
         self._lanes: dict[str, _LaneWork] = {}
         self._running: dict[int, str] = {}  # message seq -> lane ("" while routed)
         self._ids = {"lane": 0, "op": 0}
+        self._snapshot: list[dict[str, Any]] = []  # the lanes as last logged
+        self._stopped: dict[str, str] = {}  # op -> why it was cancelled on request
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -188,9 +196,10 @@ class LanesRuntime:
         if got.done() and not got.cancelled():
             self._feed(got.result())
 
-    async def _delivered(
-        self, delivered: MessageQueued | CancelRequested | ExecutorChanged
-    ) -> None:
+    async def _delivered(self, delivered: RuntimeEvent) -> None:
+        if isinstance(delivered, OperationCancelRequested):
+            self._cancel_one(delivered.op, delivered.reason)
+            return
         if isinstance(delivered, ExecutorChanged):
             change = ExecutorConnected if delivered.connected else ExecutorDisconnected
             self._feed(change(delivered.executor))
@@ -211,13 +220,30 @@ class LanesRuntime:
             self._feed(_message_event(message))
 
     def _feed(self, event: Event) -> None:
-        """Log ``event``, apply it, start the actions."""
-        self._put({"kind": "event", "event": _describe(event)})
+        """Apply ``event``, log it (with the lanes' snapshot when they changed), start the
+        actions."""
         if isinstance(event, Routed) and event.to != "answered" and event.seq in self._running:
             self._assign(event)
         self.state, actions = transition(self.state, event)
+        record: dict[str, Any] = {"kind": "event", "event": _describe(event)}
+        lanes = _snapshot(self.state.lanes)
+        if lanes != self._snapshot:
+            record["lanes"] = self._snapshot = lanes
+        self._put(record)
         for action in actions:
             self._start(action)
+
+    def _cancel_one(self, op: str, reason: str) -> None:
+        """Stop operation ``op`` if it is unfinished; its lane hears of it as the operation's
+        failure and goes on (``CancelOperation`` directly: an ``InterruptionHandled`` would
+        put a lane whose step is running back to rest)."""
+        lane = self.state.lane_of(op)
+        if lane is None or not any(o.id == op and o.unfinished for o in lane.operations):
+            return  # it ended meanwhile (the request saw an older snapshot)
+        self._stopped[op] = reason
+        self._put({"kind": "operation_cancel_requested", "lane": lane.id, "op": op,
+                   "reason": reason})  # fmt: skip
+        self._start(CancelOperation(op))
 
     def _assign(self, event: Routed) -> None:
         """Which lane the routed message belongs to, as ``transition`` decides it (a lane that
@@ -455,7 +481,8 @@ class LanesRuntime:
         data = {"exit_code": result.exit_code, "status": result.status, "output": tail}
         self._audit_operation("operation_ended", op, lane, data)
         if result.stopped:
-            self._events.put_nowait(OperationFailed(op, "stopped"))
+            why = self._stopped.get(op)
+            self._events.put_nowait(OperationFailed(op, f"stopped: {why}" if why else "stopped"))
         elif result.exit_code < 0:  # the executor went away: the command's end is unknown
             self._events.put_nowait(OperationFailed(op, DISCONNECTED))
         else:
@@ -541,6 +568,34 @@ def _failure(exc: BaseException, session_id: str) -> str:
 def _said(exc: BaseException) -> str:
     message = exc.message if isinstance(exc, TeamError) else str(exc)
     return redact(message)[:2000] or type(exc).__name__
+
+
+def _snapshot(lanes: tuple[Lane, ...]) -> list[dict[str, Any]]:
+    """The lanes as a UI shows them (see ``EventOut``): each lane's id, intent, status,
+    whether it is active, the seq of the message that opened it, why it ends (``termination``)
+    and its operations (id, what, executor, status, the last progress)."""
+    return [
+        {
+            "id": lane.id,
+            "intent": lane.intent[:2000],
+            "status": lane.status,
+            "active": lane.active,
+            "created": lane.created,
+            "termination": lane.termination[:2000],
+            "operations": [_operation(op) for op in lane.operations],
+        }
+        for lane in lanes
+    ]
+
+
+def _operation(op: Operation) -> dict[str, Any]:
+    return {
+        "id": op.id,
+        "what": op.what,
+        "executor": op.executor,
+        "status": op.status,
+        "progress": op.progress,
+    }
 
 
 def _describe(event: Event) -> dict[str, Any]:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agentica.tools.commands import CommandBackend
 from agentica_team.accounts import Accounts, User
@@ -41,7 +43,7 @@ from agentica_team.supervisor import (
     Workbench,
 )
 
-__all__ = ["FirstAdmin", "Team"]
+__all__ = ["RUNTIMES", "FirstAdmin", "Team", "workspace_folder"]
 
 log = logging.getLogger("agentica_team")
 
@@ -62,6 +64,11 @@ def _runtime_of(settings: TeamSettings) -> RuntimeFactory:
     return runtime
 
 
+def workspace_folder(settings: TeamSettings, session_id: str) -> Path:
+    """The session's folder on the server (``server_commands``): ``DATA_DIR/workspaces/ID``."""
+    return settings.data_dir / "workspaces" / session_id
+
+
 def _workbench(
     settings: TeamSettings, executors: Executors
 ) -> Callable[[AgentSession], Workbench | None]:
@@ -71,8 +78,6 @@ def _workbench(
     default, files in the database and no commands."""
     from agentica.deep.backends import FilesystemBackend
     from agentica.deep.shell import BwrapCommands
-
-    root = settings.data_dir / "workspaces"
 
     def workbench(session: AgentSession) -> Workbench | None:
         connection = executors.pick(session.user_id)
@@ -88,7 +93,7 @@ def _workbench(
             return Workbench(RemoteFiles(connection), RemoteCommands(connection), info.id, others)
         if not settings.server_commands:
             return None
-        folder = root / session.id
+        folder = workspace_folder(settings, session.id)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         return Workbench(FilesystemBackend(folder), BwrapCommands(folder), "server")
 
@@ -193,6 +198,19 @@ class Team:
                 continue
             if released:
                 log.warning("released %d budget reservations left open", released)
+
+    async def delete_session(self, session: AgentSession, *, actor_id: str) -> None:
+        """Delete ``session`` for good: stop its agent (waiting until it has stopped), delete
+        its conversations and files in the framework's storage, its folder on the server
+        (when it has one), then its rows (audited: ``session_deleted``), and end its live
+        streams. A failure part way leaves the session listed: deleting it again finishes."""
+        await self.supervisor.stop(session, "the session was deleted")
+        await self.supervisor.forget(session)
+        folder = workspace_folder(self.settings, session.id)
+        if await asyncio.to_thread(folder.is_dir):
+            await asyncio.to_thread(shutil.rmtree, folder)
+        await self.supervisor.sessions.delete(session, actor_id=actor_id)
+        self.supervisor.hub.end(session.id)  # its live streams end
 
     async def aclose(self) -> None:
         """Stop the supervisor (runs are marked interrupted), close models and the database."""

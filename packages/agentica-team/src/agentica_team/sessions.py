@@ -348,6 +348,12 @@ class EventHub:
     def subscribers(self, session_id: str) -> int:
         return len(self._subscribers.get(session_id, ()))
 
+    def end(self, session_id: str) -> None:
+        """End the subscriptions of ``session_id`` (it was deleted; their readers see
+        ``closed``)."""
+        for subscription in list(self._subscribers.pop(session_id, ())):
+            subscription._close()
+
     def close(self) -> None:
         """End every subscription (their readers see ``closed``)."""
         self._closed = True
@@ -447,6 +453,48 @@ class Sessions:
         async with self.db.read() as conn:
             rows = (await conn.execute(query.limit(limit))).all()
         return [_session(row) for row in rows]
+
+    async def rename(self, session: AgentSession, title: str, *, actor_id: str) -> AgentSession:
+        """``session`` with its title changed to ``title`` (audited: ``session_renamed``)."""
+        async with self.db.write() as conn:
+            done = await conn.execute(
+                sa.update(agent_sessions)
+                .where(agent_sessions.c.id == session.id)
+                .values(title=title)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no session {session.id[:80]!r}")
+            await self.audit.record_in(
+                conn,
+                "session_renamed",
+                actor_id=actor_id,
+                course_id=session.course_id,
+                subject=session.id,
+                data={"session_id": session.id, "title": title, "previous": session.title},
+            )
+        return await self.get(session.id)
+
+    async def delete(self, session: AgentSession, *, actor_id: str) -> None:
+        """Delete ``session`` and its log in one transaction (audited: ``session_deleted``,
+        with its title and how many events it had); ``NotFound`` if it is gone already."""
+        async with self.db.write() as conn:
+            await conn.execute(
+                sa.delete(session_events).where(session_events.c.session_id == session.id)
+            )
+            done = await conn.execute(
+                sa.delete(agent_sessions).where(agent_sessions.c.id == session.id)
+            )
+            if done.rowcount == 0:
+                raise NotFound(f"no session {session.id[:80]!r}")
+            await self.audit.record_in(
+                conn,
+                "session_deleted",
+                actor_id=actor_id,
+                course_id=session.course_id,
+                subject=session.id,
+                data={"session_id": session.id, "title": session.title,
+                      "owner_id": session.user_id, "events": session.last_seq},
+            )  # fmt: skip
 
     # -- the log -----------------------------------------------------------------------------
 
@@ -683,6 +731,22 @@ class Sessions:
         async with self.db.read() as conn:
             rows = (await conn.execute(query.order_by(session_events.c.seq).limit(limit))).all()
         return [_event(row) for row in rows]
+
+    async def latest_lanes(self, session_id: str) -> list[dict[str, Any]] | None:
+        """The newest snapshot of the session's lanes (the ``lanes`` of its last ``lane``
+        event that has one), or ``None`` when it has none."""
+        c = session_events.c
+        query = (
+            sa.select(session_events)
+            .where(c.session_id == session_id, c.kind == "lane",
+                   c.data.like('%"lanes":[%'))  # the key as _dumps writes it
+            .order_by(c.seq.desc())
+            .limit(1)
+        )  # fmt: skip
+        async with self.db.read() as conn:
+            row = (await conn.execute(query)).first()
+        lanes = None if row is None else _event(row).data.get("lanes")
+        return lanes if isinstance(lanes, list) else None
 
     async def messages(self, session_id: str, *, limit: int = 500) -> list[SessionEvent]:
         """The session's messages (instructions) and their states, oldest first."""

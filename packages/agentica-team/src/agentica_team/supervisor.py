@@ -1,11 +1,12 @@
 """The supervisor of agent sessions: it owns the loops that run the agents, one task per session.
 
 Request handlers never run agents: they append to a session's log and ``deliver`` a
-``RuntimeEvent`` (``MessageQueued``, ``CancelRequested``) to the supervisor. The seam for part 2
-is ``SessionRuntime``: the supervisor gives each active session one task, an ``Inbox`` of its
-events and a ``SessionScope`` (its log, the event writer, an agent factory), and calls
-``runtime.run(inbox)``, which returns when the session is idle. It owns the lifecycle (never two
-loops per session, crash recovery, shutdown); the runtime owns the behaviour. Part 1's runtime
+``RuntimeEvent`` (``MessageQueued``, ``CancelRequested``, ``OperationCancelRequested``) to the
+supervisor. The seam for part 2 is ``SessionRuntime``: the supervisor gives each active session
+one task, an ``Inbox`` of its events and a ``SessionScope`` (its log, the event writer, an agent
+factory), and calls ``runtime.run(inbox)``, which returns when the session is idle. It owns the
+lifecycle (never two loops per session, crash recovery, shutdown, ``stop`` before a session is
+deleted); the runtime owns the behaviour. Part 1's runtime
 is ``SerialRuntime`` (messages one at a time, in order, one agent run each); part 2's
 event-driven runtimes (lanes, operations, interruption and preemption) implement the same
 protocol, take more event kinds (operation callbacks, executor connect/disconnect, timers) and
@@ -64,6 +65,7 @@ __all__ = [
     "ExecutorChanged",
     "Inbox",
     "MessageQueued",
+    "OperationCancelRequested",
     "RuntimeEvent",
     "RuntimeFactory",
     "SerialRuntime",
@@ -122,7 +124,19 @@ class ExecutorChanged:
     kind: Literal["executor_changed"] = "executor_changed"
 
 
-RuntimeEvent: TypeAlias = MessageQueued | CancelRequested | ExecutorChanged
+@dataclass(frozen=True, slots=True)
+class OperationCancelRequested:
+    """Stop one operation (``op``, e.g. a lane's command) and let its lane go on; runtimes
+    without operations ignore it."""
+
+    op: str
+    reason: str
+    kind: Literal["operation_cancel_requested"] = "operation_cancel_requested"
+
+
+RuntimeEvent: TypeAlias = (
+    MessageQueued | CancelRequested | ExecutorChanged | OperationCancelRequested
+)
 """What the supervisor delivers to a session's runtime (operation callbacks and timers stay
 inside the runtime that started them)."""
 
@@ -381,6 +395,8 @@ def _encode(event: RuntimeEvent) -> dict[str, Any]:
         return {"kind": event.kind, "seq": event.seq}
     if isinstance(event, ExecutorChanged):
         return {"kind": event.kind, "executor": event.executor, "connected": event.connected}
+    if isinstance(event, OperationCancelRequested):
+        return {"kind": event.kind, "op": event.op, "reason": event.reason}
     return {"kind": event.kind, "reason": event.reason}
 
 
@@ -391,6 +407,8 @@ def _decode(data: object) -> RuntimeEvent | None:
         return MessageQueued(int(data.get("seq", 0)))
     if data.get("kind") == "cancel_requested":
         return CancelRequested(str(data.get("reason", "")))
+    if data.get("kind") == "operation_cancel_requested":
+        return OperationCancelRequested(str(data.get("op", "")), str(data.get("reason", "")))
     return None
 
 
@@ -519,8 +537,8 @@ class Supervisor:
     # -- loops -------------------------------------------------------------------------------
 
     def deliver(self, session: AgentSession, event: RuntimeEvent) -> bool:
-        """Give ``event`` to ``session``'s loop, starting one when it has none (a cancel with
-        no loop is dropped); whether it was delivered."""
+        """Give ``event`` to ``session``'s loop, starting one when it has none (a cancel, of
+        the run or of an operation, with no loop is dropped); whether it was delivered."""
         if self._closing:
             return False
         loop = self._loops.get(session.id)
@@ -529,11 +547,37 @@ class Supervisor:
             self.cluster.post("wake", session.id, data)
             return True
         if loop is None:
-            if isinstance(event, CancelRequested):
+            if isinstance(event, CancelRequested | OperationCancelRequested):
                 return False
             loop = self._start_loop(session)
         loop.inbox.put(event)
         return True
+
+    async def stop(self, session: AgentSession, reason: str) -> None:
+        """Stop ``session``'s loop and wait until it has ended and its events are written
+        (what it was running becomes ``interrupted``); a loop on another worker is sent a
+        cancel instead. A message delivered later starts a new loop."""
+        loop = self._loops.get(session.id)
+        if loop is None or loop.task is None:
+            if self.cluster is not None:
+                data = {"user": session.user_id, "event": _encode(CancelRequested(reason))}
+                self.cluster.post("wake", session.id, data)
+            return
+        loop.task.cancel()
+        await asyncio.wait([loop.task])  # unlike awaiting the task, never raises its cancel
+        await self.writer.flush()
+
+    async def forget(self, session: AgentSession) -> None:
+        """Delete what the framework's storage keeps for ``session``: its agent's conversation,
+        its lanes' conversations and its workspace files (the session's rows are the
+        ``Sessions``')."""
+        user = session.user_id
+        names = {session.id, StoreBackend(self.storage, user, namespace=session.id).session_id}
+        for info in await self.storage.list_sessions(user, limit=100_000):
+            if info.session_id.startswith(session.id + "~"):  # a lane's conversation
+                names.add(info.session_id)
+        for name in sorted(names):
+            await self.storage.delete_session(user, name)
 
     def _start_loop(self, session: AgentSession) -> _Loop:
         loop = self._loops[session.id] = _Loop(session.user_id)

@@ -62,13 +62,15 @@ async def get_course(course_id: str, team: TeamDep, me: PrincipalDep) -> CourseO
 async def change_course(
     course_id: str, body: CourseChange, team: TeamDep, me: PrincipalDep
 ) -> CourseOut:
-    """Change the title or the model: ``model`` (a model string), ``model_base_url``,
+    """Change the title, the model: ``model`` (a model string), ``model_base_url``,
     ``model_api_key`` (write-only: responses only say whether one is set; ``""`` removes it)
-    and ``max_output_tokens``."""
+    and ``max_output_tokens``, or the ``runtime`` of the course's new sessions (``""``: the
+    server's). Audited (``course_changed``: the fields changed, and the new runtime)."""
     await course_as_teacher(team, me, course_id)
     changes = body.model_dump(exclude_unset=True)
-    if "title" in changes and changes["title"] is None:
-        raise BadRequest("title cannot be null: send a title, or leave the field out")
+    for name, what in (("title", "a title"), ("runtime", '"serial", "batch", "lanes" or ""')):
+        if name in changes and changes[name] is None:
+            raise BadRequest(f"{name} cannot be null: send {what}, or leave the field out")
     if "model_api_key" in changes and changes["model_api_key"] == "":
         changes["model_api_key"] = None
     if "model_base_url" in changes and not me.is_admin:

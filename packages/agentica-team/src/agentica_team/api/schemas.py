@@ -119,6 +119,11 @@ class CourseChange(_Body):
     model_base_url: Annotated[str, Field(max_length=2000)] | None = None
     model_api_key: Annotated[str, Field(max_length=2000)] | None = None
     max_output_tokens: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    runtime: Literal["", "serial", "batch", "lanes"] | None = Field(
+        default=None,
+        description="The runtime of the course's new sessions (a session created with its own "
+        "`runtime` keeps that); empty: the server's `agent_runtime`.",
+    )
 
 
 class MemberBody(_Body):
@@ -202,6 +207,9 @@ class CourseOut(BaseModel):
     model_api_key_set: bool
     max_output_tokens: int | None
     created_at: float
+    runtime: str = Field(
+        default="", description="The runtime of new sessions; empty: the server's."
+    )
     role: str | None = None
 
     @classmethod
@@ -216,6 +224,7 @@ class CourseOut(BaseModel):
             model_api_key_set=course.model_api_key_set,
             max_output_tokens=course.max_output_tokens,
             created_at=course.created_at,
+            runtime=course.runtime,
             role=role,
         )
 

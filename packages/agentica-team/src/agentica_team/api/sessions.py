@@ -1,10 +1,12 @@
-"""Routes for agent sessions: create and list them, send messages, stream their events (SSE),
-continue or cancel a run, and read the session's workspace files.
+"""Routes for agent sessions: create, list, rename and delete them, send messages, stream their
+events (SSE), continue or cancel a run (or one operation of a lanes session), and read the
+session's workspace files.
 
 A student sees only their own sessions (another's is a 404); a teacher can read, not change, the
-sessions in the courses they teach; admins can read every session. Sending a message appends it
-to the session's log (with its audit record, in one transaction) and wakes the supervisor: the
-handler never runs the agent.
+sessions in the courses they teach (but may guide the agent, cancel a run or stop an
+operation); admins can read every session. Sending a message appends it to the session's log
+(with its audit record, in one transaction) and wakes the supervisor: the handler never runs the
+agent.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.api.schemas import ERRORS, JSON_ERRORS
 from agentica_team.errors import BadRequest, Conflict, Forbidden, NotFound
 from agentica_team.sessions import AgentSession, SessionEvent
-from agentica_team.supervisor import CancelRequested, MessageQueued
+from agentica_team.supervisor import CancelRequested, MessageQueued, OperationCancelRequested
 
 if TYPE_CHECKING:
     from agentica_team.principal import Principal
@@ -48,6 +50,10 @@ class SessionBody(_Body):
     runtime: Literal["", "serial", "batch", "lanes"] = Field(
         default="", description="How the agent handles messages; empty: the server's choice."
     )
+
+
+class SessionChange(_Body):
+    title: Annotated[str, Field(min_length=1, max_length=500)]
 
 
 class MessageBody(_Body):
@@ -111,11 +117,20 @@ class EventOut(BaseModel):
 
     seq: int
     ts: float
-    kind: Literal["message", "run", "status"] = Field(
+    kind: Literal["message", "run", "status", "lane"] = Field(
         description="message: a student's instruction (its state in `state`); run: one run "
         "event (`data.kind`: run_started, text_delta, tool_call_started, tool_call_completed, "
         "todos, context_compacted, budget, budget_exceeded, run_failed, run_completed, ...); "
-        "status: a run started, ended, was interrupted or continued (`data.event`)."
+        "status: a run started, ended, was interrupted or continued (`data.event`); lane: a "
+        "step of the lanes runtime (`data.kind`): `event` (`data.event`: the event fed to the "
+        "transition, `{type, ...its fields}`; with `data.lanes` when the lanes changed), "
+        "operation_started / operation_ended (`lane`, `op`, `command` / `exit_code`, `status`, "
+        "`output`), operation_cancel_requested (`lane`, `op`, `reason`), answer "
+        "(`message_seq`, `text`), lane_failed (`lane`, `error`), lane_ended (`lane`, `reason`, "
+        "`summary`), run_failed (`message_seq`, `message`). `data.lanes`, the snapshot of "
+        "every lane after the event: `[{id, intent, status: ready|working|waiting|ended, "
+        "active, created: the seq of the message that opened it, termination, operations: "
+        "[{id, what, executor, status: running|cancelling|completed|failed, progress}]}]`."
     )
     state: str | None
     data: dict[str, Any]
@@ -127,6 +142,12 @@ class EventOut(BaseModel):
 
 class CancelOut(BaseModel):
     session_id: str
+    cancelled: bool
+
+
+class OperationCancelOut(BaseModel):
+    session_id: str
+    op_id: str
     cancelled: bool
 
 
@@ -179,6 +200,24 @@ async def writable_session(
 WritableSession = Annotated[AgentSession, Depends(writable_session)]
 
 
+async def stoppable_session(
+    session: ReadableSession, team: TeamDep, me: PrincipalDep
+) -> tuple[AgentSession, str]:
+    """The session and who stops its work (``"student"`` or ``"teacher"``) if the caller may:
+    its owner (still in its course) or a teacher of its course (403 for other readers)."""
+    if session.user_id == me.user_id:
+        return await writable_session(session, team, me), "student"
+    staff = me.role in ("teacher", "admin") and not me.scoped
+    if staff and await team.accounts.member_role(session.course_id, me.user_id) == "teacher":
+        return session, "teacher"
+    raise Forbidden(
+        "only the session's owner or a teacher of its course can stop its work; you can read it"
+    )
+
+
+StoppableSession = Annotated[tuple[AgentSession, str], Depends(stoppable_session)]
+
+
 async def _member_of(team: Team, me: Principal, course_id: str) -> bool:
     """Whether the caller is in the course (from their courses, which ``Accounts`` keeps a few
     seconds: a removal in this process counts at once, in another within that time)."""
@@ -190,10 +229,11 @@ async def _member_of(team: Team, me: Principal, course_id: str) -> bool:
 
 @router.post("", response_model=SessionOut, status_code=201)
 async def create_session(body: SessionBody, team: TeamDep, me: PrincipalDep) -> SessionOut:
-    """A new agent session of the caller in a course they belong to."""
-    await course_as_member(team, me, body.course_id)
+    """A new agent session of the caller in a course they belong to; its runtime is
+    ``runtime``, else the course's, else (``""``) the server's."""
+    course, _ = await course_as_member(team, me, body.course_id)
     session = await team.supervisor.sessions.create(
-        me.user_id, body.course_id, body.title, runtime=body.runtime
+        me.user_id, body.course_id, body.title, runtime=body.runtime or course.runtime
     )
     return SessionOut.of(session, False)
 
@@ -232,6 +272,24 @@ async def list_sessions(
 async def get_session(session: ReadableSession, team: TeamDep) -> SessionOut:
     """A session the caller may read (its owner, a teacher of its course, an admin)."""
     return SessionOut.of(session, team.supervisor.active(session.id))
+
+
+@router.patch("/{session_id}", response_model=SessionOut)
+async def rename_session(
+    session: WritableSession, body: SessionChange, team: TeamDep, me: PrincipalDep
+) -> SessionOut:
+    """Rename the caller's session (audited: ``session_renamed``)."""
+    _check_text(body.title)
+    renamed = await team.supervisor.sessions.rename(session, body.title, actor_id=me.user_id)
+    return SessionOut.of(renamed, team.supervisor.active(session.id))
+
+
+@router.delete("/{session_id}", status_code=204)
+async def delete_session(session: WritableSession, team: TeamDep, me: PrincipalDep) -> None:
+    """Delete the caller's session for good: its agent is stopped first (waiting until it
+    has), then its log, conversations and workspace files go (audited: ``session_deleted``).
+    Its live event streams end; afterwards it is a 404."""
+    await team.delete_session(session, actor_id=me.user_id)
 
 
 @router.get("/{session_id}/messages", response_model=list[MessageOut])
@@ -284,12 +342,72 @@ async def continue_message(
 
 
 @router.post("/{session_id}/cancel", response_model=CancelOut, status_code=202)
-async def cancel_run(session: WritableSession, team: TeamDep) -> CancelOut:
+async def cancel_run(stopping: StoppableSession, team: TeamDep, me: PrincipalDep) -> CancelOut:
     """Stop the run in progress (its message becomes ``interrupted`` and can be continued);
-    409 when nothing is running."""
-    if not team.supervisor.deliver(session, CancelRequested("cancelled by the student")):
+    409 when nothing is running. The owner or a teacher of the course (audited:
+    ``run_cancel_requested``, the caller as the actor)."""
+    session, who = stopping
+    reason = f"cancelled by the {who}"
+    if not team.supervisor.deliver(session, CancelRequested(reason)):
         raise Conflict("nothing is running in this session")
+    await _audit_stop(team, me, session, "run_cancel_requested", {"reason": reason})
     return CancelOut(session_id=session.id, cancelled=True)
+
+
+OpId = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+@router.post(
+    "/{session_id}/operations/{op_id}/cancel", response_model=OperationCancelOut, status_code=202
+)
+async def cancel_operation(
+    stopping: StoppableSession, op_id: OpId, team: TeamDep, me: PrincipalDep
+) -> OperationCancelOut:
+    """Stop one running operation (a command) of a lanes session, by its id (``op1``, ... as
+    the ``lanes`` snapshots and the ``operation_started`` events name it); its lane hears the
+    operation failed and goes on. The owner or a teacher of the course (audited:
+    ``operation_cancel_requested``). 409 when the session is not in lanes or no operation by
+    that id is running."""
+    session, who = stopping
+    runtime = session.runtime or team.settings.agent_runtime
+    if runtime != "lanes":
+        raise Conflict(
+            f"this session runs the {runtime} runtime, which has no operations to stop: stop "
+            "the whole run with POST /api/sessions/{id}/cancel"
+        )
+    lanes = await team.supervisor.sessions.latest_lanes(session.id) or []
+    status = next(
+        (op.get("status") for lane in lanes for op in lane.get("operations", ())
+         if op.get("id") == op_id),
+        None,
+    )  # fmt: skip
+    op = repr(op_id[:64])
+    if status is None:
+        raise Conflict(
+            f"no operation {op} is running in this session: the running ones are in the last "
+            "`lanes` snapshot of its events (GET /api/sessions/{id}/events)"
+        )
+    if status != "running":
+        raise Conflict(f"operation {op} is {status}, not running: there is nothing to stop")
+    reason = f"cancelled by the {who}"
+    if not team.supervisor.deliver(session, OperationCancelRequested(op_id, reason)):
+        raise Conflict(f"operation {op} is not running any more: the session's agent stopped")
+    await _audit_stop(
+        team, me, session, "operation_cancel_requested", {"op": op_id, "reason": reason}
+    )
+    return OperationCancelOut(session_id=session.id, op_id=op_id, cancelled=True)
+
+
+async def _audit_stop(
+    team: Team, me: Principal, session: AgentSession, kind: str, data: dict[str, Any]
+) -> None:
+    await team.audit.record(
+        kind,
+        actor_id=me.user_id,
+        course_id=session.course_id,
+        subject=session.id,
+        data={"session_id": session.id, **data},
+    )
 
 
 def _check_text(text: str) -> None:

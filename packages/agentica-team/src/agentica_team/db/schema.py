@@ -72,6 +72,8 @@ courses = sa.Table(
     sa.Column("model_api_key", sa.Text(), nullable=True),  # never leaves the server
     sa.Column("max_output_tokens", sa.Integer(), nullable=True),
     sa.Column("created_at", sa.Double(), nullable=False),
+    # the runtime of the course's new sessions: "" (the server's agent_runtime), "serial", ...
+    sa.Column("runtime", sa.String(16), nullable=False, server_default=""),
 )
 
 members = sa.Table(
