@@ -554,3 +554,40 @@ async def test_the_login_limit_holds_across_a_minutes_turn(tmp_path: Path) -> No
             await team.accounts.login(email, "guess", address="10.0.0.1")
     finally:
         await team.aclose()
+
+
+async def test_the_server_says_where_it_is_and_new_tokens_come_with_a_connect_line(
+    tmp_path: Path,
+) -> None:
+    """``GET /api/server`` for any caller (a student's course token too; anonymous: 401); a
+    personal token and a re-issued course token each come with their ``agentica connect``
+    line."""
+    from importlib.metadata import version
+
+    settings = sqlite_settings(
+        tmp_path, public_url="https://agents.school.edu/", agent_runtime="batch"
+    )
+    async with serve_team(settings) as (url, team):
+        c = await _class(url, team)
+        async with client(url, c["ann"]) as ann, ann.get("/api/server") as r:
+            assert r.status == 200, await r.text()
+            assert await r.json() == {
+                "base_url": "https://agents.school.edu",
+                "gateway_url": "https://agents.school.edu/v1",
+                "version": version("agentica-team"),
+                "runtime": "batch",
+                "runtimes": ["serial", "batch", "lanes"],
+            }
+        async with client(url) as anon, anon.get("/api/server") as r:
+            assert r.status == 401
+        async with client(url, c["teacher"]) as teacher:
+            async with teacher.post("/api/me/tokens", json={"name": "laptop"}) as r:
+                personal = await r.json()
+            path = f"/api/courses/{c['course']}/students/{c['ann_id']}/token"
+            async with teacher.post(path) as r:
+                reissued = await r.json()
+    for issued in (personal, reissued):
+        assert issued["connect"] == (
+            f"agentica connect --server https://agents.school.edu --token {issued['token']} "
+            "--workspace ."
+        )

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -128,6 +129,52 @@ async def test_an_executor_serves_only_its_student(service: tuple[str, Team, Cla
             assert r.status == 200 and await r.json() == []
         async with client(url, c.ann) as ann, ann.get("/api/executors") as r:
             assert [e["name"] for e in await r.json()] == ["test"]
+
+
+async def test_a_personal_tokens_connect_line_connects_a_computer(
+    service: tuple[str, Team, Class], tmp_path: Path
+) -> None:
+    """The ``connect`` line of a personal token (``POST /api/me/tokens``), run as it is (the
+    server's address put in): the computer connects as the token's account, and
+    ``GET /api/executors`` lists it with the typed fields its schema names."""
+    url, _team, c = service
+    async with client(url, c.teacher) as teacher:
+        async with teacher.post("/api/me/tokens", json={"name": "desktop"}) as r:
+            assert r.status == 201, await r.text()
+            line = shlex.split((await r.json())["connect"])
+        assert line[:3] == ["agentica", "connect", "--server"] and line[-2:] == ["--workspace", "."]
+        line[3] = url  # the settings' public address; the test server listens elsewhere
+        workspace = tmp_path / "desktop"
+        await asyncio.to_thread(workspace.mkdir)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentica.cli.main", *line[1:], "--name", "desktop",
+            *([] if SANDBOX else ["--no-sandbox"]), cwd=workspace,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        try:
+            assert process.stdout is not None
+            said = ""
+            while "connected to" not in said:
+                said_line = (await asyncio.wait_for(process.stdout.readline(), 60)).decode()
+                assert said_line, f"agentica connect ended before it connected: {said}"
+                said += said_line
+            async with teacher.get("/api/executors") as r:
+                listed = await r.json()
+            async with teacher.get("/openapi.json") as r:
+                schema = await r.json()
+        finally:
+            process.terminate()
+            await process.wait()
+    (executor,) = listed
+    assert set(executor) == {"id", "name", "workspace", "can", "sandboxed", "connected_at"}
+    assert executor["name"] == "desktop" and executor["sandboxed"] == SANDBOX
+    assert executor["workspace"] == str(await asyncio.to_thread(workspace.resolve))
+    assert sorted(executor["can"]) == ["commands", "files"]
+    answer = schema["paths"]["/api/executors"]["get"]["responses"]["200"]["content"]
+    assert answer["application/json"]["schema"]["items"] == {
+        "$ref": "#/components/schemas/ExecutorOut"
+    }
 
 
 async def test_one_account_cannot_flood_the_server_with_executors(

@@ -80,11 +80,16 @@ async def my_tokens(team: TeamDep, me: PrincipalDep) -> list[TokenOut]:
 
 @router.post("/me/tokens", response_model=IssuedTokenOut, status_code=201)
 async def new_token(body: TokenBody, team: TeamDep, me: PrincipalDep) -> IssuedTokenOut:
-    """A new personal token for programs; the response is the only time it is shown. Not
-    with a course token."""
+    """A new personal token for programs; the response is the only time it is shown (with
+    the ``agentica connect`` line that connects a computer with it). Not with a course
+    token."""
     require_account_token(me)
     issued = await team.accounts.issue_token(me.user_id, name=body.name, days=body.days)
-    return IssuedTokenOut(**TokenOut.of(issued.info).model_dump(), token=issued.token)
+    return IssuedTokenOut(
+        **TokenOut.of(issued.info).model_dump(),
+        token=issued.token,
+        connect=team.accounts.connect_line(issued),
+    )
 
 
 @router.delete("/me/tokens/{token_id}", status_code=204)

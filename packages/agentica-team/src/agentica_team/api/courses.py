@@ -133,12 +133,17 @@ async def add_students(
 async def reissue_token(
     course_id: str, user_id: str, team: TeamDep, me: PrincipalDep
 ) -> IssuedTokenOut:
-    """Revoke a student's course token and issue a new one (shown once)."""
+    """Revoke a student's course token and issue a new one (shown once, with its ready
+    ``agentica connect`` line)."""
     course = await course_as_teacher(team, me, course_id)
     if await team.accounts.member_role(course_id, user_id) != "student":
         raise NotFound(f"no student {user_id[:64]!r} in this course")
     issued = await team.accounts.reissue_token(course, user_id, actor=me.user_id)
-    return IssuedTokenOut(**TokenOut.of(issued.info).model_dump(), token=issued.token)
+    return IssuedTokenOut(
+        **TokenOut.of(issued.info).model_dump(),
+        token=issued.token,
+        connect=team.accounts.connect_line(issued),
+    )
 
 
 @router.delete("/{course_id}/members/{user_id}", status_code=204)

@@ -15,6 +15,7 @@ import secrets
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, Field
 
 from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.api.schemas import ERRORS
@@ -28,7 +29,7 @@ from agentica_team.executor_protocol import (
 )
 from agentica_team.executors import Connection, ExecutorInfo
 
-__all__ = ["router"]
+__all__ = ["ExecutorOut", "router"]
 
 router = APIRouter(prefix="/api/executors", tags=["executors"], responses=ERRORS)
 
@@ -39,14 +40,32 @@ _POLICY = 1008
 _PROTOCOL = 1002
 
 
-@router.get("")
-async def list_executors(team: TeamDep, me: PrincipalDep) -> list[dict[str, Any]]:
+class ExecutorOut(BaseModel):
+    """A connected executor (``agentica connect``)."""
+
+    id: str
+    name: str = Field(description="The computer's name (`--name`, default its host name).")
+    workspace: str = Field(description="The folder it works in, as the computer names it.")
+    can: list[str] = Field(description="What it offers, e.g. `commands`, `files`.")
+    sandboxed: bool = Field(description="Whether its commands run in bubblewrap.")
+    connected_at: float
+
+    @classmethod
+    def of(cls, info: ExecutorInfo) -> ExecutorOut:
+        return cls(
+            id=info.id,
+            name=info.name,
+            workspace=info.workspace,
+            can=list(info.can),
+            sandboxed=info.sandboxed,
+            connected_at=info.connected_at,
+        )
+
+
+@router.get("", response_model=list[ExecutorOut])
+async def list_executors(team: TeamDep, me: PrincipalDep) -> list[ExecutorOut]:
     """The caller's connected executors (``agentica connect``)."""
-    return [
-        {"id": info.id, "name": info.name, "workspace": info.workspace, "can": list(info.can),
-         "sandboxed": info.sandboxed, "connected_at": info.connected_at}
-        for info in team.executors.of(me.user_id)
-    ]  # fmt: skip
+    return [ExecutorOut.of(info) for info in team.executors.of(me.user_id)]
 
 
 @router.websocket("/connect")

@@ -195,6 +195,11 @@ class TokenOut(BaseModel):
 
 class IssuedTokenOut(TokenOut):
     token: str = Field(description="The token itself: shown this once, store it now.")
+    connect: str | None = Field(
+        default=None,
+        description="The `agentica connect --server ... --token ... --workspace .` line that "
+        "connects a computer with this token, ready to paste.",
+    )
 
 
 class CourseOut(BaseModel):
