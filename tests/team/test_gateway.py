@@ -203,7 +203,7 @@ async def _service(settings: TeamSettings) -> AsyncIterator[tuple[str, Team]]:
 
 async def _request_nothing(app: Any) -> None:
     scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
-             "scheme": "http", "path": "/-", "raw_path": b"/-", "query_string": b"",
+             "scheme": "http", "path": "/api/-", "raw_path": b"/api/-", "query_string": b"",
              "root_path": "", "headers": [], "client": None, "server": None}  # fmt: skip
 
     async def receive() -> dict[str, Any]:

@@ -58,7 +58,12 @@ async def test_every_page_path_gets_the_app_and_assets_are_cached(
 
 async def test_api_paths_and_missing_files_stay_json_404s(served: tuple[str, Path]) -> None:
     url, _ = served
-    for path in ("/api/nothing", "/v1/nothing", "/assets/missing.js", "/favicon.ico"):
+    for path in (
+        "/api/nothing",
+        "/v1/nothing",
+        "/assets/missing.js",
+        "/favicon.ico",
+    ):
         status, headers, text = await _get(url, path)
         assert status == 404, path
         assert headers["Content-Type"].startswith("application/json"), path
@@ -76,6 +81,7 @@ async def test_nothing_outside_the_folder_is_served(served: tuple[str, Path]) ->
         "/..%2fsecret.txt",
         "/assets%2f..%2f..%2fsecret.txt",
         "/%2e%2e/secret.txt",
+        "/api/../../secret.txt",
         "/assets/link.txt",
     ):
         status, _, text = await _get(url, path)

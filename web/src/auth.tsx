@@ -34,7 +34,8 @@ export function AuthProvider({ children }: { children: ReactNode }) {
     async (email: string, password: string) => {
       const me = unwrap(await api.POST("/api/auth/login", { body: { email, password } }));
       setCsrf(me.csrf_token);
-      client.clear();
+      // forget what another account may have loaded, but keep (and set) who is logged in
+      client.removeQueries({ predicate: (query) => query.queryKey[0] !== "me" });
       client.setQueryData(["me"], me);
       return me;
     },
@@ -46,7 +47,7 @@ export function AuthProvider({ children }: { children: ReactNode }) {
       await api.POST("/api/auth/logout");
     } finally {
       setCsrf(null);
-      client.clear();
+      client.removeQueries({ predicate: (query) => query.queryKey[0] !== "me" });
       client.setQueryData(["me"], null);
     }
   }, [client]);

@@ -32,7 +32,11 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
 }
-_API_PREFIXES = ("api/", "v1/", "api", "v1")
+
+
+def _api(path: str) -> bool:
+    """Whether ``path`` (without its leading slash) is under ``/api`` or ``/v1``."""
+    return path.split("/", 1)[0] in ("api", "v1")
 
 
 class WebUI(StaticFiles):
@@ -43,7 +47,9 @@ class WebUI(StaticFiles):
         super().__init__(directory=directory, html=True, check_dir=True)
 
     async def get_response(self, path: str, scope: Scope) -> Response:
-        if path.startswith(_API_PREFIXES) and path.split("/", 1)[0] in ("api", "v1"):
+        # ``path`` is normalised (``/api/x/../../etc`` became ``etc``): judge the path as sent
+        sent = str(scope.get("path", "")).lstrip("/")
+        if _api(sent) or _api(path) or ".." in sent.split("/"):
             raise HTTPException(404, "no such API route: see /docs for the routes")
         try:
             response = await super().get_response(path, scope)
@@ -73,8 +79,7 @@ def not_built(directory: Path) -> Any:
     )
 
     async def app(scope: Scope, receive: Any, send: Any) -> None:
-        path = str(scope.get("path", "/")).lstrip("/")
-        if path.split("/", 1)[0] in ("api", "v1"):
+        if _api(str(scope.get("path", "/")).lstrip("/")):
             raise HTTPException(404, "no such API route: see /docs for the routes")
         response = HTMLResponse(text, status_code=404, headers=SECURITY_HEADERS)
         await response(scope, receive, send)
