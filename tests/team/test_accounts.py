@@ -17,6 +17,7 @@ from agentica_team.errors import BadRequest, Unauthorized
 from agentica_team.principal import Principal
 from agentica_team.settings import TeamSettings
 from tests.team.server import client, serve_team, sqlite_settings
+from tests.team.test_sessions import make_class
 
 
 async def _login(url: str, email: str, password: str) -> tuple[object, str]:
@@ -269,6 +270,41 @@ async def test_browser_logins_need_the_csrf_value_for_changes(tmp_path: Path) ->
                 assert r.status == 204
             async with browser.get("/api/me") as r:
                 assert r.status == 401
+
+
+async def test_a_student_logs_in_with_the_token_their_teacher_handed_out(
+    tmp_path: Path,
+) -> None:
+    """E-mail and token log a browser in (the student has no password yet); another
+    account's token, a revoked token, or both secrets at once do not."""
+    async with serve_team(sqlite_settings(tmp_path)) as (url, team):
+        c = await make_class(team, "http://127.0.0.1:9/v1")
+        async with client(url) as s:
+            login = {"email": "ann@school.edu", "token": c.ann}
+            async with s.post("/api/auth/login", json=login) as r:
+                assert r.status == 200, await r.text()
+                me = await r.json()
+                assert me["email"] == "ann@school.edu" and me["csrf_token"]
+            async with s.get("/api/me") as r:  # the cookie works
+                assert r.status == 200
+            wrong = {"email": "bob@school.edu", "token": c.ann}
+            async with s.post("/api/auth/login", json=wrong) as r:
+                assert r.status == 401
+                assert "wrong e-mail or token" in (await r.json())["error"]["message"]
+            both = {"email": "ann@school.edu", "token": c.ann, "password": "x" * 8}
+            async with s.post("/api/auth/login", json=both) as r:
+                assert r.status == 400
+                assert "either" in (await r.json())["error"]["message"]
+        token_id = (await team.accounts.principal_for_token(c.bob)).token_id
+        bob = await team.accounts.user_by_email("bob@school.edu")
+        assert bob is not None and token_id is not None
+        await team.accounts.revoke_token(bob.id, token_id, actor=bob.id)
+        async with client(url) as s:
+            revoked = {"email": "bob@school.edu", "token": c.bob}
+            async with s.post("/api/auth/login", json=revoked) as r:
+                assert r.status == 401
+        logins = await team.audit.search(course_id=None, kind="login")
+        assert [r.data["with"] for r in logins] == ["token"]
 
 
 async def test_failed_logins_are_rate_limited_per_account(tmp_path: Path) -> None:

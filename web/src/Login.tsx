@@ -1,5 +1,5 @@
-// The login page (e-mail and password; teachers set students' passwords or students log in
-// with the password they set).
+// The login page: e-mail and password, or e-mail and the token (agt_...) a teacher handed out
+// when they added the student (a student's first login; they can set a password afterwards).
 import { type FormEvent, useState } from "react";
 import { useTranslation } from "react-i18next";
 import { Navigate, useNavigate } from "react-router";
@@ -13,6 +13,7 @@ export function Login() {
   const navigate = useNavigate();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
+  const [withToken, setWithToken] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   if (me) return <Navigate to={isStaff(me) ? "/teach" : "/sessions"} replace />;
@@ -22,7 +23,7 @@ export function Login() {
     setBusy(true);
     setError(null);
     try {
-      const who = await login(email, password);
+      const who = await login(email, withToken ? { token: password.trim() } : { password });
       navigate(isStaff(who) ? "/teach" : "/sessions");
     } catch (failure) {
       setError(failure);
@@ -51,14 +52,26 @@ export function Login() {
             />
           </label>
           <label>
-            {t("login.password")}
+            {withToken ? t("login.token") : t("login.password")}
             <input
               type="password"
-              autoComplete="current-password"
+              autoComplete={withToken ? "off" : "current-password"}
               required
               value={password}
+              placeholder={withToken ? "agt_…" : undefined}
               onChange={(event) => setPassword(event.target.value)}
             />
+          </label>
+          <label className="check">
+            <input
+              type="checkbox"
+              checked={withToken}
+              onChange={(event) => {
+                setWithToken(event.target.checked);
+                setPassword("");
+              }}
+            />
+            {t("login.withToken")}
           </label>
           <ErrorBox error={error} />
           <button type="submit" disabled={busy}>

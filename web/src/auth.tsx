@@ -9,7 +9,8 @@ export type Me = Schemas["MeOut"];
 interface Auth {
   me: Me | null;
   loading: boolean;
-  login(email: string, password: string): Promise<Me>;
+  /** Log in with the password or with one of the account's tokens. */
+  login(email: string, secret: { password: string } | { token: string }): Promise<Me>;
   logout(): Promise<void>;
 }
 
@@ -31,8 +32,8 @@ export function AuthProvider({ children }: { children: ReactNode }) {
   const query = useQuery({ queryKey: ["me"], queryFn: fetchMe, staleTime: Infinity });
 
   const login = useCallback(
-    async (email: string, password: string) => {
-      const me = unwrap(await api.POST("/api/auth/login", { body: { email, password } }));
+    async (email: string, secret: { password: string } | { token: string }) => {
+      const me = unwrap(await api.POST("/api/auth/login", { body: { email, ...secret } }));
       setCsrf(me.csrf_token);
       // forget what another account may have loaded, but keep (and set) who is logged in
       client.removeQueries({ predicate: (query) => query.queryKey[0] !== "me" });

@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { type FormEvent, useEffect, useId, useRef, useState } from "react";
 import { useTranslation } from "react-i18next";
 import { api, type Schemas, unwrap } from "../api/client";
+import { useAuth } from "../auth";
 import { CopyButton, ErrorBox, Loading, PageTitle } from "../components/common";
 import { formatNumber, formatTime, formatTokens, formatUsd } from "../format";
 import { ShownOnce } from "./ExecutorsPage";
@@ -376,6 +377,65 @@ function Gateway({ model }: { model: string }) {
   );
 }
 
+function Password() {
+  const { t } = useTranslation("student");
+  const [current, setCurrent] = useState("");
+  const [next, setNext] = useState("");
+  const { me, login } = useAuth();
+  const change = useMutation({
+    // setting it ends every browser login of the account, this one too: log in again with it
+    mutationFn: async () => {
+      unwrap(
+        await api.POST("/api/me/password", {
+          body: { password: next, current_password: current || null },
+        }),
+      );
+      if (me) await login(me.email, { password: next });
+    },
+    onSuccess: () => {
+      setCurrent("");
+      setNext("");
+    },
+  });
+  function submit(event: FormEvent) {
+    event.preventDefault();
+    change.mutate();
+  }
+  return (
+    <section className="panel" aria-labelledby="password-title">
+      <h2 id="password-title">{t("password.title")}</h2>
+      <p className="muted">{t("password.lead")}</p>
+      <form className="inline" onSubmit={submit}>
+        <label>
+          {t("password.current")}
+          <input
+            type="password"
+            autoComplete="current-password"
+            value={current}
+            onChange={(event) => setCurrent(event.target.value)}
+          />
+        </label>
+        <label>
+          {t("password.new")}
+          <input
+            type="password"
+            autoComplete="new-password"
+            minLength={8}
+            required
+            value={next}
+            onChange={(event) => setNext(event.target.value)}
+          />
+        </label>
+        <button type="submit" disabled={change.isPending}>
+          {t("password.save")}
+        </button>
+      </form>
+      <ErrorBox error={change.error} />
+      <p role="status">{change.isSuccess ? t("password.saved") : ""}</p>
+    </section>
+  );
+}
+
 export function AccountPage() {
   const { t } = useTranslation("student");
   const courses = useCourses();
@@ -393,6 +453,7 @@ export function AccountPage() {
         ))}
       </div>
       <Tokens />
+      <Password />
       <Gateway model={shown[0]?.name ?? "COURSE"} />
     </>
   );

@@ -545,11 +545,15 @@ class Accounts:
 
     # -- browser logins -------------------------------------------------------------------------
 
-    async def login(self, email: str, password: str, *, address: str) -> WebLogin:
-        """A browser session for ``email``; ``Unauthorized`` for a wrong pair. Each attempt
-        takes a slot first (atomically, so concurrent guesses cannot slip past): ``RateLimited``
-        beyond ``login_limit`` a minute for the account, or ten times that for one client
-        address (a class behind one router); a successful login gives its slot back."""
+    async def login(
+        self, email: str, password: str | None, *, address: str, token: str | None = None
+    ) -> WebLogin:
+        """A browser session for ``email``, proved by its password or by one of the account's
+        tokens (a student's first login with the token their teacher handed out);
+        ``Unauthorized`` for a wrong pair. Each attempt takes a slot first (atomically, so
+        concurrent guesses cannot slip past): ``RateLimited`` beyond ``login_limit`` a minute
+        for the account, or ten times that for one client address (a class behind one router);
+        a successful login gives its slot back."""
         address_key = f"addr:{address}"
         email_key = f"email:{email.strip().lower()[:320]}"
         await self._take_attempt({email_key: self.login_limit, address_key: self.login_limit * 10})
@@ -557,13 +561,18 @@ class Accounts:
             user_row = (
                 await conn.execute(sa.select(users).where(users.c.email == email.strip().lower()))
             ).first()
-        stored = user_row.password_hash if user_row is not None else None
-        ok = await asyncio.to_thread(verify_password, stored, password)
+        if token is not None:
+            ok = user_row is not None and await self._token_of(token, user_row.id)
+        else:
+            stored = user_row.password_hash if user_row is not None else None
+            ok = await asyncio.to_thread(verify_password, stored, password or "")
         if not ok or user_row is None or not user_row.active:
             typed = email.strip().lower()[:200]  # a password typed in the e-mail field stays out
             subject = typed if _EMAIL.match(typed) else "(not an e-mail address)"
             await self.audit.record("login_failed", subject=subject, data={"address": address})
-            raise Unauthorized("wrong e-mail or password")
+            raise Unauthorized(
+                "wrong e-mail or token" if token is not None else "wrong e-mail or password"
+            )
         cookie, csrf = new_secret(), new_secret()
         now = self.clock()
         async with self.db.write() as conn:
@@ -580,13 +589,21 @@ class Accounts:
             await conn.execute(
                 web_sessions_table.delete().where(web_sessions_table.c.expires_at < now)
             )
+            how = {"address": address, "with": "token" if token is not None else "password"}
             await self.audit.record_in(
-                conn, "login", actor_id=user_row.id, subject=user_row.id, data={"address": address}
+                conn, "login", actor_id=user_row.id, subject=user_row.id, data=how
             )
         principal = Principal(
             user_row.id, user_row.email, user_row.name, user_row.role, "cookie", csrf=csrf
         )
         return WebLogin(principal, cookie, now + self.web_session_ttl)
+
+    async def _token_of(self, raw: str, user_id: str) -> bool:
+        """Whether ``raw`` is a valid token of the account ``user_id``."""
+        try:
+            return (await self.principal_for_token(raw)).user_id == user_id
+        except Unauthorized:
+            return False
 
     async def _take_attempt(self, limits: dict[str, int]) -> None:
         """Count one login attempt against each key; refused (and not counted) over a limit.

@@ -20,7 +20,7 @@ from agentica_team.api.schemas import (
     UserChange,
     UserOut,
 )
-from agentica_team.errors import Forbidden, NotFound
+from agentica_team.errors import BadRequest, Forbidden, NotFound
 
 __all__ = ["router"]
 
@@ -29,10 +29,13 @@ router = APIRouter(prefix="/api", tags=["accounts"], responses=ERRORS)
 
 @router.post("/auth/login", response_model=MeOut)
 async def login(body: LoginBody, request: Request, response: Response, team: TeamDep) -> MeOut:
-    """Log a browser in: sets the session cookie and returns the CSRF value to send back in
-    ``X-CSRF-Token`` on every request that changes something. Rate-limited."""
+    """Log a browser in with the e-mail and the password or a token: sets the session cookie
+    and returns the CSRF value to send back in ``X-CSRF-Token`` on every request that changes
+    something. Rate-limited."""
     address = request.client.host if request.client else "unknown"
-    done = await team.accounts.login(body.email, body.password, address=address)
+    if (body.password is None) == (body.token is None):
+        raise BadRequest("send either `password` or `token` (your agt_... token), not both")
+    done = await team.accounts.login(body.email, body.password, address=address, token=body.token)
     response.set_cookie(
         COOKIE,
         done.cookie,

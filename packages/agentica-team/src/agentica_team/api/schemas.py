@@ -83,8 +83,12 @@ class _Body(BaseModel):
 
 
 class LoginBody(_Body):
+    """The e-mail with the password, or with one of the account's tokens (``agt_...``: a
+    student's first login with the token their teacher handed out)."""
+
     email: Annotated[str, Field(min_length=3, max_length=320)]
-    password: Annotated[str, Field(min_length=1, max_length=1000)]
+    password: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    token: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
 
 class PasswordBody(_Body):
