@@ -281,6 +281,11 @@ async def test_agentica_connect_serves_a_lane(tmp_path: Path) -> None:
                 session_id = await new_session(ann, c.course)
                 ask = await send(ann, session_id, "implement a sort")
                 events = await read_events(ann, session_id, until=ended(ask["seq"]), timeout=60)
+                # the session's files are where its agent works: on the laptop
+                async with ann.get(f"/api/sessions/{session_id}/files") as r:
+                    listed = [f["path"] for f in await r.json()]
+                async with ann.get(f"/api/sessions/{session_id}/files/numbers.txt") as r:
+                    shown = (await r.json())["content"]
         finally:
             process.terminate()
             await process.wait()
@@ -288,6 +293,7 @@ async def test_agentica_connect_serves_a_lane(tmp_path: Path) -> None:
     assert outputs and outputs[0]["exit_code"] == 0
     assert "sorted on the laptop" in outputs[0]["output"]
     assert (workspace / "numbers.txt").read_text() == "sorted on the laptop\n"
+    assert listed == ["/numbers.txt"] and shown == "sorted on the laptop\n"
 
 
 def _lane_running(command: str, *, ends_on: str, summary: str) -> Callable[[dict[str, Any]], Any]:

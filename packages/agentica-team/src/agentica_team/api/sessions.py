@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentica.tools.files import BackendError
+from agentica.errors import ToolError
 from agentica_team.access import course_as_member
 from agentica_team.api.deps import PrincipalDep, TeamDep
 from agentica_team.api.schemas import ERRORS, JSON_ERRORS
@@ -488,8 +488,12 @@ async def list_events(
 
 @router.get("/{session_id}/files", response_model=list[FileOut])
 async def list_files(session: ReadableSession, team: TeamDep) -> list[FileOut]:
-    """The files in the session's workspace (at most 1000)."""
-    found = await team.supervisor.workspace(session).glob("**/*", "/", limit=1000)
+    """The files in the session's workspace, where its agent works (the student's connected
+    computer, the session's folder on the server, or the service database): at most 1000."""
+    try:
+        found = await team.supervisor.workbench_of(session).files.glob("**/*", "/", limit=1000)
+    except ToolError as exc:
+        raise BadRequest(f"cannot list the files: {exc}") from None
     return [FileOut(path=f.path, size=f.size, modified=f.modified) for f in found]
 
 
@@ -498,7 +502,7 @@ async def read_file(
     session: ReadableSession, path: Annotated[str, Path(max_length=1000)], team: TeamDep
 ) -> FileTextOut:
     """One file of the session's workspace with its text."""
-    workspace = team.supervisor.workspace(session)
+    workspace = team.supervisor.workbench_of(session).files
     try:
         info = await workspace.stat(path)
         if info is None:
@@ -506,6 +510,6 @@ async def read_file(
         if info.is_dir:
             raise BadRequest(f"{info.path!r} is a folder: list the files with GET .../files")
         content = await workspace.read(info.path)
-    except BackendError as exc:
+    except ToolError as exc:  # a BackendError, or the executor went away
         raise BadRequest(f"cannot read {path[:200]!r}: {exc}") from None
     return FileTextOut(path=info.path, size=info.size, modified=info.modified, content=content)
