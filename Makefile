@@ -56,7 +56,7 @@ test: lint typecheck layers web-test
 test-fast: install
 	$(RUN) pytest -q -x -m "not slow"
 
-bench: install  # the framework core, then the team service (benchmarks/team.py)
+bench: install web  # the framework core, then the team service (benchmarks/team.py)
 	$(RUN) python benchmarks/run.py $(ARGS)
 	$(RUN) python benchmarks/team.py
 

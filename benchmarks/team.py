@@ -4,9 +4,10 @@ Runs ``team_admission.py`` (admissions per second on one budget), ``team_audit.p
 writes per second, verify speed), ``team_gateway.py`` (gateway overhead per request against the
 scripted upstream called directly), ``team_streaming.py`` (students streaming agent runs at
 once), ``team_runtimes.py`` (tokens each session runtime spends on one event sequence) and
-``team_executors.py`` (500 connected executors, operations through them), each a process of its
-own, and prints their markdown tables; ``make bench`` runs it after
-the framework-core benchmarks. The figures and the commands are in ``docs/benchmarks.md``.
+``team_executors.py`` (500 connected executors, operations through them), ``team_reaction.py``
+and ``team_failover.py`` (event to reaction, a worker killed) and ``team_web.py`` (the web UI's
+first load and first streamed token in Chromium), each a process of its own, and prints their
+markdown tables; ``make bench`` runs it after the framework-core benchmarks. The figures and the commands are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ SUITE = (
     "team_executors",
     "team_reaction",
     "team_failover",
+    "team_web",
 )
 
 
