@@ -7,7 +7,8 @@ once), ``team_runtimes.py`` (tokens each session runtime spends on one event seq
 ``team_executors.py`` (500 connected executors, operations through them), ``team_reaction.py``
 and ``team_failover.py`` (event to reaction, a worker killed) and ``team_web.py`` (the web UI's
 first load and first streamed token in Chromium), each a process of its own, and prints their
-markdown tables; ``make bench`` runs it after the framework-core benchmarks. The figures and the commands are in ``docs/benchmarks.md``.
+markdown tables; ``make bench`` runs it after the framework-core benchmarks. The figures and
+the commands are in ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
