@@ -37,6 +37,13 @@ $(WEB_BUILT): web/src/api/schema.d.ts $(WEB_SOURCES) web/node_modules/.installed
 
 web: $(WEB_BUILT)
 
+# Real MCP servers (npm, versions pinned in the lock file) for the MCP client's tests.
+MCP_PEERS := tests/mcp_peers/node_modules/.installed
+$(MCP_PEERS): tests/mcp_peers/package-lock.json
+	@command -v npm >/dev/null || { echo "the MCP tests need Node.js and npm"; exit 1; }
+	cd tests/mcp_peers && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 web-test: web  # type-check and the component tests (Vitest)
 	cd web && npm run --silent typecheck && npm test --silent
 
@@ -50,10 +57,10 @@ typecheck: install
 layers: install
 	$(RUN) lint-imports
 
-test: lint typecheck layers web-test
+test: lint typecheck layers web-test $(MCP_PEERS)
 	$(RUN) pytest -q
 
-test-fast: install
+test-fast: install $(MCP_PEERS)
 	$(RUN) pytest -q -x -m "not slow"
 
 bench: install web  # the framework core, then the team service (benchmarks/team.py)

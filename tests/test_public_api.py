@@ -69,7 +69,8 @@ SUBPACKAGES: dict[str, set[str]] = {
     },
     "agentica.errors": {
         "AgenticaError", "ArgumentsError", "ConcurrentRunError", "ContextOverflowError",
-        "GuardrailTripped", "LimitExceeded", "ModelAuthError", "ModelConnectionError",
+        "GuardrailTripped", "LimitExceeded", "MCPServerError", "ModelAuthError",
+        "ModelConnectionError",
         "ModelError", "ModelHTTPError", "ModelResponseError", "ModelTimeoutError",
         "OutputValidationError", "RunCancelled", "SessionConflictError", "SessionFormatError",
         "StorageError", "ToolError", "UsageError"
@@ -80,6 +81,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "tool_input_guardrail", "tool_output_guardrail"
     },
     "agentica.limits": {"RunBudget", "RunLimits"},
+    "agentica.mcp": {"MCPProgress", "MCPServer"},
     "agentica.memory": {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"
     },

@@ -146,8 +146,10 @@ class Agent(Generic[OutT]):
         "_loaded",
         "_output",
         "_revision",
+        "_revisions",
         "_running",
         "_saved",
+        "_tool_groups",
         "_tools",
         "capabilities",
         "context",
@@ -283,6 +285,8 @@ class Agent(Generic[OutT]):
         self._revision = 0  # of the stored session, as last loaded or saved
         self._saved: tuple[str | None, str] = (None, "{}")  # its summary and state (JSON)
         self._functions: Mapping[str, Function] | None = None
+        self._revisions: tuple[int, ...] = ()
+        self._tool_groups: tuple[Tool, ...] | None = None
         self._output: OutputSpec | None = None
         self._running = False
 
@@ -300,11 +304,36 @@ class Agent(Generic[OutT]):
 
     @property
     def functions(self) -> Mapping[str, Function]:
-        """Every tool function by name, the capabilities' included (resolved once)."""
-        if self._functions is None:
+        """Every tool function by name, the capabilities' included (resolved once, and again
+        when a group's functions changed: an MCP server's tool list)."""
+        groups = self._groups()
+        revisions = tuple(g.revision for g in groups)
+        if self._functions is None or revisions != self._revisions:
             extra = [t for c in self.capabilities for t in c.tools()]
             self._functions = resolve_functions([*self._tools, *extra])
+            self._revisions = revisions
         return self._functions
+
+    def _groups(self) -> tuple[Tool, ...]:
+        """The ``Tool`` groups of the tools and the capabilities (found once)."""
+        if self._tool_groups is None:
+            extra = [t for c in self.capabilities for t in c.tools()]
+            self._tool_groups = tuple(t for t in (*self._tools, *extra) if isinstance(t, Tool))
+        return self._tool_groups
+
+    async def prepare_tools(self) -> Mapping[str, Function]:
+        """Make the tool groups ready (an MCP server connected and its tools listed: each
+        group's ``prepare``, concurrently) and return every function by name. A run does this
+        when it starts; call it to see the tools before a run."""
+        waiting = [g for g in self._groups() if type(g).prepare is not Tool.prepare]
+        if len(waiting) == 1:
+            await waiting[0].prepare()
+        elif waiting:  # each to its end; the first failure (in tool order) is raised
+            outcomes = await asyncio.gather(*(g.prepare() for g in waiting), return_exceptions=True)
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        return self.functions
 
     def output_adapter(self) -> tuple[TypeAdapter[Any], OutputSchema]:
         """The validator and schema for ``output_type`` (built once)."""
@@ -406,6 +435,7 @@ class Agent(Generic[OutT]):
         twin = self._rebuilt(config)
         if _same(twin._tools, self._tools) and _same(twin.capabilities, self.capabilities):
             twin._functions = self.functions  # the same tool objects: resolved once
+            twin._revisions = self._revisions
         if "output_type" not in changes:
             twin._output = self._output
         return twin

@@ -17,6 +17,7 @@ AgenticaError
 ├── LimitExceeded              a run limit (turns, tokens, tool calls, time, ...) was reached
 ├── OutputValidationError      the model's final answer never matched the requested output type
 ├── RunCancelled               the run was cancelled through its handle
+├── MCPServerError             an MCP server did not start, answer or list its tools
 └── StorageError               a storage backend failed (database unreachable, disk full, ...)
     ├── SessionFormatError     a stored session is damaged or from an unsupported version
     └── SessionConflictError   another agent or process saved the session since it was loaded
@@ -36,6 +37,7 @@ __all__ = [
     "ContextOverflowError",
     "GuardrailTripped",
     "LimitExceeded",
+    "MCPServerError",
     "ModelAuthError",
     "ModelConnectionError",
     "ModelError",
@@ -239,3 +241,15 @@ class SessionConflictError(StorageError):
         self.expected = expected
         self.found = found
         self.run = run
+
+
+class MCPServerError(AgenticaError):
+    """An MCP server did not start, did not answer in time, or could not list its tools (the
+    run that needed it fails with this error); ``server`` names it.
+
+    A tool of the server that reports an error is not this: its message goes to the model as
+    the call's result (a ``ToolError``)."""
+
+    def __init__(self, message: str, *, server: str = "") -> None:
+        super().__init__(message)
+        self.server = server

@@ -267,6 +267,7 @@ async def pending_calls(agent: Agent[Any]) -> list[PendingCall]:
     record = paused_run(agent)
     if record is None:
         return []
+    await agent.prepare_tools()  # the paused calls may be of a group's tools (an MCP server)
     ctx = agent._run_context(record.run_id, deps=None, usage=RunUsage(), input=record.input)
     return await _pending_of(agent, ctx, record)
 

@@ -224,6 +224,8 @@ async def _call_model(
 
 async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
     """Offer this turn the tools the capabilities allow (their restrictions intersect)."""
+    if agent.functions is not run.ctx.functions:  # a tool group's functions changed
+        run.refresh(agent.functions)
     allowed: frozenset[str] | None = None
     for capability in agent.capabilities:
         names = await capability.allowed_tools(run.ctx)

@@ -83,6 +83,12 @@ class ActiveRun(RunState):
     calls: list[FunctionCall] = field(default_factory=list)
     ended: bool = False
 
+    def refresh(self, functions: Mapping[str, Function]) -> None:
+        """The agent's functions changed during the run (an MCP server's tool list): the next
+        turns offer these."""
+        self.ctx.functions = functions
+        self.request_tools = tuple(f.definition for f in functions.values())
+
     def offer(self, offered: Mapping[str, Function], tools: tuple[ToolDefinition, ...]) -> None:
         """The functions (and their schemas) the model may call in this turn's request."""
         self.offered = offered
@@ -180,7 +186,7 @@ async def start_run(
     await agent.load()
     usage = RunUsage()
     run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
-    functions = agent.functions
+    functions = await agent.prepare_tools()
     ctx = agent._run_context(run_id, deps=deps, usage=usage, input=user.text, budget=budget)
     system = await _instructions(agent, ctx)
     messages: list[Message] = [SystemMessage(content=system)] if system else []

@@ -18,7 +18,7 @@ import inspect
 import json
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, overload
 
 import pydantic
@@ -31,6 +31,7 @@ from agentica.tools.context import RunContext
 __all__ = ["ArgumentsError", "Function", "tool"]
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_SCHEMA_CONTEXT = "agentica:context"  # the keyword of the RunContext (no schema's argument)
 
 
 def _is_async_callable(fn: Any) -> bool:
@@ -171,6 +172,36 @@ def _nests_a_call(arguments: str, properties: dict[str, Any]) -> bool:
     return isinstance(data, dict) and {"name", "arguments"} <= data.keys()
 
 
+class _AnyArguments(pydantic.BaseModel):
+    """The arguments of a tool described by a JSON schema only (``Function.from_schema``): any
+    JSON object, checked against the schema by ``_schema_check``."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+def _schema_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[str]]:
+    """A check of arguments against ``schema`` (JSON Schema, the draft it names or 2020-12):
+    what is wrong, as lines for the model. A schema that is itself invalid checks nothing (the
+    tool's owner checks the arguments)."""
+    import jsonschema
+
+    try:
+        kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        kind.check_schema(schema)
+    except jsonschema.SchemaError:
+        return lambda _values: []
+    validator = kind(schema)
+
+    def check(values: dict[str, Any]) -> list[str]:
+        problems = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
+        return [
+            f"- {'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message:.300}"
+            for e in problems[:10]
+        ]
+
+    return check
+
+
 class Function:
     """A tool the model can call: name, description, JSON schema and entry point.
 
@@ -187,6 +218,7 @@ class Function:
     __slots__ = (
         "__weakref__",
         "_args_model",
+        "_check",
         "_definition",
         "_field_names",
         "context_param",
@@ -215,6 +247,7 @@ class Function:
         timeout: float | None = None,
         exclusive: bool = False,
         strict: bool = False,
+        check: Callable[[dict[str, Any]], list[str]] | None = None,
     ) -> None:
         if not _NAME_RE.match(name):
             raise UsageError(
@@ -236,7 +269,46 @@ class Function:
         self.timeout = timeout
         self.exclusive = exclusive
         self.strict = strict
+        self._check = check
         self._definition: ToolDefinition | None = None
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        parameters: dict[str, Any],
+        entrypoint: Callable[[dict[str, Any], RunContext[Any]], Awaitable[Any]],
+        *,
+        description: str = "",
+        timeout: float | None = None,
+        exclusive: bool = False,
+    ) -> Function:
+        """A tool described by a JSON schema, such as another system's tool (an MCP server's):
+        the model sees ``parameters`` as given, the arguments it sends are checked against it
+        (what is wrong goes back to the model, the tool does not run), and
+        ``await entrypoint(arguments, ctx)`` runs it with them and the run's ``RunContext``."""
+        if not isinstance(parameters, dict) or parameters.get("type", "object") != "object":
+            raise UsageError(
+                f"the parameters of tool {name!r} must be a JSON schema of an object, "
+                f"not {str(parameters)[:200]}"
+            )
+
+        async def call(**values: Any) -> Any:
+            ctx = values.pop(_SCHEMA_CONTEXT)
+            return await entrypoint(values, ctx)
+
+        return cls(
+            name=name,
+            description=description,
+            parameters=parameters,
+            entrypoint=call,
+            args_model=_AnyArguments,
+            context_param=_SCHEMA_CONTEXT,
+            is_async=True,
+            timeout=timeout,
+            exclusive=exclusive,
+            check=_schema_check(parameters),
+        )
 
     @classmethod
     def from_callable(
@@ -321,6 +393,7 @@ class Function:
             timeout=self.timeout if timeout is None else timeout,
             exclusive=self.exclusive if exclusive is None else exclusive,
             strict=self.strict if strict is None else strict,
+            check=self._check,
         )
 
     @property
@@ -345,6 +418,13 @@ class Function:
         except ValidationError as exc:
             message = self._describe_error(exc, arguments)
             raise ArgumentsError(message, tool=self.name, arguments=arguments) from None
+        if self._check is not None:
+            values = dict(obj.model_extra or {})
+            problems = self._check(values)
+            if problems:
+                message = self._invalid(problems, arguments)
+                raise ArgumentsError(message, tool=self.name, arguments=arguments)
+            return values
         return {name: getattr(obj, attr) for name, attr in self._field_names}
 
     def _describe_error(self, exc: ValidationError, arguments: str) -> str:
@@ -366,6 +446,10 @@ class Function:
                 lines.append(f"- {loc}: this required argument is missing")
             else:
                 lines.append(f"- {loc}: {err['msg']} (got {err.get('input')!r:.100})")
+        return self._invalid(lines, arguments)
+
+    def _invalid(self, lines: list[str], arguments: str) -> str:
+        """The message for the model: what is wrong (``lines``) and what is expected."""
         expected = ", ".join(
             f"{name}{'' if name in self.parameters.get('required', ()) else '?'}"
             for name in self.parameters.get("properties", {})

@@ -4,6 +4,11 @@ Subclass ``Tool`` and decorate methods with ``@tool`` to ship several related fu
 state (a client, a directory); or build one from functions: ``Tool("math", [add, mul])``.
 ``resolve_functions`` flattens what an agent was given (functions, ``Function`` objects, ``Tool``
 groups) into one name -> ``Function`` map and rejects duplicate names.
+
+A group whose functions come from elsewhere (an MCP server's tools) overrides ``prepare`` (the
+run awaits it when it starts: connect, list) and bumps ``revision`` whenever its functions
+change; a group with a ``namespace`` gives way when one of its names is taken by another tool:
+that function is offered as ``{namespace}_{name}``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,16 @@ class Tool:
         name: the group's name (default: the class name).
         functions: functions to include besides the ``@tool`` methods of a subclass.
         instructions: optional text added to the agent's instructions when the group is used.
+
+    Attributes:
+        revision: changes whenever ``functions`` changes after construction (an agent resolves
+            its tools again when a group's revision moved).
+        namespace: when set, a function of this group whose name another tool has already is
+            offered as ``{namespace}_{name}`` instead of being refused as a duplicate.
     """
+
+    revision: int = 0
+    namespace: str | None = None
 
     def __init__(
         self,
@@ -53,6 +67,13 @@ class Tool:
         self._add(function)
         return function
 
+    async def prepare(self) -> None:
+        """Make ``functions`` ready; awaited when a run of an agent with this group starts
+        (the groups of one agent concurrently). A group whose functions come from elsewhere
+        connects and lists them here; what it raises fails the run. The default does nothing
+        (and is not awaited)."""
+        return
+
     def file_backend(self, ctx: RunContext[Any]) -> FileBackend | None:
         """The ``FileBackend`` this group's tools work on in run ``ctx``, if it works on files.
 
@@ -72,7 +93,11 @@ ToolLike: TypeAlias = Callable[..., Any] | Function | Tool
 
 
 def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
-    """Flatten ``tools`` into a name -> ``Function`` map, rejecting duplicate names."""
+    """Flatten ``tools`` into a name -> ``Function`` map, rejecting duplicate names.
+
+    The functions of groups with a ``namespace`` come last; one whose name is taken is renamed
+    ``{namespace}_{name}`` (and refused only if that is taken too).
+    """
     out: dict[str, Function] = {}
 
     def add(function: Function) -> None:
@@ -84,8 +109,12 @@ def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
             )
         out[function.name] = function
 
+    spaced: list[Tool] = []
     for item in tools:
         if isinstance(item, Tool):
+            if item.namespace:
+                spaced.append(item)
+                continue
             for function in item.functions.values():
                 add(function)
         elif isinstance(item, Function):
@@ -96,4 +125,10 @@ def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
             raise UsageError(
                 f"cannot use {item!r} as a tool: pass a function, a Function or a Tool"
             )
+    for group in spaced:
+        for function in group.functions.values():
+            known = out.get(function.name)
+            if known is not None and known.entrypoint is not function.entrypoint:
+                function = function.with_options(name=f"{group.namespace}_{function.name}")
+            add(function)
     return out
