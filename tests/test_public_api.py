@@ -81,7 +81,9 @@ SUBPACKAGES: dict[str, set[str]] = {
         "tool_input_guardrail", "tool_output_guardrail"
     },
     "agentica.limits": {"RunBudget", "RunLimits"},
-    "agentica.mcp": {"MCPProgress", "MCPServer"},
+    "agentica.mcp": {
+        "AGENT_TOOL", "MCPProgress", "MCPServer", "agent_server", "serve_http", "serve_stdio"
+    },
     "agentica.memory": {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"
     },

@@ -2,11 +2,14 @@
 
 ```
 agentica run "task" [--model M] [--base-url URL] [--api-key KEY] [--tool module:function ...]
+             [--mcp "npx -y @modelcontextprotocol/server-filesystem DIR" ...]
 agentica demo [--model M]                 an agent solves a small task on the embedded model
+agentica mcp serve | list                 an agent offered over MCP; an MCP server's tools
 agentica models list | pull | where | serve
 agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
-The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``).
+The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``,
+``mcp_cmd``).
 Installed packages add commands through the ``agentica.commands`` entry-point group: each entry
 point names an object whose ``add_parser(commands)`` adds its sub-parser and sets the default
 ``plugin_run``, a function of the parsed arguments returning the exit status (``agentica-team``
@@ -27,6 +30,7 @@ from typing import Any
 from agentica import __version__
 from agentica.agent import Agent
 from agentica.cli import demo as demo_command
+from agentica.cli import mcp_cmd as mcp_command
 from agentica.cli import models_cmd as models_command
 from agentica.cli import sessions_cmd as sessions_command
 from agentica.errors import AgenticaError, UsageError
@@ -36,7 +40,7 @@ from agentica.models.openai import OpenAILike
 from agentica.models.registry import model_from_string, resolve_model
 from agentica.run.approval import Decision, HumanApproval, PendingCall
 
-__all__ = ["build_model", "main"]
+__all__ = ["build_model", "load_tool", "main"]
 
 
 def build_model(model: str | None, base_url: str | None, api_key: str | None) -> Model:
@@ -48,7 +52,8 @@ def build_model(model: str | None, base_url: str | None, api_key: str | None) ->
     return resolve_model(model)
 
 
-def _load_tool(spec: str) -> Any:
+def load_tool(spec: str) -> Any:
+    """The object ``module:attribute`` names (``--tool``)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise UsageError(f"--tool takes module:function, got {spec!r}")
@@ -80,9 +85,10 @@ async def _run(args: argparse.Namespace) -> int:
     model = build_model(args.model, args.base_url, args.api_key)
     storage = sessions_command.storage_from(args) if args.session else None
     approval = [HumanApproval(dict.fromkeys(args.approve, True))] if args.approve else []
+    servers = [mcp_command.server_from_spec(spec) for spec in args.mcp]
     agent = Agent(
         model=model,
-        tools=[_load_tool(spec) for spec in args.tool],
+        tools=[*(load_tool(spec) for spec in args.tool), *servers],
         instructions=args.instructions,
         model_settings=ModelSettings(temperature=args.temperature, max_tokens=args.max_tokens),
         limits=RunLimits(max_turns=args.max_turns),
@@ -108,6 +114,8 @@ async def _run(args: argparse.Namespace) -> int:
         return 1
     finally:
         await model.aclose()
+        for server in servers:
+            await server.aclose()
         if storage is not None:
             await storage.aclose()
     return 0
@@ -152,6 +160,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="MODULE:FUNCTION",
         help="a tool to give the agent (repeatable)",
     )
+    run.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="an MCP server's tools: a command line to start it, or its URL (repeatable)",
+    )
     run.add_argument("--temperature", type=float, default=None)
     run.add_argument("--max-tokens", type=int, default=None, help="output tokens per model call")
     run.add_argument("--max-turns", type=int, default=100, help="model calls per run")
@@ -166,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sessions_command.add_storage_options(run)
     demo_command.add_parser(commands)
+    mcp_command.add_parser(commands)
     models_command.add_parser(commands)
     sessions_command.add_parser(commands)
     for name, plugin in _plugins().items():
@@ -196,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = asyncio.run(_run(args))
         elif args.command == "demo":
             code = demo_command.run(args)
+        elif args.command == "mcp":
+            code = mcp_command.run(args)
         elif args.command == "models":
             code = models_command.run(args)
         elif args.command == "sessions":
