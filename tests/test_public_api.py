@@ -44,6 +44,10 @@ def test_testing_exports() -> None:
 # every public package and interface module: what it exports is pinned here (the top level and
 # agentica.testing above); a new subpackage must be added to one of the two sets below
 SUBPACKAGES: dict[str, set[str]] = {
+    "agentica.acp": {
+        "ACPServer", "EditorCommands", "EditorFiles", "GUARDED_TOOLS", "MODES", "SessionSetup",
+        "serve_stdio"
+    },
     "agentica.agent": {"Agent", "Instructions"},
     "agentica.context": {
         "Compaction", "ContextBudget", "ContextPolicy", "EstimateCounter", "GGUFCounter",

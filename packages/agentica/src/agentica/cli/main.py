@@ -5,11 +5,12 @@ agentica run "task" [--model M] [--base-url URL] [--api-key KEY] [--tool module:
              [--mcp "npx -y @modelcontextprotocol/server-filesystem DIR" ...]
 agentica demo [--model M]                 an agent solves a small task on the embedded model
 agentica mcp serve | list                 an agent offered over MCP; an MCP server's tools
+agentica acp [--model M] [--mode ask|auto] the deep agent for editors (Agent Client Protocol)
 agentica models list | pull | where | serve
 agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
 The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``,
-``mcp_cmd``).
+``mcp_cmd``, ``acp_cmd``).
 Installed packages add commands through the ``agentica.commands`` entry-point group: each entry
 point names an object whose ``add_parser(commands)`` adds its sub-parser and sets the default
 ``plugin_run``, a function of the parsed arguments returning the exit status (``agentica-team``
@@ -29,6 +30,7 @@ from typing import Any
 
 from agentica import __version__
 from agentica.agent import Agent
+from agentica.cli import acp_cmd as acp_command
 from agentica.cli import demo as demo_command
 from agentica.cli import mcp_cmd as mcp_command
 from agentica.cli import models_cmd as models_command
@@ -182,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     sessions_command.add_storage_options(run)
     demo_command.add_parser(commands)
     mcp_command.add_parser(commands)
+    acp_command.add_parser(commands)
     models_command.add_parser(commands)
     sessions_command.add_parser(commands)
     for name, plugin in _plugins().items():
@@ -214,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = demo_command.run(args)
         elif args.command == "mcp":
             code = mcp_command.run(args)
+        elif args.command == "acp":
+            code = acp_command.run(args)
         elif args.command == "models":
             code = models_command.run(args)
         elif args.command == "sessions":
