@@ -63,8 +63,9 @@ test: lint typecheck layers web-test $(MCP_PEERS)
 test-fast: install $(MCP_PEERS)
 	$(RUN) pytest -q -x -m "not slow"
 
-bench: install web  # the framework core, then the team service (benchmarks/team.py)
+bench: install web $(MCP_PEERS)  # the framework core, MCP, then the team service (team.py)
 	$(RUN) python benchmarks/run.py $(ARGS)
+	$(RUN) python benchmarks/mcp_calls.py
 	$(RUN) python benchmarks/team.py
 
 demo: install
