@@ -44,9 +44,19 @@ def add(a: int, b: int) -> int:
 def agentica_server() -> MCPServer:
     return MCPServer.stdio(
         sys.executable,
-        ["-m", "agentica.cli.main", "mcp", "serve", "--no-agent", "--tool", "benchmarks.mcp_calls:add"],
-        cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, name="agentica",
-    )  # fmt: skip
+        [
+            "-m",
+            "agentica.cli.main",
+            "mcp",
+            "serve",
+            "--no-agent",
+            "--tool",
+            "benchmarks.mcp_calls:add",
+        ],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT)},
+        name="agentica",
+    )
 
 
 def everything() -> MCPServer:
@@ -67,8 +77,9 @@ def _null() -> Any:
 
 
 async def one_call(function: Function, arguments: str) -> float:
-    call = FunctionCall(ToolCall(id=uuid.uuid4().hex, name=function.name, arguments=arguments),
-                        function)  # fmt: skip
+    call = FunctionCall(
+        ToolCall(id=uuid.uuid4().hex, name=function.name, arguments=arguments), function
+    )
     ctx = RunContext(run_id="bench", deps=None, usage=RunUsage())
     started = time.perf_counter()
     await call.execute(ctx)
@@ -111,13 +122,21 @@ async def main(quick: bool) -> int:
     rows: list[tuple[str, list[float], float]] = []
     rows.append(("direct (the same function, no MCP)", *await calls(add, '{"a": 2, "b": 40}', n)))
     async with agentica_server() as server:
-        rows.append(("MCP, stdio, agentica mcp serve", *await calls(server.functions["add"],
-                                                                      '{"a": 2, "b": 40}', n)))  # fmt: skip
+        rows.append(
+            (
+                "MCP, stdio, agentica mcp serve",
+                *await calls(server.functions["add"], '{"a": 2, "b": 40}', n),
+            )
+        )
     have_npm = EVERYTHING.exists() and FILESYSTEM.exists()
     if have_npm:
         async with everything() as server:
-            rows.append(("MCP, stdio, npm server-everything get-sum",
-                         *await calls(server.functions["get-sum"], '{"a": 2, "b": 40}', n)))  # fmt: skip
+            rows.append(
+                (
+                    "MCP, stdio, npm server-everything get-sum",
+                    *await calls(server.functions["get-sum"], '{"a": 2, "b": 40}', n),
+                )
+            )
     print(f"| per call ({n} one after another; 16 at a time) | p50 | p95 | calls/s at 16 |")
     print("|---|---|---|---|")
     for name, times, rate in rows:
@@ -129,8 +148,11 @@ async def main(quick: bool) -> int:
     times = 3 if quick else 7
     servers = [("agentica mcp serve (Python)", agentica_server)]
     if have_npm:
-        servers = [("npm server-filesystem", filesystem), ("npm server-everything", everything),
-                   *servers]  # fmt: skip
+        servers = [
+            ("npm server-filesystem", filesystem),
+            ("npm server-everything", everything),
+            *servers,
+        ]
     print(f"\n| connect and list tools, stdio ({times} new processes) | p50 | max |")
     print("|---|---|---|")
     for name, make in servers:
