@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from agentica.context import (
@@ -99,6 +99,7 @@ def run_steps(
             summaries = [m for m in messages if is_summary(m)]
             assert len(summaries) <= 1
             for summary in summaries:
+                assert isinstance(summary, SystemMessage)
                 body = summary.content[len(SUMMARY_HEADER) :]
                 assert counter.count_text(body.strip()) <= policy.summary_tokens
         # the summariser's input (its transcript plus the running summary) stays in budget
@@ -133,6 +134,11 @@ def test_compaction_keeps_any_conversation_valid_and_below_the_hard_threshold(
 
 @settings(max_examples=50, deadline=None)
 @given(plan=steps, usable=st.integers(3_000, 8_000))
+@example(  # the old turns freed less than the summary message cost (its header uncounted)
+    plan=[(0, [0, 0, 0]), (0, [433, 441]), (0, [129, 441, 441]), (0, [193]), (0, [193, 437]),
+          (0, [53, 405, 441]), (1, [100]), (1, [4700]), (1, [6000]), (0, [0, 0, 49])],
+    usable=3_000,
+)  # fmt: skip
 def test_a_single_threshold_also_stays_valid(
     plan: list[tuple[int, list[int]]], usable: int
 ) -> None:

@@ -50,6 +50,7 @@ STEPS_HEADER = "Steps taken (oldest first; each call with the first line of its 
 _STUB_TOKENS = 40  # results this small are not worth cutting
 _OLD_PREVIEW_CHARS = 300  # what stays of an old result (its first lines, its last) when cut
 _RECENT_PREVIEW_CHARS = 600  # ... and of a recent one, when even recent turns are cut
+_MIN_PREVIEW_CHARS = 64  # a shorter preview is not worth keeping: the note alone
 _TRANSCRIPT_RESULT_CHARS = 1500  # a tool result's share of the summariser's transcript
 
 
@@ -224,13 +225,16 @@ class MessageSizes:
         hit = self._cache.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        count_one = getattr(self.counter, "count_message", None)
-        if callable(count_one):
-            size = int(count_one(message))
-        else:
-            size = max(self.counter.count_messages((message,)) - self.fixed, 0)
+        size = self.measure(message)
         self._cache[id(message)] = (message, size)
         return size
+
+    def measure(self, message: Message) -> int:
+        """``size(message)`` without caching it (for a candidate that may not be kept)."""
+        count_one = getattr(self.counter, "count_message", None)
+        if callable(count_one):
+            return int(count_one(message))
+        return max(self.counter.count_messages((message,)) - self.fixed, 0)
 
     def total(self, messages: Sequence[Message]) -> int:
         """Tokens of a request made of ``messages`` (the fixed part included)."""
@@ -371,7 +375,9 @@ def _fit_text(text: str, budget: int, counter: TokenCounter) -> str:
     if tokens <= budget:
         return text
     note = "\n[... cut to fit the summary budget]"
-    room = max(budget - counter.count_text(note), 0)
+    room = budget - counter.count_text(note)
+    if room <= 0:  # not even the note fits: the text cut bare
+        note, room = "", max(budget, 0)
     chars = len(text)
     for _ in range(12):  # shrink proportionally; converges in a few steps
         chars = int(chars * room / max(tokens, 1) * 0.95)
@@ -380,7 +386,9 @@ def _fit_text(text: str, budget: int, counter: TokenCounter) -> str:
             break
     else:
         chars = 0
-    return text[:chars] + note if chars else note.strip()
+    if not chars:
+        return note.strip()
+    return text[:chars] + note
 
 
 def _groups(messages: Sequence[Message]) -> list[list[Message]]:
@@ -606,34 +614,45 @@ class _Compactor:
                         group[j] = replacement
 
     async def _cut(self, message: ToolMessage, keep_chars: int) -> ToolMessage | None:
-        """The cut version of ``message`` (counted in), or ``None`` if it would not save."""
+        """The cut version of ``message`` (counted in), or ``None`` if it would not save.
+
+        The preview keeps at most half of the result, and is halved again while the cut would
+        not save tokens (its note costs some): a result not much longer than ``keep_chars`` is
+        cut too. A preview shorter than ``_MIN_PREVIEW_CHARS`` is dropped: the note stays alone."""
         cost = self.sizes.size(message)
         if cost <= _STUB_TOKENS:
             return None
         text = await self.offload(message) if self.offload is not None else None
-        note = text if text is not None else _stub(message, cost, partial=keep_chars > 0)
-        if keep_chars:
-            note = f"{preview(message.content, keep_chars)}\n{note}"
-        replacement = ToolMessage(
-            tool_call_id=message.tool_call_id,
-            name=message.name,
-            content=note,
-            is_error=message.is_error,
-        )
-        saved = cost - self.sizes.size(replacement)
+        keep_chars = min(keep_chars, len(message.content) // 2)
+        while True:
+            if keep_chars < _MIN_PREVIEW_CHARS:
+                keep_chars = 0
+            note = text if text is not None else _stub(message, cost, partial=keep_chars > 0)
+            if keep_chars:
+                note = f"{preview(message.content, keep_chars)}\n{note}"
+            replacement = ToolMessage(
+                tool_call_id=message.tool_call_id,
+                name=message.name,
+                content=note,
+                is_error=message.is_error,
+            )
+            saved = cost - self.sizes.measure(replacement)
+            if saved > 0 or not keep_chars:
+                break
+            keep_chars //= 2
         if saved <= 0:
             return None
         self.total -= saved
         self.result.trimmed += 1
         return replacement
 
-    def oldest(self, old: Sequence[int], summary_tokens: int) -> tuple[list[int], int]:
-        """The oldest of the ``old`` groups whose replacement by a summary of ``summary_tokens``
-        meets the target (at least one), and their tokens."""
+    def oldest(self, old: Sequence[int], cost: int, freed: int) -> tuple[list[int], int]:
+        """The oldest of the ``old`` groups whose replacement by a summary message of at most
+        ``cost`` tokens meets the target (at least one; all of them when even that does not),
+        and the tokens freed with them (``freed``: what goes anyway, the rolled-in summaries)."""
         chosen: list[int] = []
-        freed = 0
         for i in old:
-            if chosen and self.total - freed + summary_tokens <= self.target:
+            if chosen and self.total - freed + cost <= self.target:
                 break
             chosen.append(i)
             freed += sum(self.sizes.size(m) for m in self.groups[i])
@@ -653,23 +672,39 @@ class _Compactor:
         """Replace the oldest groups by one summary that rolls in the summaries in ``head``
         (the leading system messages); the new head (the other system messages, then the
         summary), or ``None`` when there is nothing to summarise or it would not save tokens.
-        The summariser sees ``originals``, the groups as they were before any cut."""
-        chosen, freed = self.oldest(old, summary_tokens)
+        The summariser sees ``originals``, the groups as they were before any cut.
+
+        The groups are chosen for the summary message's full cost (its header and framing
+        too, not only the ``summary_tokens`` of its body), and a summary always costs less than
+        what it replaces: when the old groups are too few for a full summary, its budget
+        shrinks to what they free, so the summariser is never called for nothing."""
         previous = [m for m in head if is_summary(m)]
-        if not chosen and not previous:
+        counter = self.sizes.counter
+        frame = self.sizes.measure(SystemMessage(content=f"{SUMMARY_HEADER}\n"))
+        chosen, freed = self.oldest(
+            old, frame + summary_tokens, sum(self.sizes.size(m) for m in previous)
+        )
+        budget = min(summary_tokens, freed - frame - 1)
+        if (not chosen and not previous) or budget < 1:
             return None
         covered = [m for i in chosen for m in originals[i]]
         text = await _summary_text(
-            previous, covered, task=task, budget=summary_tokens, summarizer=summarizer,
-            input_tokens=input_tokens, counter=self.sizes.counter, result=self.result,
+            previous, covered, task=task, budget=budget, summarizer=summarizer,
+            input_tokens=input_tokens, counter=counter, result=self.result,
         )  # fmt: skip
         summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
-        new_cost = self.sizes.size(summary) - sum(self.sizes.size(m) for m in previous)
-        if new_cost >= freed:
+        for _ in range(4):  # a tokenizer may count the whole a little above its parts
+            excess = self.sizes.measure(summary) - (freed - 1)
+            if excess <= 0 or not text:
+                break
+            text = _fit_text(text, counter.count_text(text) - excess, counter)
+            summary = SystemMessage(content=f"{SUMMARY_HEADER}\n{text}")
+        cost = self.sizes.size(summary)
+        if cost >= freed:
             return None
         for i in chosen:
             self.groups[i] = []
-        self.total += new_cost - freed
+        self.total += cost - freed
         self.result.summarized = len(covered)
         return [*(m for m in head if not is_summary(m)), summary]
 
@@ -691,13 +726,15 @@ async def compact(
     """``messages`` compacted until they cost at most ``target`` tokens (with ``base`` added).
 
     In order, stopping as soon as the target is met: (1) tool results of older turns are
-    offloaded (when ``offload`` can) and cut to a short preview (their start and end), oldest
-    first; (2) the oldest turns are replaced by one summary message (rolling into an earlier
-    summary; the summariser sees the results as they were before (1)); (3) the results of the
-    most recent turns are cut too, to a longer preview, so the model still sees what it just
-    got. Leading system messages and ``pinned`` messages are never changed, and a tool call
-    always keeps its result (messages are taken in groups: an assistant message with the
-    results of its calls). The result says whether the target was reached.
+    offloaded (when ``offload`` can) and cut to a short preview (their start and end; at most
+    half of the result, so that a cut saves), oldest first; (2) the oldest turns are replaced
+    by one summary message (rolling into an earlier summary; the summariser sees the results as
+    they were before (1)), as many as the summary message's full cost requires, and a summary
+    always costs less than what it replaces; (3) the results of the most recent turns are cut
+    too, to a longer preview, so the model still sees what it just got. Leading system messages
+    and ``pinned`` messages are never changed, and a tool call always keeps its result (messages
+    are taken in groups: an assistant message with the results of its calls). The result says
+    whether the target was reached.
 
     The summariser's input is bounded (the transcript is summarised in chunks of at most
     ``summarizer_input_tokens``, each with the summary so far) and a summary longer than
