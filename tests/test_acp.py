@@ -148,6 +148,14 @@ class Editor:
         )
 
 
+def project(tmp_path: Path) -> Path:
+    """The editor's folder: a hello.py to fix."""
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "hello.py").write_text("print('hello')\n")
+    return work
+
+
 def coder(body: dict[str, Any]) -> Any:
     """The session's model: plan, edit hello.py, run it, close the plan, answer; or run a
     long command (for the cancel)."""
@@ -213,9 +221,7 @@ async def test_a_session_in_an_editor(
     fake_openai: Callable[..., Awaitable[FakeOpenAIServer]], tmp_path: Path
 ) -> None:
     model = await fake_openai(coder)
-    work = tmp_path / "project"
-    work.mkdir()
-    (work / "hello.py").write_text("print('hello')\n")
+    work = project(tmp_path)
     storage = tmp_path / "sessions.db"
     editor = Editor()
     async with agentica_acp(editor, model.base_url, storage) as conn:
@@ -291,9 +297,7 @@ async def test_a_rejected_edit_is_not_made_and_auto_mode_does_not_ask(
     fake_openai: Callable[..., Awaitable[FakeOpenAIServer]], tmp_path: Path
 ) -> None:
     model = await fake_openai(coder)
-    work = tmp_path / "project"
-    work.mkdir()
-    (work / "hello.py").write_text("print('hello')\n")
+    work = project(tmp_path)
     editor = Editor(answer="reject_once")
     async with agentica_acp(editor, model.base_url, tmp_path / "s.db") as conn:
         session = await conn.new_session(cwd=str(work), mcp_servers=[])
@@ -325,9 +329,7 @@ async def test_a_cancel_while_the_editor_is_asked(
     fake_openai: Callable[..., Awaitable[FakeOpenAIServer]], tmp_path: Path
 ) -> None:
     model = await fake_openai(coder)
-    work = tmp_path / "project"
-    work.mkdir()
-    (work / "hello.py").write_text("print('hello')\n")
+    work = project(tmp_path)
     editor = Editor(answer=None)
     tools = McpServerStdio(name="test", command=sys.executable, args=[str(SERVER)], env=[])
     async with agentica_acp(editor, model.base_url, tmp_path / "s.db") as conn:
