@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from agentica import Agent, ModelSettings, RunLimits, tool
+from agentica import Agent, LimitExceeded, ModelSettings, RunLimits, tool
 from agentica.messages import AssistantMessage, TextDelta, ToolCall, ToolMessage, UserMessage
 from agentica.models import ModelRequest, ResponseDone
 from agentica.models.local import LocalModel
@@ -199,3 +199,24 @@ async def test_limits_still_apply_to_local_runs(model: LocalModel) -> None:
 
     with pytest.raises(LimitExceeded, match="max_turns"):
         await agent.run("What is the weather in Paris?", limits=RunLimits(max_turns=1))
+
+
+async def test_llama_cpp_s_own_server_through_openailike(model: LocalModel) -> None:
+    """llama.cpp's OpenAI endpoint passes a small model's fenced call through as text: in the
+    default auto mode the call is parsed and the tool runs; native mode gets JSON as text."""
+    from agentica import OpenAILike
+
+    base = await model.start()
+    results = {}
+    for mode in ("auto", "native"):
+        client = OpenAILike(id="small", base_url=f"{base}/v1", settings=SMALL, tool_mode=mode)
+        agent = Agent(model=client, tools=[get_weather], limits=RunLimits(max_turns=3))
+        try:
+            response = await agent.run("What is the weather in Paris?")
+            results[mode] = [c.status for c in response.tool_calls if c.name == "get_weather"]
+        except LimitExceeded:  # a small model may call again and again: the tool did run
+            results[mode] = ["success"] if agent.memory.runs[-1].tool_calls else []
+        finally:
+            await client.aclose()
+    assert "success" in results["auto"], results
+    assert results["native"] == [], results

@@ -10,7 +10,7 @@ import pytest
 from agentica import Agent, OpenAILike, tool
 from agentica.run import RunResponse
 from agentica.run.events import TextDelta
-from agentica.testing import FakeOpenAIServer
+from agentica.testing import FakeOpenAIServer, HTTPFault
 
 Start = Callable[..., Awaitable[FakeOpenAIServer]]
 
@@ -141,3 +141,79 @@ async def test_a_call_with_unquoted_keys_is_never_the_answer(
     [made] = response.tool_calls
     assert made.name == "add" and made.result == result
     assert made.status == ("error" if result is None else "success")
+
+
+# ----------------------------------------------------------------- tool_mode="auto"
+
+LLAMA_CPP = HTTPFault(500, {"error": {"code": 500, "type": "server_error", "message": (
+    "The model produced output that does not match the expected peg-native format"
+)}})  # fmt: skip
+OLLAMA = HTTPFault(500, {"error": "error parsing tool call: raw='```json {...' err=invalid"})
+
+
+def strict_server(fault: HTTPFault) -> Callable[[dict[str, Any]], Any]:
+    """A server whose own tool-call parser fails every native reply (as llama.cpp's does on a
+    fenced call), and whose model writes fenced calls: the fallback's target."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        if "tools" in body:
+            return fault
+        return fenced_caller(body)
+
+    return reply
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("fault", [LLAMA_CPP, OLLAMA], ids=["llama.cpp", "ollama"])
+async def test_auto_mode_falls_back_to_text_when_the_server_fails_on_its_own_parser(
+    fake_openai: Start, streaming: bool, fault: HTTPFault
+) -> None:
+    server = await fake_openai(strict_server(fault))
+    model = OpenAILike(id="qwen", base_url=server.base_url)  # tool_mode="auto" by default
+    assert model.tool_mode == "auto" and not model.text_mode
+    try:
+        response, _ = await ask(Agent(model=model, tools=[add]), streaming=streaming)
+        assert model.text_mode  # and it stays so for this model
+        again, _ = await ask(Agent(model=model, tools=[add]), streaming=streaming)
+    finally:
+        await model.aclose()
+    assert response.content == again.content == "The sum is 42."
+    sent_tools = ["tools" in r for r in server.requests]
+    assert sent_tools == [True, False, False, False, False]  # one failure, never retried as is
+
+
+async def test_auto_mode_parses_a_call_the_model_wrote_in_its_text(fake_openai: Start) -> None:
+    def fenced_natively(body: dict[str, Any]) -> str:
+        """Native tools offered, but the call written in a fence (passed on as text)."""
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return f"The sum is {last['content']}."
+        return fenced_caller(body)
+
+    server = await fake_openai(fenced_natively)
+    auto = OpenAILike(id="qwen", base_url=server.base_url)
+    native = OpenAILike(id="qwen", base_url=server.base_url, tool_mode="native")
+    try:
+        response = await Agent(model=auto, tools=[add]).run("What is 2 + 40?")
+        plain = await Agent(model=native, tools=[add]).run("What is 2 + 40?")
+    finally:
+        await auto.aclose()
+        await native.aclose()
+    assert response.content == "The sum is 42." and [c.result for c in response.tool_calls] == [42]
+    assert not auto.text_mode  # the server did not fail: native calls stay on
+    assert "tools" in server.requests[1]
+    assert plain.tool_calls == [] and '"name": "add"' in str(plain.content)  # native: not parsed
+
+
+async def test_other_server_errors_do_not_switch_modes(fake_openai: Start) -> None:
+    from agentica.errors import ModelHTTPError
+    from agentica.models import RetryPolicy
+
+    server = await fake_openai(lambda body: HTTPFault(500, {"error": {"message": "out of memory"}}))
+    model = OpenAILike(id="qwen", base_url=server.base_url, retry=RetryPolicy(max_retries=1))
+    try:
+        with pytest.raises(ModelHTTPError, match="out of memory"):
+            await Agent(model=model, tools=[add]).run("What is 2 + 40?")
+    finally:
+        await model.aclose()
+    assert not model.text_mode and len(server.requests) == 2  # retried once, natively

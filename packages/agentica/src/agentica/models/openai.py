@@ -9,16 +9,20 @@ Supported: tools and parallel tool calls, streaming with tool-call deltas, usage
 reasoning tokens), ``tool_choice``, structured output (``response_format`` with a JSON schema),
 ``reasoning_content`` from compatible servers, retries with backoff. A refusal (``content``
 null, the model's text in ``refusal``) is the reply's content: an answer the user sees, not a
-fault to retry.
+fault to retry. Tool calls are native, described in the prompt (``tool_mode="text"``), or
+native until the server fails a reply on its own tool-call parsing (``"auto"``, the default of
+``OpenAILike``): then that request is sent again in text mode, and the model keeps text mode.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
-from agentica.errors import ModelResponseError, UsageError
+from agentica.errors import ModelError, ModelHTTPError, ModelResponseError, UsageError
 from agentica.messages import (
     AssistantMessage,
     ReasoningDelta,
@@ -42,6 +46,7 @@ from agentica.models.base import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    ModelStreamEvent,
     StreamAssembler,
     new_tool_call_id,
 )
@@ -51,9 +56,32 @@ from agentica.models.pricing import ModelPrice
 from agentica.models.retry import RetryPolicy
 from agentica.models.toolparse import ToolCallStreamSplitter, as_tool_calls, parse_tool_calls
 
-__all__ = ["OpenAIChat", "OpenAILike"]
+__all__ = ["OpenAIChat", "OpenAILike", "is_tool_format_error"]
 
 _FINISH = {"function_call": "tool_calls", "eos": "stop", "end_turn": "stop"}
+ToolMode = Literal["native", "text", "auto"]
+log = logging.getLogger(__name__)
+
+# What servers say when their own parser fails on a reply's tool call: llama.cpp ("The model
+# produced output that does not match the expected ... format", "Failed to parse input at pos",
+# "Failed to parse tool call ..."), Ollama ("error parsing tool call: raw=..."), vLLM ("Error in
+# extracting tool call ...", its tool parsers' errors); or that it cannot take native tools at
+# all (llama.cpp without --jinja, Ollama's "... does not support tools").
+_TOOL_FORMAT = re.compile(
+    r"does not match the expected [\w -]*format|failed to parse input at pos"
+    r"|failed to parse tool call|error parsing tool call|extracting tool call"
+    r"|tool[ _-]?call[ _-]?parser|tools param requires --jinja|does not support tools",
+    re.IGNORECASE,
+)
+
+
+def is_tool_format_error(error: ModelError) -> bool:
+    """Whether ``error`` is a server failing a reply because of its own tool-call parsing."""
+    if isinstance(error, ModelHTTPError):
+        if error.status < 400 or error.status in (401, 403, 404, 429):
+            return False
+        return bool(_TOOL_FORMAT.search(f"{error} {error.body}"))
+    return isinstance(error, ModelResponseError) and bool(_TOOL_FORMAT.search(str(error)))
 
 
 def _usage(raw: Any) -> Usage:
@@ -165,9 +193,13 @@ class OpenAIChat(HttpModel[Sequence[str]]):
         max_connections: the size of the connection pool.
         max_tokens_field: the request field for ``max_tokens`` (``"max_completion_tokens"`` on
             the official API, ``"max_tokens"`` on compatible servers).
-        tool_mode: ``"native"`` (the API's tools and tool_calls) or ``"text"`` for models
-            without native tool calling: tools are described in the system prompt, calls are
-            parsed from the reply text (``agentica.models.toolparse``), results go back as text.
+        tool_mode: ``"native"`` (the API's tools and tool_calls), ``"text"`` for models
+            without native tool calling (tools are described in the system prompt, calls are
+            parsed from the reply text by ``agentica.models.toolparse``, results go back as
+            text), or ``"auto"``: native, with a call the model wrote in its text parsed too,
+            until the server fails a reply on its own tool-call parsing (llama.cpp's, vLLM's
+            and Ollama's errors are recognised); that request is then sent again in text mode,
+            and this model object stays in text mode (``text_mode`` says so).
         send_reasoning: send earlier replies' reasoning back as ``reasoning_content`` (some
             thinking models require it with tool calls; most servers reject or ignore it).
     """
@@ -192,7 +224,7 @@ class OpenAIChat(HttpModel[Sequence[str]]):
         max_connections: int = 1000,
         max_tokens_field: str | None = None,
         send_reasoning: bool = False,
-        tool_mode: Literal["native", "text"] = "native",
+        tool_mode: ToolMode = "native",
         provider: str = "openai",
     ) -> None:
         if not id:
@@ -216,9 +248,10 @@ class OpenAIChat(HttpModel[Sequence[str]]):
         )
         self.context_window = context_window
         self.send_reasoning = send_reasoning
-        if tool_mode not in ("native", "text"):
-            raise UsageError(f"tool_mode must be 'native' or 'text', not {tool_mode!r}")
-        self.tool_mode = tool_mode
+        if tool_mode not in ("native", "text", "auto"):
+            raise UsageError(f"tool_mode must be 'native', 'text' or 'auto', not {tool_mode!r}")
+        self.tool_mode: ToolMode = tool_mode
+        self._fell_back = False
         self._max_tokens_field = max_tokens_field or (
             "max_completion_tokens" if self.base_url == self.default_base_url else "max_tokens"
         )
@@ -233,12 +266,58 @@ class OpenAIChat(HttpModel[Sequence[str]]):
     def _path(self) -> str:
         return "/chat/completions"
 
+    @property
+    def text_mode(self) -> bool:
+        """Whether tool calls go through the prompt and the reply text (``tool_mode="text"``,
+        or ``"auto"`` after the server failed on its own tool-call parsing)."""
+        return self.tool_mode == "text" or self._fell_back
+
+    def _fall_back(self, error: ModelError, request: ModelRequest) -> bool:
+        """In auto mode, switch to text mode for good when the server failed on its own
+        tool-call parsing; whether it did (the request is then sent again)."""
+        if self.tool_mode != "auto" or self._fell_back or not request.tools:
+            return False
+        if not is_tool_format_error(error):
+            return False
+        self._fell_back = True
+        log.warning(
+            "%s could not parse model %r's tool call itself (%s); its tool calls go through "
+            "the prompt and the reply text from now on (tool_mode='text')",
+            self._provider, self._id, str(error)[:200],
+        )  # fmt: skip
+        return True
+
+    def _refine(self, error: ModelError) -> None:
+        if is_tool_format_error(error):  # the same reply fails the same way: no identical retry
+            error.retryable = False
+
+    async def response(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await super().response(request)
+        except ModelError as error:
+            if not self._fall_back(error, request):
+                raise
+        return await super().response(request)
+
+    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        shown = False
+        try:
+            async for event in super().response_stream(request):
+                shown = True
+                yield event
+            return
+        except ModelError as error:
+            if not self._fall_back(error, request) or shown:  # (text shown cannot be taken back)
+                raise
+        async for event in super().response_stream(request):
+            yield event
+
     def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""
         s = self.settings.merged(request.settings)
         messages = request.messages
         tools = request.tools
-        if self.tool_mode == "text":
+        if self.text_mode:
             messages = prompted_messages(
                 messages,
                 () if s.tool_choice == "none" else tools,
@@ -278,8 +357,9 @@ class OpenAIChat(HttpModel[Sequence[str]]):
         return body
 
     def _context(self, request: ModelRequest) -> Sequence[str]:
-        """Tool names to look for in the reply text (text tool mode only)."""
-        if self.tool_mode != "text" or self.settings.merged(request.settings).tool_choice == "none":
+        """Tool names to look for in the reply text (text and auto tool modes)."""
+        choice = self.settings.merged(request.settings).tool_choice
+        if self.tool_mode == "native" or choice == "none":
             return []
         return [t.name for t in request.tools]
 
@@ -482,7 +562,9 @@ class _StreamReply:
             parsed = self._splitter.finish()
             if parsed.text:
                 out.append(TextDelta(parsed.text))
-            for index, call in enumerate(as_tool_calls(parsed), start=self._next_index):
+            native = self._next_index > 0  # the server parsed calls itself (auto mode)
+            for index, call in enumerate(() if native else as_tool_calls(parsed),
+                                         start=self._next_index):  # fmt: skip
                 out.append(
                     ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
                 )
@@ -504,7 +586,10 @@ class OpenAILike(OpenAIChat):
     """Any OpenAI-compatible server: ``OpenAILike(id="qwen2.5", base_url="http://host:8000/v1")``.
 
     The key is optional (many local servers need none) and read from ``api_key`` only; requests
-    use ``max_tokens`` rather than the official API's ``max_completion_tokens``.
+    use ``max_tokens`` rather than the official API's ``max_completion_tokens``. Tool calls are
+    ``tool_mode="auto"``: native, falling back to the prompt and the reply text for good when
+    the server fails a reply on its own tool-call parsing (as llama.cpp's server does when a
+    small model writes its call in a code fence).
     """
 
     def __init__(
@@ -514,8 +599,12 @@ class OpenAILike(OpenAIChat):
         base_url: str,
         api_key: str | None = None,
         provider: str = "openai-compatible",
+        tool_mode: ToolMode = "auto",
         **kwargs: Any,
     ) -> None:
         if not base_url:
             raise UsageError("OpenAILike needs base_url=..., e.g. 'http://127.0.0.1:8000/v1'")
-        super().__init__(id, api_key=api_key or "", base_url=base_url, provider=provider, **kwargs)
+        super().__init__(
+            id, api_key=api_key or "", base_url=base_url, provider=provider,
+            tool_mode=tool_mode, **kwargs,
+        )  # fmt: skip

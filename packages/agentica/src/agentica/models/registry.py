@@ -126,6 +126,7 @@ def model_from_string(spec: str, **options: Any) -> Model:
     from agentica.models.openai import OpenAIChat
 
     options.setdefault("context_window", preset.context_window)
+    options.setdefault("tool_mode", "native" if preset.name == "openai" else "auto")
     if (price := _price(preset, model_id)) is not None:
         options.setdefault("price", price)
     return OpenAIChat(
