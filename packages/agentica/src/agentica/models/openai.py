@@ -1,17 +1,15 @@
 """The OpenAI Chat Completions adapter: ``OpenAIChat`` and ``OpenAILike``.
 
 Covers the official API and every server that speaks its wire format (vLLM, llama.cpp, Ollama,
-DeepSeek, Qwen/DashScope, ...). The request JSON is built here from ``agentica.messages`` and
-posted over one pooled aiohttp session per model object and event loop; no SDK is involved, which
-keeps a model call's CPU cost well under a millisecond.
+DeepSeek, Qwen/DashScope, ...). The request JSON is built here and posted over one pooled
+aiohttp session per model object and event loop (no SDK: a call costs well under 1 ms of CPU).
 
 Supported: tools and parallel tool calls, streaming with tool-call deltas, usage (cached and
 reasoning tokens), ``tool_choice``, structured output (``response_format`` with a JSON schema),
-``reasoning_content`` from compatible servers, retries with backoff. A refusal (``content``
-null, the model's text in ``refusal``) is the reply's content: an answer the user sees, not a
-fault to retry. Tool calls are native, described in the prompt (``tool_mode="text"``), or
-native until the server fails a reply on its own tool-call parsing (``"auto"``, the default of
-``OpenAILike``): then that request is sent again in text mode, and the model keeps text mode.
+``reasoning_content``, retries with backoff. A refusal is the reply's content, not a fault.
+Tool calls are native, described in the prompt (``tool_mode="text"``), or native until the
+server fails a reply on its own tool-call parsing (``"auto"``, the default of ``OpenAILike``):
+then that request is sent again in text mode, and the model keeps text mode.
 """
 
 from __future__ import annotations
