@@ -220,3 +220,29 @@ async def test_llama_cpp_s_own_server_through_openailike(model: LocalModel) -> N
             await client.aclose()
     assert "success" in results["auto"], results
     assert results["native"] == [], results
+
+
+async def test_a_tool_grammar_makes_a_malformed_call_well_formed(model: LocalModel) -> None:
+    """Asked for two calls, the 0.5B model writes one call with the argument twice; under the
+    grammar of the offered tools every call it writes parses and validates, at most four of
+    them, and free text (no tools offered) is untouched."""
+    from agentica.models.grammar import tool_grammar_fields
+
+    tools = [get_weather.definition]
+    ask = [UserMessage(content="What is the weather in Paris and in Rome? Call the tool twice.")]
+    free = LocalModel("qwen2.5-coder-0.5b-instruct", model_path=model.weights_path,
+                      tool_grammar=True)  # fmt: skip
+    body = free.build_body(ModelRequest(messages=ask, tools=tools, settings=SMALL), stream=False)
+    assert body["grammar_lazy"] and "get_weather" in body["grammar_triggers"][0]["value"]
+    assert body.items() >= tool_grammar_fields(tools).items()
+    model.tool_grammar = True
+    try:
+        reply = await model.response(ModelRequest(messages=ask, tools=tools, settings=SMALL))
+        plain = await model.response(ModelRequest(messages=ask, settings=SMALL))
+    finally:
+        model.tool_grammar = False
+    assert 1 <= len(reply.message.tool_calls) <= 4, reply.message
+    for call in reply.message.tool_calls:
+        assert call.name == "get_weather"
+        assert get_weather.validate_arguments(call.arguments)["city"]
+    assert plain.message.content and not plain.message.tool_calls

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,7 @@ from agentica.models.base import (
     StreamAssembler,
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
+from agentica.models.grammar import is_grammar_error, tool_grammar_fields
 from agentica.models.pricing import ModelPrice
 from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 from agentica.models.toolparse import (
@@ -42,6 +44,8 @@ from agentica.models.toolparse import (
 from agentica.models.weights import EMBEDDED_MODELS, ensure_weights
 
 __all__ = ["DEFAULT_LOCAL_MODEL", "LocalModel", "shared_local_model"]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct"
 _FREE = ModelPrice(input=0.0, output=0.0)
@@ -83,6 +87,10 @@ class LocalModel:
         max_tokens: the default cap on generated tokens per reply.
         server_options: extra llama.cpp server parameters (``xllamacpp.CommonParams``
             attributes, e.g. ``{"use_jinja": True}``), for experiments.
+        tool_grammar: constrain tool calls with a lazy grammar of the turn's tools
+            (``agentica.models.grammar``): free text stays free, and a call, once begun, can
+            only name an offered tool with arguments that match its schema. Off by default
+            until the task suite shows it helps (``agentica demo`` failed with it on).
     """
 
     def __init__(
@@ -97,6 +105,7 @@ class LocalModel:
         timeout: float = 600.0,
         max_tokens: int = 2048,
         server_options: dict[str, Any] | None = None,
+        tool_grammar: bool = False,
     ) -> None:
         if model_path is None and name not in EMBEDDED_MODELS:
             raise UsageError(
@@ -112,6 +121,7 @@ class LocalModel:
         self.timeout = timeout
         self.max_tokens = max_tokens
         self.server_options = dict(server_options or {})
+        self.tool_grammar = tool_grammar
         self.retry = RetryPolicy(max_retries=1)
         self.price = _FREE
         self.context_window = n_ctx // max(parallel, 1)
@@ -217,6 +227,8 @@ class LocalModel:
             body["seed"] = s.seed
         if request.output_schema is not None and not tools:
             body["json_schema"] = request.output_schema.schema
+        if tools and self.tool_grammar:
+            body.update(tool_grammar_fields(tools, parallel=s.parallel_tool_calls is not False))
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -252,7 +264,38 @@ class LocalModel:
             finish_reason="tool_calls" if calls else ("length" if finish == "length" else "stop"),
         )
 
+    def _drop_grammar(self, error: ModelError, request: ModelRequest) -> bool:
+        """When llama.cpp could not build the tools' grammar: no grammar from now on (the
+        request is sent again); whether that was the failure."""
+        if not (self.tool_grammar and request.tools and is_grammar_error(error)):
+            return False
+        self.tool_grammar = False
+        log.warning("llama.cpp refused the tool-call grammar (%s); calls are no longer "
+                    "constrained", str(error)[:200])  # fmt: skip
+        return True
+
     async def response(self, request: ModelRequest) -> ModelResponse:
+        try:
+            return await self._response(request)
+        except ModelError as error:
+            if not self._drop_grammar(error, request):
+                raise
+        return await self._response(request)
+
+    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+        shown = False
+        try:
+            async for event in self._response_stream(request):
+                shown = True
+                yield event
+            return
+        except ModelError as error:
+            if shown or not self._drop_grammar(error, request):
+                raise
+        async for event in self._response_stream(request):
+            yield event
+
+    async def _response(self, request: ModelRequest) -> ModelResponse:
         base = await self.start()
         body = dumps(self.build_body(request, stream=False))
         timeout = self._timeout(request.settings)
@@ -277,7 +320,7 @@ class LocalModel:
 
         return await call_with_retries(attempt, self.retry)
 
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def _response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
         base = await self.start()
         body = dumps(self.build_body(request, stream=True))
         timeout = self._timeout(request.settings)

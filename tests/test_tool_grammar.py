@@ -1,0 +1,59 @@
+"""The tool-call grammar for llama.cpp (``agentica.models.grammar``): what it allows, when it
+triggers, and how a model that offers it falls back when the server refuses it. (Its effect on
+the real embedded model is tested in ``test_local_model.py``.)"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agentica.errors import ModelHTTPError
+from agentica.messages import ToolDefinition, UserMessage
+from agentica.models.base import ModelRequest, ModelSettings
+from agentica.models.grammar import is_grammar_error, tool_call_grammar, tool_grammar_fields
+from agentica.models.local import LocalModel
+
+READ = ToolDefinition(
+    name="read_file", description="Read a file.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}},
+                "required": ["path"]},
+)  # fmt: skip
+RUN = ToolDefinition(name="run.python", description="Run code.", parameters={"type": "object"})
+
+
+def test_the_grammar_names_only_the_offered_tools_with_their_closed_schemas() -> None:
+    grammar = tool_call_grammar([READ, RUN])
+    assert grammar.startswith("%llguidance {}\nstart: call")
+    call = json.loads(grammar.split("call: %json ", 1)[1])
+    names = [branch["properties"]["name"]["const"] for branch in call["anyOf"]]
+    assert names == ["read_file", "run.python"]
+    arguments = call["anyOf"][0]["properties"]["arguments"]
+    assert arguments["required"] == ["path"] and arguments["additionalProperties"] is False
+    assert call["x-guidance"] == {"lenient": True}
+    assert "{0,3}" in grammar and "{0,3}" not in tool_call_grammar([READ], parallel=False)
+
+
+def test_the_trigger_fires_on_a_call_of_an_offered_tool_only() -> None:
+    fields = tool_grammar_fields([READ, RUN])
+    assert fields["grammar_lazy"] is True
+    trigger = re.compile(fields["grammar_triggers"][0]["value"])
+    assert trigger.match('Let me look.\n```json\n{"name": "read_file", "arguments"')
+    assert trigger.match('{ "name" : "run.python"')
+    assert not trigger.match('{"name": "Ann", "age": 7}')  # other JSON in an answer stays free
+    assert not trigger.match('{"name": "runXpython"')  # the dot is literal
+
+
+def test_a_refused_grammar_is_dropped_for_good() -> None:
+    model = LocalModel("qwen2.5-coder-0.5b-instruct", tool_grammar=True)
+    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[READ],
+                           settings=ModelSettings())  # fmt: skip
+    assert "grammar" in model.build_body(request, stream=False)
+    refused = ModelHTTPError("failed to parse grammar", status=400, body='{"error": "grammar"}')
+    other = ModelHTTPError("out of memory", status=500, body="")
+    assert is_grammar_error(refused) and not is_grammar_error(other)
+    assert not model._drop_grammar(other, request) and model.tool_grammar
+    assert model._drop_grammar(refused, request) and not model.tool_grammar
+    assert "grammar" not in model.build_body(request, stream=False)
+    assert "grammar" not in LocalModel("qwen2.5-coder-0.5b-instruct").build_body(
+        request, stream=False
+    )
