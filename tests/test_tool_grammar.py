@@ -57,3 +57,24 @@ def test_a_refused_grammar_is_dropped_for_good() -> None:
     assert "grammar" not in LocalModel("qwen2.5-coder-0.5b-instruct").build_body(
         request, stream=False
     )
+
+
+def test_definitions_of_each_tool_move_to_the_grammar_root_under_its_own_names() -> None:
+    item = {"type": "object", "properties": {"content": {"type": "string"}}}
+    todos = ToolDefinition(
+        name="write_todos", description="Save the plan.",
+        parameters={"type": "object", "$defs": {"Item": item},
+                    "properties": {"todos": {"type": "array", "items": {"$ref": "#/$defs/Item"}}}},
+    )  # fmt: skip
+    legacy = ToolDefinition(
+        name="old", description="draft-07 definitions",
+        parameters={"type": "object", "definitions": {"Item": {"type": "integer"}},
+                    "properties": {"n": {"$ref": "#/definitions/Item"}}},
+    )  # fmt: skip
+    call = json.loads(tool_call_grammar([todos, legacy]).split("call: %json ", 1)[1])
+    assert call["$defs"] == {"t0_Item": item, "t1_Item": {"type": "integer"}}
+    first = call["anyOf"][0]["properties"]["arguments"]
+    assert first["properties"]["todos"]["items"] == {"$ref": "#/$defs/t0_Item"}
+    assert "$defs" not in first
+    second = call["anyOf"][1]["properties"]["arguments"]
+    assert second["properties"]["n"] == {"$ref": "#/$defs/t1_Item"}

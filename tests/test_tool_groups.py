@@ -126,3 +126,19 @@ def test_from_schema_needs_an_object_schema() -> None:
         Function.from_schema("bad", {"type": "string"}, run)
     unreadable = Function.from_schema("lax", {"type": "object", "properties": 5}, run)
     assert unreadable.validate_arguments('{"x": 1}') == {"x": 1}  # the server checks
+
+
+def test_a_schema_with_a_reference_it_cannot_resolve_checks_nothing() -> None:
+    async def run(arguments: dict[str, Any], ctx: RunContext[Any]) -> str:
+        return ""
+
+    odd = {"type": "object", "properties": {"x": {"$ref": "#/definitions/missing"}}}
+    function = Function.from_schema("odd", odd, run)
+    assert function.validate_arguments('{"x": 1}') == {"x": 1}  # the server checks
+
+
+async def test_a_namespaced_name_stays_within_64_characters() -> None:
+    long = "t" * 60
+    first, second = Remote("a", [long]), Remote("b", [long], namespace="server_with_a_long_name")
+    names = list(await Agent(model=ScriptedModel([]), tools=[first, second]).prepare_tools())
+    assert names == [long, ("server_with_a_long_name_" + long)[:64]]

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentica.deep.backends import FilesystemBackend, normalize_path
+from agentica.deep.backends.paths import check_content
 from agentica.errors import ToolError
 from agentica.tools.commands import CommandResult, CommandStatus
 from agentica.tools.files import BackendError, FileInfo, GrepLine
@@ -74,8 +75,7 @@ class EditorFiles:
         if not self.through_write:
             return await self.local.write(path, content)
         p = normalize_path(path)
-        if not isinstance(content, str) or "\x00" in content:
-            return await self.local.write(path, content)  # (refused there, with its message)
+        check_content(p, content, self.local.max_write_bytes)  # text, within the write limit
         existing = await self.local.stat(p)
         if p == "/" or (existing is not None and existing.is_dir):
             return await self.local.write(path, content)

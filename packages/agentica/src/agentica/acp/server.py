@@ -65,7 +65,8 @@ __all__ = ["GUARDED_TOOLS", "MODES", "ACPServer", "SessionSetup"]
 
 log = logging.getLogger(__name__)
 
-GUARDED_TOOLS = ("write_file", "edit_file", "execute", "run_python", "start_command")
+# edits, commands, and a subtask (a subagent works with the same tools, unasked)
+GUARDED_TOOLS = ("write_file", "edit_file", "execute", "run_python", "start_command", "task")
 MODES = (
     SessionMode(id="ask", name="Ask", description="Ask before each edit and command"),
     SessionMode(id="auto", name="Auto", description="Edit files and run commands without asking"),
@@ -255,11 +256,16 @@ class ACPServer:
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> PromptResponse:
         session = self._session(session_id)
-        if session.turn is not None and not session.turn.done():
-            raise RequestError.invalid_request({"reason": "a prompt of this session is running"})
         text = updates.prompt_text(prompt)
         if not text.strip():
             raise RequestError.invalid_params({"reason": "the prompt has no text"})
+        running = session.turn
+        if running is not None and not running.done():
+            if not running.cancelling():
+                raise RequestError.invalid_request(
+                    {"reason": "a prompt of this session is running"}
+                )
+            await asyncio.wait({running})  # a cancelled turn still unwinding: this one follows
         turn = asyncio.create_task(_Turn(self, session).run(text))
         session.turn = turn
         try:
@@ -268,9 +274,11 @@ class ACPServer:
             current = asyncio.current_task()
             if turn.cancelled() and (current is None or not current.cancelling()):
                 return PromptResponse(stop_reason="cancelled")
+            turn.cancel()  # this handler itself was cancelled (the editor went away)
             raise
         finally:
-            session.turn = None
+            if session.turn is turn:
+                session.turn = None
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         session = self.sessions.get(session_id)

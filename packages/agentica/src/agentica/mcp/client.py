@@ -240,7 +240,8 @@ class MCPServer(Tool):
         client = await self._client()
         if not self._listed or self._stale:
             link = self._link
-            assert link is not None
+            if link is None:
+                raise MCPServerError(f"MCP server {self.name!r} was closed", server=self.name)
             async with link.listing:
                 if not self._listed or self._stale:
                     await self._list(client)
@@ -367,9 +368,18 @@ class MCPServer(Tool):
     async def _list(self, client: Client) -> None:
         self._stale = False
         try:
-            found = await _pages(lambda cursor: client.list_tools(cursor=cursor), "tools")
+            async with asyncio.timeout(self.connect_timeout):
+                found = await _pages(lambda cursor: client.list_tools(cursor=cursor), "tools")
             has_resources = self.resources and client.server_capabilities.resources is not None
+        except TimeoutError:
+            self._stale = True
+            raise MCPServerError(
+                f"MCP server {self.name!r} did not list its tools within "
+                f"{self.connect_timeout:g} s",
+                server=self.name,
+            ) from None
         except Exception as exc:
+            self._stale = True
             if _is_closed(exc):
                 self._lost()
             raise MCPServerError(
@@ -380,7 +390,10 @@ class MCPServer(Tool):
         for spec in found:
             if self.only is not None and spec.name not in self.only:
                 continue
-            functions[spec.name] = self._function(spec)
+            try:
+                functions[spec.name] = self._function(spec)
+            except MCPServerError as exc:  # the server's other tools stay usable
+                log.warning("%s", exc)
         if has_resources:
             functions.update(self._resource_functions())
         if self.instructions is None and client.instructions:

@@ -5,7 +5,7 @@ retried JSON call and the retried event stream of one request, and the mapping o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeAlias, TypeVar
@@ -253,7 +253,9 @@ class HttpModel(Generic[C]):
 
         return await call_with_retries(attempt, self.retry)
 
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def response_stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         call = self._call(request, stream=True)
         context = self._context(request)
         events = stream_with_retries(

@@ -27,31 +27,56 @@ _PATTERN_TRIGGER = 2  # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN
 _GRAMMAR_ERROR = re.compile(r"grammar|llguidance|json[_ ]schema", re.IGNORECASE)
 
 
-def _closed(parameters: dict[str, Any]) -> dict[str, Any]:
-    """A tool's arguments schema with no room for arguments it does not name."""
+def _closed(parameters: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """A tool's arguments schema with no room for arguments it does not name; its definitions
+    (``$defs``, ``definitions``) moved into ``defs`` under ``prefix`` (the grammar's schema is
+    one document: a ``#/$defs/...`` reference resolves at its root)."""
     schema = dict(parameters)
+    for key in ("$defs", "definitions"):
+        for name, definition in (schema.pop(key, None) or {}).items():
+            defs[f"{prefix}{name}"] = _renamed(definition, prefix)
+    schema = dict(_renamed(schema, prefix))
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
     schema.setdefault("additionalProperties", False)
     return schema
 
 
+def _renamed(value: Any, prefix: str) -> Any:
+    """``value`` with its local references pointed at the prefixed definitions."""
+    if isinstance(value, dict):
+        out = {k: _renamed(v, prefix) for k, v in value.items()}
+        ref = out.get("$ref")
+        if isinstance(ref, str):
+            for root in ("#/$defs/", "#/definitions/"):
+                if ref.startswith(root):
+                    out["$ref"] = f"#/$defs/{prefix}{ref[len(root) :]}"
+        return out
+    if isinstance(value, list):
+        return [_renamed(v, prefix) for v in value]
+    return value
+
+
 def tool_call_grammar(tools: Sequence[ToolDefinition], *, parallel: bool = True) -> str:
     """An llguidance (Lark) grammar of the calls of ``tools``: one call, or with ``parallel``
     up to four, one per line (unbounded, a small model at temperature 0 was seen to repeat its
     calls until the token limit). Schema features llguidance does not know are ignored."""
-    call = {
-        "x-guidance": {"lenient": True},
-        "anyOf": [
-            {
-                "type": "object",
-                "properties": {"name": {"const": t.name}, "arguments": _closed(t.parameters)},
-                "required": ["name", "arguments"],
-                "additionalProperties": False,
-            }
-            for t in tools
-        ],
-    }
+    defs: dict[str, Any] = {}
+    branches = [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"const": t.name},
+                "arguments": _closed(t.parameters, f"t{n}_", defs),
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for n, t in enumerate(tools)
+    ]
+    call: dict[str, Any] = {"x-guidance": {"lenient": True}, "anyOf": branches}
+    if defs:
+        call["$defs"] = defs
     start = 'start: call ("\\n" call){0,3}' if parallel else "start: call"
     return f"%llguidance {{}}\n{start}\ncall: %json {json.dumps(call, ensure_ascii=False)}\n"
 

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -282,18 +282,22 @@ class LocalModel:
                 raise
         return await self._response(request)
 
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def response_stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         shown = False
         try:
-            async for event in self._response_stream(request):
-                shown = True
-                yield event
+            async with aclosing(self._response_stream(request)) as events:
+                async for event in events:
+                    shown = True
+                    yield event
             return
         except ModelError as error:
             if shown or not self._drop_grammar(error, request):
                 raise
-        async for event in self._response_stream(request):
-            yield event
+        async with aclosing(self._response_stream(request)) as again:
+            async for event in again:
+                yield event
 
     async def _response(self, request: ModelRequest) -> ModelResponse:
         base = await self.start()
@@ -320,7 +324,9 @@ class LocalModel:
 
         return await call_with_retries(attempt, self.retry)
 
-    async def _response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def _response_stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         base = await self.start()
         body = dumps(self.build_body(request, stream=True))
         timeout = self._timeout(request.settings)

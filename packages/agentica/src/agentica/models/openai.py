@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import aclosing
 from typing import Any, Literal
 
 from agentica.errors import ModelError, ModelHTTPError, ModelResponseError, UsageError
@@ -297,18 +298,22 @@ class OpenAIChat(HttpModel[Sequence[str]]):
                 raise
         return await super().response(request)
 
-    async def response_stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamEvent]:
+    async def response_stream(
+        self, request: ModelRequest
+    ) -> AsyncGenerator[ModelStreamEvent, None]:
         shown = False
         try:
-            async for event in super().response_stream(request):
-                shown = True
-                yield event
+            async with aclosing(super().response_stream(request)) as events:
+                async for event in events:
+                    shown = True
+                    yield event
             return
         except ModelError as error:
             if not self._fall_back(error, request) or shown:  # (text shown cannot be taken back)
                 raise
-        async for event in super().response_stream(request):
-            yield event
+        async with aclosing(super().response_stream(request)) as again:
+            async for event in again:
+                yield event
 
     def build_body(self, request: ModelRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``request`` (public for inspection and tests)."""

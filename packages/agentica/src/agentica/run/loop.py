@@ -15,12 +15,19 @@ back (``SendBack``) or ends the run (``Finish``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
-from agentica.errors import ContextOverflowError, LimitExceeded, ModelResponseError, StorageError
+from agentica.errors import (
+    ContextOverflowError,
+    LimitExceeded,
+    ModelResponseError,
+    StorageError,
+    UsageError,
+)
 from agentica.limits import RunBudget, RunLimits
 from agentica.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from agentica.models.base import ModelRequest, ModelResponse, ModelSettings, ResponseDone
@@ -66,6 +73,8 @@ if TYPE_CHECKING:
     from agentica.agent import Agent
 
 __all__ = ["RunInput", "run_events"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Handler: TypeAlias = Callable[["Agent[Any]", ActiveRun, Any], AsyncGenerator[RunEvent, None]]
@@ -224,8 +233,13 @@ async def _call_model(
 
 async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
     """Offer this turn the tools the capabilities allow (their restrictions intersect)."""
-    if agent.functions is not run.ctx.functions:  # a tool group's functions changed
-        run.refresh(agent.functions)
+    try:
+        functions = agent.functions
+    except UsageError as exc:  # a group's new list cannot be used: keep offering the old one
+        log.warning("the agent's changed tools cannot be used (%s); keeping the earlier ones", exc)
+        functions = run.ctx.functions
+    if functions is not run.ctx.functions:  # a tool group's functions changed
+        run.refresh(functions)
     allowed: frozenset[str] | None = None
     for capability in agent.capabilities:
         names = await capability.allowed_tools(run.ctx)

@@ -193,7 +193,11 @@ def _schema_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[str
     validator = kind(schema)
 
     def check(values: dict[str, Any]) -> list[str]:
-        problems = sorted(validator.iter_errors(values), key=lambda e: list(e.absolute_path))
+        try:
+            found = list(validator.iter_errors(values))
+        except Exception:  # a reference the schema cannot resolve, ...: the owner checks
+            return []
+        problems = sorted(found, key=lambda e: [str(p) for p in e.absolute_path])
         return [
             f"- {'.'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message:.300}"
             for e in problems[:10]

@@ -129,6 +129,7 @@ def resolve_functions(tools: Iterable[ToolLike]) -> Mapping[str, Function]:
         for function in group.functions.values():
             known = out.get(function.name)
             if known is not None and known.entrypoint is not function.entrypoint:
-                function = function.with_options(name=f"{group.namespace}_{function.name}")
+                spaced_name = f"{group.namespace}_{function.name}"[:64]
+                function = function.with_options(name=spaced_name)
             add(function)
     return out
