@@ -1,17 +1,36 @@
 """Small file-and-code tasks on the embedded model: ``uv run python benchmarks/local_tasks.py``.
 
-Twelve tasks of the kind a newcomer tries first (write and run a script, fix a bug, transform a
-file, compute and save a result), each checked by looking at the workspace afterwards. Every task
-runs with the same tools as ``agentica demo`` (list/read/write files, run Python, calculator) in a
-fresh workspace, at temperature 0, at most 10 model calls and 180 s.
+34 tasks of five kinds, phrased as a newcomer types them (``benchmarks/local_task_data.py``):
+answer from a file, edit a file exactly, write and run a script, fix a bug so the shipped tests
+pass, work across several files. Each runs in a fresh workspace and is checked afterwards by
+looking at the files (and, for questions, the final answer); each checker fails on the untouched
+workspace and passes on a reference solution (``tests/test_local_tasks.py``).
 
-Variants (``--variants``):
-- ``agentica``: the default ``LocalModel`` (agentica renders the prompt and parses tool calls
-  from the reply text) with the ``AnswerCheck`` capability (the model is asked once to check its
-  work before it finishes), as ``agentica demo`` runs it;
-- ``plain``: the same without ``AnswerCheck``;
-- ``native``: the same loaded model through llama.cpp's own chat endpoint with native tool
-  calling (its template and its strict server-side parser), driven by the same agent loop.
+Variants (``--variants``; the default is the first four):
+- ``deep``: ``DeepAgent(workspace=..., model=...)`` as ``agentica demo`` builds it (``demo_agent``:
+  files, shell, todos, subagents, answer check; one call per step; its limits);
+- ``plain``: a plain ``Agent`` with the demo's four tools (list/read/write files, run Python,
+  calculator) on the default ``LocalModel`` (agentica renders the prompt and parses the calls);
+- ``auto``, ``native``: the plain agent through ``OpenAILike(tool_mode="auto"|"native")`` against
+  llama.cpp's own OpenAI endpoint of a second ``LocalModel`` (its jinja chat template, its
+  server-side tool-call parser);
+- ``check``: the plain agent with ``AnswerCheck`` (asked once to check its work), as ``agentica
+  demo --simple`` runs it.
+
+Limits: plain, auto, native and check get at most 10 model calls and 180 s per task, as before.
+``deep`` keeps ``demo_agent``'s 40 model calls and 600 s: they bound the whole tree (its subagents'
+calls count too) and its todo bookkeeping costs calls the plain agent does not make, so the plain
+limits would cut it off by construction; it is measured as a user gets it.
+
+Options: ``--task``/``--kind`` select tasks; ``--repeats N`` runs each task N times with seed
+``--seed + repeat`` (``ModelSettings(seed=...)``). Repeats are meant with ``--temperature`` > 0:
+at the default temperature 0 every repeat is the same run. The report gives per variant and kind
+the tasks solved with a 95% Wilson score interval, the mean seconds per run, the runs that ended
+with an error (by type) and the tool calls refused as malformed ("Invalid arguments"/"Unknown
+tool"; top-level calls only, not a deep agent's subagents'). The interval treats every run as an
+independent trial; tasks differ in difficulty, so it is narrower than the truth across tasks.
+``--verbose`` prints every tool call, ``--transcripts DIR`` writes one JSON file per run (calls,
+answer, final files), ``--write-docs`` replaces the ``tasks`` block of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,195 +38,267 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from agentica import Agent, ModelSettings, OpenAILike, RunLimits  # noqa: E402
-from agentica.cli.demo import INSTRUCTIONS, SALES, WorkspaceTools, calculator  # noqa: E402
+from agentica.cli.demo import INSTRUCTIONS, WorkspaceTools, calculator, demo_agent  # noqa: E402
 from agentica.deep import AnswerCheck  # noqa: E402
-from agentica.errors import AgenticaError  # noqa: E402
 from agentica.models.base import Model  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
+from benchmarks.local_task_data import KINDS, TASKS, Task  # noqa: E402
 
-
-def _run(root: Path, *args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, *args], cwd=root, capture_output=True, text=True, timeout=30
-    )
-    return out.stdout
-
-
-def _read(root: Path, name: str) -> str:
-    path = root / name
-    return path.read_text() if path.is_file() else ""
-
-
-def _numbers(text: str) -> list[int]:
-    return [int(n) for n in re.findall(r"-?\d+", text)]
+VARIANTS = ("deep", "plain", "auto", "native", "check")
+DEFAULT_VARIANTS = ["deep", "plain", "auto", "native"]
+MALFORMED = ("Invalid arguments", "Unknown tool")
 
 
 @dataclass(slots=True)
-class Task:
-    name: str
-    prompt: str
-    check: Callable[[Path], bool]
-    files: dict[str, str] = field(default_factory=dict)
+class Outcome:
+    """One run of one task by one variant."""
+
+    variant: str
+    task: str
+    kind: str
+    repeat: int
+    ok: bool
+    seconds: float
+    calls: int
+    malformed: int
+    error: str  # the error's type name ("" when the run ended with an answer)
+    answer: str
+    tool_calls: list[dict[str, str]]
+    error_message: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # the workspace afterwards
 
 
-TASKS = [
-    Task("hello", "Create hello.py that prints exactly: Hello, world!",
-         lambda r: _run(r, "hello.py").strip() == "Hello, world!"),
-    Task("fibonacci", "Write fib.py with a function fib(n) that returns the n-th Fibonacci number "
-         "(fib(0) = 0, fib(1) = 1).",
-         lambda r: _run(r, "-c", "import fib; print(fib.fib(10), fib.fib(20))").split()
-         == ["55", "6765"]),
-    Task("csv-totals", "sales.csv has columns region, product, amount. Compute the total amount "
-         "per region and write the totals to totals.json as an object mapping region to total.",
-         lambda r: json.loads(_read(r, "totals.json") or "{}") == {"north": 165, "south": 180,
-                                                                  "east": 90},
-         {"sales.csv": SALES}),
-    Task("word-count", "Count the words in notes.txt and write only the number to count.txt.",
-         lambda r: _numbers(_read(r, "count.txt")) == [13],
-         {"notes.txt": "the quick brown fox jumps over the lazy dog and runs away fast\n"}),
-    Task("fix-bug", "buggy.py has a bug: add(2, 3) should return 5. Fix the file.",
-         lambda r: _run(r, "-c", "import buggy; print(buggy.add(2, 3), buggy.add(-1, 1))").split()
-         == ["5", "0"],
-         {"buggy.py": "def add(a, b):\n    return a - b\n"}),
-    Task("json-config", 'Create config.json containing {"name": "agentica", "version": 1}.',
-         lambda r: json.loads(_read(r, "config.json") or "{}") == {"name": "agentica",
-                                                                  "version": 1}),
-    Task("reverse-lines", "Write the lines of lines.txt in reverse order to reversed.txt.",
-         lambda r: _read(r, "reversed.txt").split() == ["three", "two", "one"],
-         {"lines.txt": "one\ntwo\nthree\n"}),
-    Task("primes", "Write primes.txt listing every prime number below 30, one per line.",
-         lambda r: _numbers(_read(r, "primes.txt")) == [2, 3, 5, 7, 11, 13, 17, 19, 23, 29]),
-    Task("multiply", "Compute 1234 * 5678 and write only the result to answer.txt.",
-         lambda r: _numbers(_read(r, "answer.txt").replace(",", "")) == [7006652]),
-    Task("uppercase", "Write the names from names.txt in upper case, one per line, to upper.txt.",
-         lambda r: _read(r, "upper.txt").split() == ["ADA", "GRACE", "LINUS"],
-         {"names.txt": "ada\ngrace\nlinus\n"}),
-    Task("maximum", "numbers.txt has one number per line. Write only the largest to max.txt.",
-         lambda r: _numbers(_read(r, "max.txt")) == [97],
-         {"numbers.txt": "12\n97\n-4\n55\n"}),
-    Task("rename", "In util.py rename the function calc to compute, keeping its behaviour.",
-         lambda r: _run(r, "-c", "import util; print(util.compute(3), hasattr(util, 'calc'))")
-         .split() == ["9", "False"],
-         {"util.py": "def calc(x):\n    return x * x\n"}),
-]  # fmt: skip
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% for ``z=1.96``); (0, 1) when ``n`` is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
-async def run_task(
-    model: Model, task: Task, verbose: bool = False, check: bool = True
-) -> tuple[bool, float, int, str]:
-    root = Path(tempfile.mkdtemp(prefix=f"agentica-task-{task.name}-"))
-    for name, text in task.files.items():
-        (root / name).write_text(text)
-    agent = Agent(
+def build_agent(variant: str, model: Model, root: Path, settings: ModelSettings) -> Agent:
+    """The agent a variant runs in ``root`` (see the module docstring)."""
+    if variant == "deep":
+        return demo_agent(model, root, deep=True, settings=settings)
+    return Agent(
         model=model,
         tools=[WorkspaceTools(root), calculator],
         instructions=INSTRUCTIONS,
-        model_settings=ModelSettings(max_tokens=768, temperature=0.0),
+        model_settings=ModelSettings(max_tokens=768).merged(settings),
         limits=RunLimits(max_turns=10, max_wall_time=180),
-        capabilities=[AnswerCheck()] if check else [],
+        capabilities=[AnswerCheck()] if variant == "check" else [],
     )
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): p.read_text(errors="replace")[:4000]
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.stat().st_size < 100_000
+    }
+
+
+async def run_task(
+    variant: str, model: Model, task: Task, *, repeat: int, temperature: float, seed: int,
+    verbose: bool = False,
+) -> Outcome:  # fmt: skip
+    """Run ``task`` once in a fresh workspace and check it."""
+    root = Path(tempfile.mkdtemp(prefix=f"agentica-task-{task.name}-"))
+    task.setup(root)
+    settings = ModelSettings(temperature=temperature, seed=seed + repeat)
+    agent = build_agent(variant, model, root, settings)
+    answer = error = message = ""
     start = time.perf_counter()
-    note = ""
     try:
         response = await agent.run(task.prompt)
-        if verbose:
-            print(f"  answer: {response.content!r}")
-    except AgenticaError as exc:
-        note = type(exc).__name__
-    if verbose:
-        for record in agent.memory.runs:
-            for c in record.tool_calls:
-                print(f"  {c.status:7} {c.name}({c.arguments[:300]}) -> {c.content[:200]!r}")
+        answer = response.content or ""
+    except Exception as exc:  # an error ends the run; the workspace is still checked
+        error, message = type(exc).__name__, str(exc)[:2000]
     seconds = time.perf_counter() - start
+    calls = [
+        {"name": c.name, "arguments": c.arguments, "status": c.status, "content": c.content[:2000]}
+        for record in agent.memory.runs
+        for c in record.tool_calls
+    ]
     try:
-        ok = await asyncio.to_thread(task.check, root)
-    except Exception as exc:  # a check that crashes is a failed task
-        ok, note = False, note or type(exc).__name__
+        ok = await asyncio.to_thread(task.check, root, answer)
+    except Exception as exc:  # a checker that crashes is a failed task
+        ok, error = False, error or f"check {type(exc).__name__}"
+    malformed = sum(c["status"] == "error" and c["content"].startswith(MALFORMED) for c in calls)
+    outcome = Outcome(
+        variant, task.name, task.kind, repeat, ok, seconds, agent.usage.tool_calls, malformed,
+        error, answer, calls, message, _snapshot(root),
+    )  # fmt: skip
     shutil.rmtree(root, ignore_errors=True)
-    return ok, seconds, agent.usage.tool_calls, note
+    if verbose:
+        for c in calls:
+            print(
+                f"  {c['status']:7} {c['name']}({c['arguments'][:300]}) -> {c['content'][:200]!r}"
+            )
+        print(f"  answer: {answer!r}")
+    return outcome
+
+
+def _rate(outcomes: list[Outcome], bold: bool = False) -> str:
+    solved, n = sum(o.ok for o in outcomes), len(outcomes)
+    low, high = wilson(solved, n)
+    count = f"**{solved}/{n}**" if bold else f"{solved}/{n}"
+    return f"{count} ({low * 100:.0f}-{high * 100:.0f}%)"
+
+
+def _errors(outcomes: list[Outcome]) -> str:
+    kinds = Counter(o.error for o in outcomes if o.error)
+    if not kinds:
+        return "0"
+    return f"{sum(kinds.values())}: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
+
+
+def _task_cell(runs: list[Outcome]) -> str:
+    if len(runs) == 1:
+        (o,) = runs
+        return f"{'✓' if o.ok else '✗'} {o.seconds:.0f} s, {o.calls} calls {o.error}".strip()
+    mean = sum(o.seconds for o in runs) / len(runs)
+    return f"{sum(o.ok for o in runs)}/{len(runs)}, {mean:.0f} s"
+
+
+def report(outcomes: list[Outcome], variants: list[str], header: str) -> str:
+    """The Markdown report: per kind and overall, then per task, one column per variant."""
+    runs = {v: [o for o in outcomes if o.variant == v] for v in variants}
+    row = "| {} | " + " | ".join(["{}"] * len(variants)) + " |"
+    lines = [header, "", row.format("kind", *variants), "|---|" + "---|" * len(variants)]
+    for kind in KINDS:
+        if any(o.kind == kind for o in outcomes):
+            lines.append(row.format(kind, *(_rate([o for o in runs[v] if o.kind == kind])
+                                             for v in variants)))  # fmt: skip
+    lines.append(row.format("**all**", *(_rate(runs[v], bold=True) for v in variants)))
+    mean = [f"{sum(o.seconds for o in runs[v]) / max(1, len(runs[v])):.0f} s" for v in variants]
+    lines.append(row.format("mean time per run", *mean))
+    lines.append(row.format("runs ended by an error", *(_errors(runs[v]) for v in variants)))
+    malformed = [f"{sum(o.malformed for o in runs[v])} of {sum(len(o.tool_calls) for o in runs[v])}"
+                 for v in variants]  # fmt: skip
+    lines.append(row.format("malformed tool calls", *malformed))
+    lines += ["", "Kinds: " + "; ".join(f"{k}: {label}" for k, label in KINDS.items()) + ".", ""]
+    lines += [row.format("task", *variants), "|---|" + "---|" * len(variants)]
+    for task in TASKS:
+        cells = [[o for o in runs[v] if o.task == task.name] for v in variants]
+        if any(cells):
+            lines.append(row.format(f"{task.name} ({task.kind})", *map(_task_cell, cells)))
+    return "\n".join(lines)
+
+
+async def start_models(variants: list[str], name: str) -> tuple[dict[str, Model], list[Model]]:
+    """The model each variant runs on: one embedded model, and a second one served with
+    llama.cpp's own template and tool-call parser for ``auto`` and ``native``; with the
+    embedded models, which must stay referenced (a collected ``LocalModel`` stops its server)."""
+    models: dict[str, Model] = {}
+    local: list[Model] = []
+    if {"deep", "plain", "check"} & set(variants):
+        text = LocalModel(name)
+        await text.start()
+        models.update(deep=text, plain=text, check=text)
+        local.append(text)
+    if {"auto", "native"} & set(variants):
+        server = LocalModel(name, server_options={"use_jinja": True})
+        url = await server.start()
+        models["auto"] = OpenAILike(id=name, base_url=url + "/v1", tool_mode="auto")
+        models["native"] = OpenAILike(id=name, base_url=url + "/v1", tool_mode="native")
+        local.append(server)
+    return models, local
+
+
+def _write_transcript(directory: Path, outcome: Outcome, task: Task) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{outcome.variant}-{outcome.task}-{outcome.repeat}.json"
+    path.write_text(json.dumps({"prompt": task.prompt, **asdict(outcome)}, indent=2))
+
+
+def _write_docs(markdown: str) -> None:
+    path = ROOT / "docs" / "benchmarks.md"
+    text = path.read_text()
+    command = " ".join(["uv run python benchmarks/local_tasks.py", *sys.argv[1:]])
+    block = (
+        f"<!-- tasks:start -->\nCommand: `{command}` · measured {time.strftime('%Y-%m-%d')}\n\n"
+        f"{markdown}\n<!-- tasks:end -->"
+    )
+    if "<!-- tasks:start -->" in text:
+        text = re.sub(r"<!-- tasks:start -->.*?<!-- tasks:end -->", lambda _: block, text,
+                      flags=re.S)  # fmt: skip
+    else:
+        text += "\n" + block + "\n"
+    path.write_text(text)
+
+
+def select(args: argparse.Namespace) -> list[Task]:
+    tasks = [t for t in TASKS if (not args.task or t.name in args.task)]
+    tasks = [t for t in tasks if (not args.kind or t.kind in args.kind)]
+    unknown = set(args.task or ()) - {t.name for t in TASKS}
+    if unknown or not tasks:
+        raise SystemExit(f"no such task: {', '.join(sorted(unknown)) or 'none selected'}")
+    return tasks
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    local = LocalModel(args.model)
-    await local.start()
-    assert local.base_url is not None
-    variants: dict[str, Model] = {"agentica": local, "plain": local}
-    if "native" in args.variants:  # a second server with llama.cpp's own chat template (jinja)
-        native = LocalModel(args.model, server_options={"use_jinja": True})
-        await native.start()
-        assert native.base_url is not None
-        variants["native"] = OpenAILike(id=args.model, base_url=native.base_url + "/v1")
-    results: dict[str, dict[str, tuple[bool, float, int, str]]] = {}
-    for name in args.variants:
-        model = variants[name]
-        results[name] = {}
-        for task in TASKS:
-            if args.task and task.name not in args.task:
-                continue
-            outcome = await run_task(model, task, args.verbose, check=name == "agentica")
-            results[name][task.name] = outcome
-            print(f"{name:9} {task.name:14} {'ok ' if outcome[0] else 'FAIL'} "
-                  f"{outcome[1]:5.1f} s {outcome[2]:2} calls {outcome[3]}", flush=True)  # fmt: skip
-        await model.aclose()
-    lines = [
-        f"Model: {args.model}; {len(results[args.variants[0]])} tasks; temperature 0; at most "
-        "10 model calls and 180 s per task.",
-        "",
-        "| task | " + " | ".join(args.variants) + " |",
-        "|---|" + "---|" * len(args.variants),
-    ]
-    for task in TASKS:
-        if task.name not in results[args.variants[0]]:
-            continue
-        cells = []
-        for name in args.variants:
-            ok, seconds, calls, note = results[name][task.name]
-            cells.append(f"{'✓' if ok else '✗'} {seconds:.0f} s, {calls} calls {note}".strip())
-        lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
-    totals = []
-    for name in args.variants:
-        solved = sum(r[0] for r in results[name].values())
-        wall = sum(r[1] for r in results[name].values())
-        totals.append(f"**{solved}/{len(results[name])}** ({wall:.0f} s)")
-    lines.append("| **solved** | " + " | ".join(totals) + " |")
-    markdown = "\n".join(lines)
+    tasks = select(args)
+    if args.repeats > 1 and args.temperature == 0:
+        print("note: at temperature 0 every repeat is the same run; pass --temperature 0.3")
+    models, local = await start_models(args.variants, args.model)
+    outcomes: list[Outcome] = []
+    try:
+        for variant in args.variants:
+            for task in tasks:
+                for repeat in range(args.repeats):
+                    o = await run_task(
+                        variant, models[variant], task, repeat=repeat,
+                        temperature=args.temperature, seed=args.seed, verbose=args.verbose,
+                    )  # fmt: skip
+                    outcomes.append(o)
+                    print(f"{variant:6} {task.name:17} #{repeat} {'ok ' if o.ok else 'FAIL'} "
+                          f"{o.seconds:5.1f} s {o.calls:2} calls {o.malformed} malformed "
+                          f"{o.error}".rstrip(), flush=True)  # fmt: skip
+                    if args.transcripts:
+                        _write_transcript(Path(args.transcripts), o, task)
+    finally:
+        for model in {id(m): m for m in [*models.values(), *local]}.values():
+            await model.aclose()
+    header = (
+        f"Model: {args.model}; {len(tasks)} tasks x {args.repeats} run(s); temperature "
+        f"{args.temperature:g}, seed {args.seed} + repeat; at most 10 model calls and 180 s per "
+        "task (deep: 40 and 600 s, as `agentica demo`); solved with 95% Wilson intervals."
+    )
+    markdown = report(outcomes, args.variants, header)
     print(markdown)
     if args.write_docs:
-        path = ROOT / "docs" / "benchmarks.md"
-        text = path.read_text()
-        block = (
-            "<!-- tasks:start -->\n"
-            "Command: `uv run python benchmarks/local_tasks.py --write-docs` · measured "
-            f"{time.strftime('%Y-%m-%d')}\n\n{markdown}\n<!-- tasks:end -->"
-        )
-        if "<!-- tasks:start -->" in text:
-            text = re.sub(r"<!-- tasks:start -->.*?<!-- tasks:end -->", block, text, flags=re.S)
-        else:
-            text += "\n" + block + "\n"
-        path.write_text(text)
+        _write_docs(markdown)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
-    parser.add_argument("--variants", nargs="+", default=["agentica", "plain", "native"],
-                        choices=["agentica", "plain", "native"])  # fmt: skip
+    parser.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=VARIANTS)
     parser.add_argument("--task", nargs="*", help="run only these tasks")
+    parser.add_argument("--kind", nargs="*", choices=list(KINDS), help="run only these kinds")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per task and variant")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0, help="the first repeat's seed")
     parser.add_argument("--verbose", action="store_true", help="print every tool call")
+    parser.add_argument("--transcripts", metavar="DIR", help="write one JSON file per run")
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 
