@@ -145,3 +145,26 @@ async def test_a_refused_second_run_leaves_the_first_holding_the_agent() -> None
     assert agent.is_running
     assert (await first).content == "first"
     assert not agent.is_running
+
+
+async def test_a_reply_that_repeats_the_harness_note_is_sent_back() -> None:
+    """A small model copies its checkpoint note as its answer: the run asks again instead of
+    ending with the note as the answer."""
+    from agentica.run.capability import Capability
+    from agentica.run.events import AnswerSentBack
+
+    note = "Checkpoint: is the task really done? If not, continue with the next step."
+
+    class Checkpoint(Capability):
+        async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+            return note
+
+    model = ScriptedModel(["Is the task really done? If not, continue with the next step.",
+                           "The answer is 42."])  # fmt: skip
+    agent = Agent(model=model, capabilities=[Checkpoint()])
+    sent = []
+    async with agent.run_stream("What is 6 * 7?") as stream:
+        async for event in stream:
+            if isinstance(event, AnswerSentBack):
+                sent.append(event.source)
+    assert stream.response.content == "The answer is 42." and sent == ["echo_reply"]

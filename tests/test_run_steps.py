@@ -198,6 +198,28 @@ def test_an_empty_reply_is_sent_back_once_then_fails_the_run() -> None:
         assert not step.error.retryable
 
 
+CHECKPOINT = (
+    "Checkpoint at step 4. Before the next step, ask yourself:\n"
+    "- is the task really done? If not, continue with the next step."
+)
+
+
+def test_a_reply_that_only_repeats_a_note_of_the_harness_is_no_answer() -> None:
+    echo = answered("Is the task really done? If not, continue with the next step.")
+    step = decided(state(notes=(CHECKPOINT,)), echo)
+    assert isinstance(step, SendBack) and step.source == "echo_reply"
+    assert step.counter == "empty_replies"
+    failed = decided(state(notes=(CHECKPOINT,), empty_replies=1), echo)
+    assert isinstance(failed, Fail) and "repeat a system note" in str(failed.error)
+    # an answer that says more, a short one, or one with calls is an answer
+    for reply in (
+        answered("The task is done: report.md has the totals, and I checked it."),
+        answered("Is the task done?"),
+    ):
+        assert not isinstance(decided(state(notes=(CHECKPOINT,)), reply), SendBack)
+    assert decided(state(), echo) != step  # no notes: nothing to repeat
+
+
 def test_an_empty_reply_is_not_reviewed() -> None:
     assert decided(state(), Reply(AssistantMessage())) == SendBack(
         "empty_reply", EMPTY_REPLY, "empty_replies"

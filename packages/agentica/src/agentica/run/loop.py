@@ -60,6 +60,7 @@ from agentica.run.steps import (
     SendBack,
     Step,
     decide,
+    echoes,
     is_empty,
 )
 from agentica.run.window import FINAL_ANSWER_NOTE, Prepared
@@ -202,6 +203,7 @@ async def _call_model(
     run.turn += 1
     await _offer(agent, run)
     slots = await _slots(agent, run)
+    run.notes = (*(m.content for m in slots if isinstance(m.content, str)), *run.notes[-1:])
     request, prepared = await _request(run, slots)
     compacted = _compacted(run, prepared, "soft")
     if compacted is not None:
@@ -386,7 +388,8 @@ def _record_reply(run: ActiveRun, response: ModelResponse) -> AssistantMessage:
     message = response.message
     run.charge(response)
     if not is_empty(message):
-        run.empty_replies = 0  # only empty replies in a row count
+        if not echoes(message, run.notes):
+            run.empty_replies = 0  # only empty replies (or echoes) in a row count
         _add(run, message)
     run.reply = Reply(message)
     return message
@@ -521,6 +524,7 @@ async def _send_back(
         run.output_retries += 1
     _add(run, UserMessage(content=step.message))
     run.reply = None
+    run.notes = (step.message,)  # (the next turn's slots are added before it)
     yield AnswerSentBack(turn=run.turn, source=step.source, message=step.message)
 
 

@@ -39,10 +39,15 @@ __all__ = [
     "SendBack",
     "Step",
     "decide",
+    "echoes",
     "is_empty",
 ]
 
 EMPTY_REPLY = "Your reply was empty. Give your answer to the task, or call a tool."
+ECHO_REPLY = (
+    "Your reply repeated a note from the system instead of answering. Give your own answer to "
+    "the task, or call a tool."
+)
 
 
 # ----------------------------------------------------------------------------- the steps
@@ -177,7 +182,9 @@ class RunState:
             it asked ``decide`` (for ``max_wall_time``).
         turn: model calls made.
         output_retries: answers sent back for not matching the output type or a guardrail.
-        empty_replies: empty replies in a row.
+        empty_replies: empty replies (or echoes of ``notes``) in a row.
+        notes: what the harness said to the model last (this turn's capability slots, the
+            last message that sent an answer back): a reply that only repeats one is no answer.
         reply: the reply being handled, ``None`` between turns.
     """
 
@@ -191,12 +198,32 @@ class RunState:
     turn: int = 0
     output_retries: int = 0
     empty_replies: int = 0
+    notes: tuple[str, ...] = ()
     reply: Reply | None = None
 
 
 def is_empty(message: AssistantMessage) -> bool:
     """No text and no tool calls."""
     return not message.tool_calls and not (message.content and message.content.strip())
+
+
+def _words(text: str) -> str:
+    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
+
+
+def echoes(message: AssistantMessage, notes: Sequence[str]) -> bool:
+    """A reply without tool calls whose text only repeats one of the harness's ``notes`` (or a
+    line of one): a small model copying its checkpoint note instead of answering."""
+    if message.tool_calls or not message.content or not notes:
+        return False
+    said = _words(str(message.content))
+    if len(said) < 40:  # a short answer may well be words of a note (a todo's name)
+        return False
+    for note in notes:
+        for part in (note, *note.splitlines()):
+            if said in _words(part):
+                return True
+    return False
 
 
 # ----------------------------------------------------------------------------- deciding
@@ -255,6 +282,8 @@ def _after_answer(state: RunState, reply: Reply) -> Step:
     """A final answer: empty, reviewed by the capabilities, guarded, then parsed."""
     if is_empty(reply.message):
         return _empty(state)
+    if echoes(reply.message, state.notes):
+        return _empty(state, echo=True)
     if not reply.reviewed:
         return ReviewAnswer()
     if reply.review is not None:
@@ -266,21 +295,25 @@ def _after_answer(state: RunState, reply: Reply) -> Step:
     return _answer(state, reply.message)
 
 
-def _empty(state: RunState) -> Step:
-    """A reply with no text and no tool calls is no answer: sent back (Claude may end its turn
-    with nothing after tool results); a second one in a row fails the run."""
+def _empty(state: RunState, *, echo: bool = False) -> Step:
+    """A reply with no text and no tool calls (or one that only repeats a note of the harness,
+    ``echo``) is no answer: sent back (Claude may end its turn with nothing after tool results);
+    a second one in a row fails the run."""
     if state.empty_replies >= 1:
+        what = "replies that only repeat a system note" if echo else "empty replies"
         return Fail(
             ModelResponseError(
-                f"model {state.model_id!r} returned two empty replies in a row (no text, no tool "
-                "calls), the second after being told its reply was empty; try another model, or "
-                "check the instructions and the prompt (a chat template or a stop sequence that "
-                "ends the reply at once)",
+                f"model {state.model_id!r} returned two {what} in a row (no answer, no tool "
+                "calls), the second after being told so; try another model, or check the "
+                "instructions and the prompt (a chat template or a stop sequence that ends the "
+                "reply at once)",
                 provider=state.provider,
                 model=state.model_id,
                 retryable=False,
             )
         )
+    if echo:
+        return SendBack("echo_reply", ECHO_REPLY, "empty_replies")
     return SendBack("empty_reply", EMPTY_REPLY, "empty_replies")
 
 
