@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from agentica import Agent, ModelSettings, OpenAILike, RunLimits  # noqa: E402
 from agentica.cli.demo import INSTRUCTIONS, WorkspaceTools, calculator, demo_agent  # noqa: E402
 from agentica.deep import AnswerCheck  # noqa: E402
+from agentica.messages import Message, UserMessage  # noqa: E402
 from agentica.models.base import Model  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
 from benchmarks.local_task_data import KINDS, TASKS, Task  # noqa: E402
@@ -80,6 +81,7 @@ class Outcome:
     tool_calls: list[dict[str, str]]
     error_message: str = ""
     files: dict[str, str] = field(default_factory=dict)  # the workspace afterwards
+    messages: list[dict[str, str]] = field(default_factory=list)  # the conversation, abridged
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -115,6 +117,10 @@ def _snapshot(root: Path) -> dict[str, str]:
     }
 
 
+def _text(message: Message) -> str:
+    return message.text if isinstance(message, UserMessage) else message.content or ""
+
+
 async def run_task(
     variant: str, model: Model, task: Task, *, repeat: int, temperature: float, seed: int,
     verbose: bool = False,
@@ -137,6 +143,12 @@ async def run_task(
         for record in agent.memory.runs
         for c in record.tool_calls
     ]
+    messages = [
+        {"role": m.role, "text": _text(m)[:1500],
+         "calls": " ".join(f"{c.name}({c.arguments[:300]})" for c in getattr(m, "tool_calls", ()))}
+        for record in agent.memory.runs
+        for m in record.messages
+    ]  # fmt: skip
     try:
         ok = await asyncio.to_thread(task.check, root, answer)
     except Exception as exc:  # a checker that crashes is a failed task
@@ -144,7 +156,7 @@ async def run_task(
     malformed = sum(c["status"] == "error" and c["content"].startswith(MALFORMED) for c in calls)
     outcome = Outcome(
         variant, task.name, task.kind, repeat, ok, seconds, agent.usage.tool_calls, malformed,
-        error, answer, calls, message, _snapshot(root),
+        error, answer, calls, message, _snapshot(root), messages,
     )  # fmt: skip
     shutil.rmtree(root, ignore_errors=True)
     if verbose:

@@ -59,7 +59,8 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.deep": {
         "AnswerCheck", "BackendError", "BraveProvider", "CodeNotRun", "CompositeBackend",
         "DeepAgent", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
-        "HARNESS_INSTRUCTIONS", "Heartbeat", "Reflection", "SearchProvider", "SearchResult",
+        "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "Reflection", "SearchProvider",
+        "SearchResult",
         "SearxngProvider", "Shell", "Skill", "SkillError", "Skills", "StateBackend",
         "StoreBackend", "SubAgent", "SubAgents", "TavilyProvider", "TodoItem", "Todos", "Web",
         "WorkspaceOverview", "load_skill", "provider_from_env", "session_state_backend"

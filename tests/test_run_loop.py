@@ -168,3 +168,32 @@ async def test_a_reply_that_repeats_the_harness_note_is_sent_back() -> None:
             if isinstance(event, AnswerSentBack):
                 sent.append(event.source)
     assert stream.response.content == "The answer is 42." and sent == ["echo_reply"]
+
+
+async def test_a_reply_that_repeats_an_earlier_turns_note_is_sent_back() -> None:
+    """As seen in a deep agent's run: the checkpoint note came with one turn, another note with
+    the next, and the model answered with the first note's last line."""
+    from agentica.run.capability import Capability
+
+    class EveryOther(Capability):
+        def __init__(self) -> None:
+            self.turn = 0
+
+        async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+            self.turn += 1
+            if self.turn == 1:
+                return (
+                    "Checkpoint.\n- is the task really done? If not, continue with the next step."
+                )
+            return "Open todos: none."
+
+    @tool
+    def look() -> str:
+        """Look around."""
+        return "nothing here"
+
+    model = ScriptedModel([tool_calls(call("look")),
+                           "Is the task really done? If not, continue with the next step.",
+                           "The answer is 42."])  # fmt: skip
+    agent = Agent(model=model, tools=[look], capabilities=[EveryOther()])
+    assert (await agent.run("What is 6 * 7?")).content == "The answer is 42."

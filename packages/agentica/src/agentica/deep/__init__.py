@@ -6,7 +6,7 @@
 - ``Shell`` over a ``CommandBackend`` (the protocol: ``agentica.tools.commands``) and
   ``CodeNotRun`` (shell/)
 - ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
-  ``AnswerCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
+  ``AnswerCheck`` and ``NumberCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
 
 Human approval, the ``RepetitionGuard``, context management and guardrails are not here: every
 ``Agent`` has them (``agentica.run``, ``agentica.context``, ``agentica.guardrails``).
@@ -22,7 +22,7 @@ from agentica.deep.backends import (
     StateBackend,
     StoreBackend,
 )
-from agentica.deep.checks import AnswerCheck
+from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
 from agentica.deep.shell import CodeNotRun, Shell
@@ -52,6 +52,7 @@ __all__ = [
     "FileTools",
     "FilesystemBackend",
     "Heartbeat",
+    "NumberCheck",
     "Reflection",
     "SearchProvider",
     "SearchResult",

@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar, overload
 from agentica.agent import Agent
 from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.deep.backends import FilesystemBackend
-from agentica.deep.checks import AnswerCheck
+from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import BackendSource, FileTools, WorkspaceOverview
 from agentica.deep.heartbeat import Heartbeat, Reflection
 from agentica.deep.shell import CodeNotRun, Shell
@@ -135,8 +135,8 @@ def _subagents(harness: _Harness, shared: list[Capability]) -> list[Capability]:
         return []
     kinds = list(harness.subagents) if not isinstance(harness.subagents, bool) else []
     # subagents get the shell's tools (by privilege) but not the Shell: it reminds them to run
-    # code they only wrote down
-    children = [*shared, CodeNotRun()] if harness.shell else shared
+    # code they only wrote down; their answers are the parent's evidence, so numbers are checked
+    children = [*shared, CodeNotRun(), NumberCheck()] if harness.shell else shared
     return [SubAgents(kinds, max_depth=harness.max_subagent_depth, shared=children)]
 
 
@@ -147,7 +147,7 @@ def _extras(harness: _Harness) -> list[Capability]:
     approval: list[Capability] = (
         [HumanApproval(harness.interrupt_on)] if harness.interrupt_on else []
     )
-    check: list[Capability] = [AnswerCheck()] if harness.answer_check else []
+    check: list[Capability] = [NumberCheck(), AnswerCheck()] if harness.answer_check else []
     return [*skills, *web, *approval, *check]
 
 
@@ -184,7 +184,7 @@ class DeepAgent(Agent[OutT]):
       the context management every ``Agent`` has (``context=ContextPolicy(...)``);
     - ``write_todos`` / ``read_todos`` (``Todos``), the ``task`` tool for subagents (``SubAgents``),
       skills (``Skills``), web tools (``Web``), human approval (``interrupt_on``), and the final
-      ``AnswerCheck``.
+      ``AnswerCheck`` and ``NumberCheck``.
 
     Every part can be switched off or replaced by passing ``False`` or an object; the harness adds
     one short paragraph to the instructions. Its fixed prompt cost (system prompt and tool schemas)
@@ -208,7 +208,9 @@ class DeepAgent(Agent[OutT]):
         web: ``True`` for ``fetch_url`` (and ``web_search`` when a provider is configured), or a
             ``Web`` capability.
         interrupt_on: tools whose calls wait for a person's approval (see ``HumanApproval``).
-        answer_check: ask the model to check its work before it finishes (``AnswerCheck``).
+        answer_check: ask the model to check its work before it finishes (``AnswerCheck``),
+            and to compute the numbers it writes or answers that no tool showed
+            (``NumberCheck``).
         overview: list the top of the file area in the system prompt at the start of each run
             (``WorkspaceOverview``), so the model uses real paths instead of guessing.
         repetition: warn when the model repeats a tool call and refuse a tool it keeps

@@ -8,8 +8,10 @@ finish the missing steps. A model that really is done repeats its answer and the
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from agentica.messages import AssistantMessage
@@ -17,7 +19,7 @@ from agentica.run.capability import Capability
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 
-__all__ = ["AnswerCheck"]
+__all__ = ["AnswerCheck", "NumberCheck"]
 
 DEFAULT_PROMPT = (
     "Before you finish, check your work against the task: {task}\n"
@@ -110,3 +112,176 @@ def _describe(call: FunctionCall) -> str:
         f"{call.name}({_short(call.call.arguments, 80)}) -> "
         f"{outcome}{_short(call.content, 80) or '(no output)'}"
     )
+
+
+NUMBER_NOTE = (
+    "[number check] You wrote {numbers} into {path}, but no tool output showed "
+    "{them}. A number you work out in your head is often wrong: compute {them} with {tool} "
+    "(print the result), then correct {path} with the printed value."
+)
+NUMBER_PROMPT = (
+    "Your answer says {numbers}, but no tool output showed {them}. A number you work out in "
+    "your head is often wrong: compute {them} with {tool} (print the result) and answer with "
+    "the printed value. If you read {them} somewhere, read that file again and quote it."
+)
+
+# Where a written number must come from a tool: data and prose files, not code (whose constants
+# are the model's to choose).
+_DATA_SUFFIXES = frozenset(
+    {"", ".md", ".txt", ".rst", ".csv", ".tsv", ".json", ".ini", ".cfg", ".toml", ".yaml",
+     ".yml", ".html", ".xml", ".log"}
+)  # fmt: skip
+_WRITTEN_KEYS = ("content", "new_string", "new_text", "text")
+_PATH_KEYS = ("path", "file_path", "filename")
+# A number: digits with thousands separators or decimals ("1,299.99", "82.5"), not part of a
+# word ("file2", "Q3") and not a version's or an address's piece ("1.5.0" is one token).
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
+_COMPUTE_TOOLS = ("run_python", "execute", "calculator")
+
+
+def _numbers(text: str) -> list[tuple[str, list[str]]]:
+    """The numbers in ``text``: each as written (thousands separators dropped, "1,299.99" is
+    1299.99) with the numbers it is as a comma list ("1,2,3"; "1,299.99": 1 and 299.99)."""
+    found: list[tuple[str, list[str]]] = []
+    for match in _NUMBER.finditer(text):
+        token = match.group(0)
+        parts = token.split(",")
+        found.append((token.replace(",", "") if _THOUSANDS.fullmatch(token) else "", parts))
+    return found
+
+
+def _value(token: str) -> float | None:
+    """The value of a plain number ("82.5"); ``None`` for a dotted token like "1.5.0"."""
+    return float(token) if token.count(".") <= 1 and token.strip(".") else None
+
+
+def _needs_source(token: str) -> bool:
+    """Numbers worth checking: any with a fraction, integers from 10 (counts below ten, list
+    positions and the like are left alone)."""
+    value = _value(token)
+    return value is not None and ("." in token or value >= 10)
+
+
+class _Sources:
+    """The numbers a run has seen: its input and every tool output."""
+
+    def __init__(self) -> None:
+        self.tokens: set[str] = set()
+        self.values: list[float] = []
+
+    def add(self, text: str) -> None:
+        for joined, parts in _numbers(text):
+            for token in [joined, *parts] if joined else parts:
+                if token in self.tokens:
+                    continue
+                self.tokens.add(token)
+                value = _value(token)
+                if value is not None:
+                    self.values.extend((value, value * 100))  # 0.825 is also "82.5%"
+
+    def shows(self, token: str) -> bool:
+        """Whether ``token`` is a number seen, or a rounding of one ("82.67" of 82.6666)."""
+        if token in self.tokens:
+            return True
+        value = _value(token)
+        if value is None:
+            return False
+        decimals = len(token.split(".", 1)[1]) if "." in token else 0
+        tolerance = 0.5 * 10**-decimals + 1e-9
+        return any(abs(value - seen) <= tolerance for seen in self.values)
+
+    def unseen(self, text: str) -> list[str]:
+        """The numbers of ``text`` worth checking that no source showed, in order, once each."""
+        missing: list[str] = []
+        for joined, parts in _numbers(text):
+            if joined and self.shows(joined):
+                continue
+            unseen = [p for p in parts if _needs_source(p) and not self.shows(p)]
+            if joined and unseen:
+                missing.append(joined)
+            else:
+                missing.extend(unseen)
+        return list(dict.fromkeys(missing))
+
+
+class NumberCheck(Capability):
+    """Flag numbers the model wrote or answered that no tool output showed, and have it compute
+    them.
+
+    Small models read a CSV and then add up its column in their head, usually wrongly, and write
+    the result into a report or answer with it. The check collects the numbers of the run's
+    input and of every tool output; a number with a fraction or of ten and more that the model
+    then writes into a data or text file (not code) gets a note on that call's result, and a
+    final answer that states one is sent back, each telling the model to compute it with a tool
+    (``run_python``, ``execute`` or ``calculator``, whichever the agent has; an agent with none
+    of them is left alone). A rounding of a number seen counts as seen ("82.67" of 82.6666).
+
+    Args:
+        max_nudges: how many notes and send-backs per run, together (0 disables the check).
+    """
+
+    name = "number_check"
+
+    def __init__(self, *, max_nudges: int = 2) -> None:
+        self.max_nudges = max_nudges
+
+    def _sources(self, ctx: RunContext[Any]) -> _Sources:
+        sources = ctx.state.get(self.name)
+        if not isinstance(sources, _Sources):
+            sources = ctx.state[self.name] = _Sources()
+            sources.add(ctx.input)
+        return sources
+
+    def _spend(self, ctx: RunContext[Any]) -> str | None:
+        """The tool to compute with, if a nudge is left (and counts it as spent)."""
+        spent = int(ctx.state.get(f"{self.name}.nudges", 0))
+        tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
+        if spent >= self.max_nudges or tool is None:
+            return None
+        ctx.state[f"{self.name}.nudges"] = spent + 1
+        return tool
+
+    async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
+        sources = self._sources(ctx)
+        for call in calls:
+            written = _written(call)
+            if written is not None:
+                path, text = written
+                unseen = sources.unseen(text)
+                tool = self._spend(ctx) if unseen else None
+                if tool is not None:
+                    call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
+            sources.add(call.content)
+
+    async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        text = _FENCE.sub(" ", message.content or "")
+        unseen = self._sources(ctx).unseen(text)
+        tool = self._spend(ctx) if unseen else None
+        if tool is None:
+            return None
+        return NUMBER_PROMPT.format(tool=tool, **_list(unseen))
+
+
+def _list(numbers: list[str]) -> dict[str, str]:
+    shown = numbers[:5]
+    words = ", ".join(shown[:-1]) + f" and {shown[-1]}" if len(shown) > 1 else shown[0]
+    return {"numbers": words, "them": "them" if len(shown) > 1 else "it"}
+
+
+def _written(call: FunctionCall) -> tuple[str, str] | None:
+    """(path, text) of a successful call that wrote text into a data or prose file."""
+    if call.status != "success":
+        return None
+    try:
+        arguments = json.loads(call.call.arguments or "{}")
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    path = next((arguments[k] for k in _PATH_KEYS if isinstance(arguments.get(k), str)), None)
+    text = next((arguments[k] for k in _WRITTEN_KEYS if isinstance(arguments.get(k), str)), None)
+    if path is None or text is None or PurePosixPath(path).suffix.lower() not in _DATA_SUFFIXES:
+        return None
+    return path, text

@@ -194,6 +194,8 @@ async def _check_input(agent: Agent[Any], run: ActiveRun) -> None:
 
 # ----------------------------------------------------------------------------- CallModel
 
+_KEPT_NOTES = 8
+
 
 async def _call_model(
     agent: Agent[Any], run: ActiveRun, step: CallModel
@@ -203,7 +205,9 @@ async def _call_model(
     run.turn += 1
     await _offer(agent, run)
     slots = await _slots(agent, run)
-    run.notes = (*(m.content for m in slots if isinstance(m.content, str)), *run.notes[-1:])
+    # this turn's notes, and the last turns' (a model may echo a checkpoint a turn later)
+    current = tuple(m.content for m in slots if isinstance(m.content, str))
+    run.notes = (*current, *run.notes)[:_KEPT_NOTES]
     request, prepared = await _request(run, slots)
     compacted = _compacted(run, prepared, "soft")
     if compacted is not None:

@@ -1,0 +1,119 @@
+"""NumberCheck: numbers the model writes or answers that no tool output showed are computed."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentica import Agent, tool
+from agentica.deep import NumberCheck
+from agentica.deep.checks import _Sources
+from agentica.messages import ToolMessage, UserMessage
+from agentica.testing import ScriptedModel, call, tool_calls
+
+SCORES = "student,score\nAmara,91\nBen,78\nChloe,85\nDev,66\nErin,92.5\n"
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file."""
+    return SCORES
+
+
+@tool
+def write_file(path: str, content: str) -> str:
+    """Write a file."""
+    return f"wrote {len(content)} characters to {path}"
+
+
+@tool
+def run_python(code: str) -> str:
+    """Run Python code."""
+    return "82.5"
+
+
+async def test_an_answer_computed_in_the_head_is_sent_back_to_compute() -> None:
+    """As measured on the 1.5B model: it read the CSV and answered 80.5 (the mean is 82.5)."""
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        "The average score in scores.csv is 80.5.",
+        tool_calls(call("run_python", code="print(sum([91, 78, 85, 66, 92.5]) / 5)")),
+        "The average score is 82.5.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    response = await agent.run("What's the average score in scores.csv?")
+    assert response.content == "The average score is 82.5."
+    nudge = model.requests[2].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert nudge.text.startswith("Your answer says 80.5, but no tool output showed it.")
+    assert "compute it with run_python" in nudge.text
+    assert model.remaining == 0  # 82.5 was printed by a tool: the answer ends the run
+
+
+async def test_numbers_read_or_printed_pass_and_small_counts_are_left_alone() -> None:
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        "Erin has the top score, 92.50, of 5 students; Ben scored 78.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    response = await agent.run("Who has the top score in scores.csv?")
+    assert response.content.startswith("Erin") and len(model.requests) == 2
+
+
+async def test_a_number_written_into_a_report_gets_a_note_on_that_call() -> None:
+    """The demo's failure: totals added up in the head and written into report.md."""
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        tool_calls(call("write_file", path="report.md", content="| mean | 80.5 |")),
+        tool_calls(call("run_python", code="print(sum([91, 78, 85, 66, 92.5]) / 5)")),
+        tool_calls(call("write_file", path="report.md", content="| mean | 82.5 |")),
+        "Done.",
+    ])  # fmt: skip
+    agent = Agent(
+        model=model, tools=[read_file, write_file, run_python], capabilities=[NumberCheck()]
+    )
+    await agent.run("Put the mean of scores.csv into report.md")
+    writes = [
+        m for m in model.requests[4].messages if isinstance(m, ToolMessage) and "wrote" in m.content
+    ]
+    assert "[number check] You wrote 80.5 into report.md" in writes[0].content
+    assert "compute it with run_python" in writes[0].content
+    assert "[number check]" not in writes[1].content  # 82.5 was printed by run_python
+
+
+async def test_code_files_and_agents_without_a_tool_to_compute_are_left_alone() -> None:
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="fib.py", content="print(fib(30) == 832040)")),
+        "Wrote fib.py; fib(30) is 832040.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[NumberCheck()])
+    response = await agent.run("Write fib.py")
+    assert response.content.startswith("Wrote") and len(model.requests) == 2
+    tool_result = model.requests[1].messages[-1]
+    assert isinstance(tool_result, ToolMessage) and "[number check]" not in tool_result.content
+
+
+async def test_the_nudges_are_bounded_per_run() -> None:
+    model = ScriptedModel(["It is 1234.", "It is 1235.", "It is 1236."])
+    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=2)])
+    assert (await agent.run("Guess a number")).content == "It is 1236."
+    model = ScriptedModel(["It is 1234."])
+    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=0)])
+    assert (await agent.run("Guess a number")).content == "It is 1234."
+
+
+@pytest.mark.parametrize(
+    ("seen", "said", "unseen"),
+    [
+        ("82.66666667", "about 82.67 or 83", []),  # roundings of a number seen
+        ("0.825", "82.5% of them", []),  # a fraction as a percentage
+        ("price 1299.99", "it costs $1,299.99", []),  # thousands separators
+        ("rows: 12,40,7", "12, 40 and 7", []),  # a comma list
+        ("", "version 1.5.0 on port 8080, line 3", ["8080"]),  # dotted tokens are no values
+        ("", "```python\nx = 1234\n```", ["1234"]),  # (answers drop fences; see review_answer)
+        ("", "file2.txt, Q3 and 2.5x", []),  # parts of words
+    ],
+)
+def test_which_numbers_count_as_seen(seen: str, said: str, unseen: list[str]) -> None:
+    sources = _Sources()
+    sources.add(seen)
+    assert sources.unseen(said) == unseen
