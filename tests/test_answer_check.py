@@ -94,3 +94,41 @@ async def test_the_stream_says_which_check_sent_the_answer_back() -> None:
     assert [(e.turn, e.source) for e in sent_back] == [(2, "answer_check")]
     assert sent_back[0].message == model.requests[2].messages[-1].text
     assert "↺ answer_check sent the answer back: " in out.getvalue()
+
+
+async def test_a_file_the_task_names_is_checked_even_without_tool_calls() -> None:
+    """As measured on the deep agent: it answered "Create config.json ..." with the JSON in a
+    code block and called nothing."""
+    model = ScriptedModel([
+        '```json\n{"name": "agentica"}\n```',
+        tool_calls(call("write_file", path="config.json", content='{"name": "agentica"}')),
+        "Created config.json.",
+        "Created config.json.",  # (not used: one check per run)
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    response = await agent.run("Create config.json with name set to agentica.")
+    assert response.content == "Created config.json." and model.remaining == 1
+    check = model.requests[1].messages[-1]
+    assert isinstance(check, UserMessage) and check.text.startswith("The task names config.json")
+
+
+async def test_a_bare_yes_to_the_check_is_asked_for_the_answer_to_a_question() -> None:
+    """As measured: after the check the model replied "Yes, the task is done." to "How many
+    hours did Priya log?", and that was the run's answer."""
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="notes.txt", content="x")),
+        "Priya logged 17.5 hours.",
+        "Yes, the task is done.",  # the reply to the check
+        "Priya logged 17.5 hours in total.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    response = await agent.run("How many hours did Priya log?")
+    assert response.content == "Priya logged 17.5 hours in total."
+    again = model.requests[3].messages[-1]
+    assert isinstance(again, UserMessage) and "the user asked a question" in again.text
+    # a change is answered by "Done." just fine
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="a.txt", content="x")), "Done.", "Done."
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    assert (await agent.run("Write a.txt")).content == "Done." and model.remaining == 0

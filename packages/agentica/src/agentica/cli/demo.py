@@ -1,11 +1,11 @@
 """``agentica demo``: the main job. A ``DeepAgent`` solves a small real task on the embedded model.
 
-The workspace has a CSV of sales and a report template with a ``TODO`` line. The agent (file
-tools, shell with ``run_python``, todos, subagents, repetition guard, answer check) plans the
-work with ``write_todos``, delegates the computation to a subagent that runs Python, puts the
-totals per region into the report with ``edit_file`` and reads it back. ``--simple`` gives the
-same data to a plain ``Agent`` with four tools (list/read/write files, run Python, a calculator)
-that writes ``report.md`` itself. The run streams to the terminal; at the end the demo checks the
+The workspace has a CSV of sales and a report template with a ``TODO`` line; the task is put as
+a user puts it ("Fill in report.md with the total amount per region from sales.csv."), naming
+no tool. The agent (file tools, shell with ``run_python``, todos, subagents, repetition guard,
+answer and number checks) decides the steps itself. ``--simple`` gives the same data to a plain
+``Agent`` with four tools (list/read/write files, run Python, a calculator) that writes
+``report.md`` itself. The run streams to the terminal; at the end the demo checks the
 report against the true totals and prints what the agent did, its plan, the tokens and the time.
 """
 
@@ -59,15 +59,7 @@ east,pears,30
 """
 TOTALS = {"north": 165, "south": 180, "east": 90}
 REPORT_TEMPLATE = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
-DEEP_TASK = (
-    "Fill in report.md with the total amount per region of sales.csv (columns region, product, "
-    'amount). First plan with write_todos({"todos": ["compute totals", "edit report", '
-    '"check report"]}), then do the steps in order: 1. compute totals: call the task tool with '
-    "the description 'Compute the total amount per region in sales.csv (columns region, "
-    "product, amount) with run_python and print the totals.' 2. edit report: in report.md, "
-    "replace the line TODO with one table row per region (region and total) using edit_file. "
-    "3. check report: read report.md."
-)
+DEEP_TASK = "Fill in report.md with the total amount per region from sales.csv."
 DEMO_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
     "amount for each region by running Python code, then write the totals to report.md as a "
@@ -326,10 +318,7 @@ async def run_demo(
             if problem is None or attempt == follow_ups:
                 break
             console.print(f"[yellow]check: {problem}; telling the agent[/]")
-            prompt = (
-                f"I checked the workspace: {problem}. Finish the task: compute the totals per "
-                "region from sales.csv with run_python and put them in report.md."
-            )
+            prompt = f"I checked: {problem}. Please fix it."
     except AgenticaError as exc:
         console.print(f"[bold red]{type(exc).__name__}[/]: {exc}")
         return None

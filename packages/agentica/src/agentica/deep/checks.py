@@ -27,7 +27,8 @@ DEFAULT_PROMPT = (
     "For each thing the task asks for, was it done by one of these calls? A file the "
     "task asks to create or change must be written with a tool (printing its content is not "
     "enough); a value it asks to save must be in the file. Do any missing step now with a tool "
-    "call. If everything is done, reply with only your final answer again."
+    "call. If everything is done, give your final answer to the user again: the result itself "
+    "(the value asked for, or what you changed), not whether you are done."
 )
 
 
@@ -36,12 +37,16 @@ class AnswerCheck(Capability):
 
     The request lists the tool calls the run made (name, short arguments, short result), because
     a small model checks evidence it is shown far better than its memory of the conversation.
+    Small models also answer the check itself ("Yes, the task is done."): when the task was a
+    question, such a reply is sent back once more for the answer.
 
     Args:
         max_checks: how many times per run the model is asked (0 disables the check).
         prompt: the text of the check; ``{task}`` is replaced by the user's request and
             ``{calls}`` by the list of the run's tool calls.
-        only_after_tools: skip the check when the run made no tool calls (a plain question).
+        only_after_tools: skip the check when the run made no tool calls (a plain question),
+            unless the task names a file (``Create config.json ...`` answered with the file's
+            text in a code block and no call).
     """
 
     name = "answer_check"
@@ -64,15 +69,15 @@ class AnswerCheck(Capability):
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
         if done >= self.max_checks:
-            return None
-        if self.only_after_tools and ctx.usage.tool_calls == 0:
+            return self._bare_confirmation(ctx, message) if done else None
+        unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
+        if self.only_after_tools and ctx.usage.tool_calls == 0 and not unused:
             return None
         ctx.state[self.name] = done + 1
         calls: list[str] = ctx.state.get(f"{self.name}.calls") or []
         listing = "\n".join(f"- {line}" for line in calls[-_MAX_LISTED:]) or "- (none)"
         prompt = self.prompt.replace("{task}", ctx.input.strip() or "(see above)")
         prompt = prompt.replace("{calls}", listing)
-        unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
         if unused:
             names = ", ".join(unused)
             prompt = (
@@ -83,6 +88,31 @@ class AnswerCheck(Capability):
             )
         return prompt
 
+    def _bare_confirmation(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        """After the check, a reply that only says the task is done ("Yes, the task is done.")
+        does not answer a question: asked once for the answer itself. (For a change, "Done."
+        is a fine answer.)"""
+        key = f"{self.name}.final"
+        reply = (message.content or "").strip()
+        if ctx.state.get(key) or "?" not in ctx.input or not reply:
+            return None
+        if not _CONFIRMATION.fullmatch(reply):
+            return None
+        ctx.state[key] = True
+        return FINAL_PROMPT.replace("{task}", ctx.input.strip() or "(see above)")
+
+
+FINAL_PROMPT = (
+    "Your reply only says that the task is done, but the user asked a question: {task}\n"
+    "Reply with the answer itself, with the values the tools showed."
+)
+# "Yes, the task is done.", "Done!", "All steps are completed." (nothing else)
+_CONFIRMATION = re.compile(
+    r"(?is)(?:yes|yeah|ok(?:ay)?)?[\s,.!]*(?:(?:the|this|my|all(?: the)?|every(?:thing)?)?"
+    r"\s*(?:task|tasks|steps?|work|it)?\s*(?:is|are|has been|have been|was|were)?\s*"
+    r"(?:now\s+)?(?:all\s+)?(?:done|complete|completed|finished)"
+    r"(?:\s+(?:and checked|successfully))?)?[\s.!]*"
+)
 
 _MAX_LISTED = 12
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
