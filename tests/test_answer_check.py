@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentica import Agent, tool
 from agentica.deep import AnswerCheck
-from agentica.messages import UserMessage
+from agentica.messages import ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
 
 
@@ -132,3 +134,25 @@ async def test_a_bare_yes_to_the_check_is_asked_for_the_answer_to_a_question() -
     ])  # fmt: skip
     agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
     assert (await agent.run("Write a.txt")).content == "Done." and model.remaining == 0
+
+
+async def test_writing_a_file_without_reading_the_one_the_task_names_gets_a_note(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: reversed.txt was written with invented lines, lines.txt
+    never read."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "lines.txt").write_text("a\nb\n")
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="reversed.txt", content="line 2\nline 1\n")),
+        tool_calls(call("read_file", path="lines.txt")),
+        tool_calls(call("write_file", path="reversed.txt", content="b\na\n")),
+        *["Done."] * 4,  # (the harness's checks may ask again)
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Write the lines of lines.txt in reverse order to reversed.txt.")
+    results = [m for m in model.requests[3].messages if isinstance(m, ToolMessage)]
+    assert "[check] You wrote reversed.txt without reading lines.txt" in results[0].content
+    assert "[check]" not in results[2].content  # read by then
+    assert (tmp_path / "reversed.txt").read_text() == "b\na\n"

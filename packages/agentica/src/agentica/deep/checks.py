@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.tools.call import FunctionCall
@@ -60,11 +61,44 @@ class AnswerCheck(Capability):
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         log: list[str] = ctx.state.setdefault(f"{self.name}.calls", [])
+        key = f"{self.name}.arguments"
         for call in calls:
             log.append(_describe(call))
-            if call.status == "success":
-                key = f"{self.name}.arguments"
-                ctx.state[key] = ctx.state.get(key, "") + "\n" + call.call.arguments
+            if call.status != "success":
+                continue
+            written = _written(call, data_only=False)
+            if written is not None:
+                await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
+            ctx.state[key] = ctx.state.get(key, "") + "\n" + call.call.arguments
+
+    async def _note_unread(
+        self, ctx: RunContext[Any], call: FunctionCall, path: str, arguments: str
+    ) -> None:
+        """A file written while a file the task names, which exists, was never used: what was
+        written cannot come from it (seen: "Write the lines of lines.txt in reverse order to
+        reversed.txt" answered with invented lines)."""
+        backend = ctx.files
+        noted: list[str] = ctx.state.setdefault(f"{self.name}.unread", [])
+        if backend is None:
+            return
+        unread = []
+        for name in _unused_files(ctx.input, arguments):
+            if name in noted or PurePosixPath(path).name == PurePosixPath(name).name:
+                continue
+            try:
+                info = await backend.stat(name)
+            except AgenticaError:
+                continue
+            if info is not None and not info.is_dir:
+                unread.append(name)
+        if unread:
+            noted.extend(unread)
+            names = " and ".join(unread)
+            call.notes.append(
+                f"[check] You wrote {path} without reading {names}, which the task names: what "
+                f"you wrote cannot come from {'it' if len(unread) == 1 else 'them'}. Read "
+                f"{names} now, then write {path} again from what you read."
+            )
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
@@ -300,8 +334,9 @@ def _list(numbers: list[str]) -> dict[str, str]:
     return {"numbers": words, "them": "them" if len(shown) > 1 else "it"}
 
 
-def _written(call: FunctionCall) -> tuple[str, str] | None:
-    """(path, text) of a successful call that wrote text into a data or prose file."""
+def _written(call: FunctionCall, *, data_only: bool = True) -> tuple[str, str] | None:
+    """(path, text) of a successful call that wrote text into a file (a data or prose file
+    when ``data_only``)."""
     if call.status != "success":
         return None
     try:
@@ -312,6 +347,8 @@ def _written(call: FunctionCall) -> tuple[str, str] | None:
         return None
     path = next((arguments[k] for k in _PATH_KEYS if isinstance(arguments.get(k), str)), None)
     text = next((arguments[k] for k in _WRITTEN_KEYS if isinstance(arguments.get(k), str)), None)
-    if path is None or text is None or PurePosixPath(path).suffix.lower() not in _DATA_SUFFIXES:
+    if path is None or text is None:
+        return None
+    if data_only and PurePosixPath(path).suffix.lower() not in _DATA_SUFFIXES:
         return None
     return path, text
