@@ -15,7 +15,8 @@ Variants (``--variants``; the default is the first four):
   llama.cpp's own OpenAI endpoint of a second ``LocalModel`` (its jinja chat template, its
   server-side tool-call parser);
 - ``check``: the plain agent with ``AnswerCheck`` (asked once to check its work), as ``agentica
-  demo --simple`` runs it.
+  demo --simple`` runs it;
+- ``grammar``: ``deep`` on a ``LocalModel(tool_grammar=True)`` (tool calls under a grammar).
 
 Limits: plain, auto, native and check get at most 10 model calls and 180 s per task, as before.
 ``deep`` keeps ``demo_agent``'s 40 model calls and 600 s: they bound the whole tree (its subagents'
@@ -30,7 +31,8 @@ with an error (by type) and the tool calls refused as malformed ("Invalid argume
 tool"; top-level calls only, not a deep agent's subagents'). The interval treats every run as an
 independent trial; tasks differ in difficulty, so it is narrower than the truth across tasks.
 ``--verbose`` prints every tool call, ``--transcripts DIR`` writes one JSON file per run (calls,
-answer, final files), ``--write-docs`` replaces the ``tasks`` block of docs/benchmarks.md.
+conversation, answer, final files), ``--report DIR[=LABEL] ...`` runs nothing and puts saved runs
+side by side (before/after), ``--write-docs`` replaces the ``tasks`` block of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,9 +61,13 @@ from agentica.models.base import Model  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
 from benchmarks.local_task_data import KINDS, TASKS, Task  # noqa: E402
 
-VARIANTS = ("deep", "plain", "auto", "native", "check")
+VARIANTS = ("deep", "plain", "auto", "native", "check", "grammar")
 DEFAULT_VARIANTS = ["deep", "plain", "auto", "native"]
 MALFORMED = ("Invalid arguments", "Unknown tool")
+LIMITS = (
+    "At most 10 model calls and 180 s per task (deep and grammar: 40 and 600 s, as `agentica "
+    "demo`); solved with 95% Wilson intervals."
+)
 
 
 @dataclass(slots=True)
@@ -82,6 +88,7 @@ class Outcome:
     error_message: str = ""
     files: dict[str, str] = field(default_factory=dict)  # the workspace afterwards
     messages: list[dict[str, str]] = field(default_factory=list)  # the conversation, abridged
+    tokens: int = 0  # output tokens of the whole run (subagents included)
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -97,7 +104,7 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def build_agent(variant: str, model: Model, root: Path, settings: ModelSettings) -> Agent:
     """The agent a variant runs in ``root`` (see the module docstring)."""
-    if variant == "deep":
+    if variant in ("deep", "grammar"):
         return demo_agent(model, root, deep=True, settings=settings)
     return Agent(
         model=model,
@@ -156,7 +163,7 @@ async def run_task(
     malformed = sum(c["status"] == "error" and c["content"].startswith(MALFORMED) for c in calls)
     outcome = Outcome(
         variant, task.name, task.kind, repeat, ok, seconds, agent.usage.tool_calls, malformed,
-        error, answer, calls, message, _snapshot(root), messages,
+        error, answer, calls, message, _snapshot(root), messages, agent.usage.output_tokens,
     )  # fmt: skip
     shutil.rmtree(root, ignore_errors=True)
     if verbose:
@@ -170,6 +177,8 @@ async def run_task(
 
 def _rate(outcomes: list[Outcome], bold: bool = False) -> str:
     solved, n = sum(o.ok for o in outcomes), len(outcomes)
+    if not n:
+        return "not run"
     low, high = wilson(solved, n)
     count = f"**{solved}/{n}**" if bold else f"{solved}/{n}"
     return f"{count} ({low * 100:.0f}-{high * 100:.0f}%)"
@@ -182,7 +191,14 @@ def _errors(outcomes: list[Outcome]) -> str:
     return f"{sum(kinds.values())}: " + ", ".join(f"{k} {n}" for k, n in kinds.most_common())
 
 
+def _speed(outcomes: list[Outcome]) -> str:
+    tokens, seconds = sum(o.tokens for o in outcomes), sum(o.seconds for o in outcomes)
+    return f"{tokens / seconds:.1f}" if tokens and seconds else "not recorded"
+
+
 def _task_cell(runs: list[Outcome]) -> str:
+    if not runs:
+        return "not run"
     if len(runs) == 1:
         (o,) = runs
         return f"{'✓' if o.ok else '✗'} {o.seconds:.0f} s, {o.calls} calls {o.error}".strip()
@@ -206,6 +222,8 @@ def report(outcomes: list[Outcome], variants: list[str], header: str) -> str:
     malformed = [f"{sum(o.malformed for o in runs[v])} of {sum(len(o.tool_calls) for o in runs[v])}"
                  for v in variants]  # fmt: skip
     lines.append(row.format("malformed tool calls", *malformed))
+    speed = [_speed(runs[v]) for v in variants]
+    lines.append(row.format("output tokens per second of run time", *speed))
     lines += ["", "Kinds: " + "; ".join(f"{k}: {label}" for k, label in KINDS.items()) + ".", ""]
     lines += [row.format("task", *variants), "|---|" + "---|" * len(variants)]
     for task in TASKS:
@@ -226,6 +244,11 @@ async def start_models(variants: list[str], name: str) -> tuple[dict[str, Model]
         await text.start()
         models.update(deep=text, plain=text, check=text)
         local.append(text)
+    if "grammar" in variants:
+        constrained = LocalModel(name, tool_grammar=True)
+        await constrained.start()
+        models["grammar"] = constrained
+        local.append(constrained)
     if {"auto", "native"} & set(variants):
         server = LocalModel(name, server_options={"use_jinja": True})
         url = await server.start()
@@ -266,7 +289,36 @@ def select(args: argparse.Namespace) -> list[Task]:
     return tasks
 
 
+def load_transcripts(specs: list[str]) -> list[Outcome]:
+    """The runs saved by ``--transcripts``: ``DIR`` or ``DIR=LABEL`` (the runs' variants get
+    the label appended, e.g. ``deep before``), in the order given."""
+    names = {f.name for f in fields(Outcome)}
+    outcomes = []
+    for spec in specs:
+        directory, _, label = spec.partition("=")
+        for path in sorted(Path(directory).glob("*.json")):
+            data = json.loads(path.read_text())
+            o = Outcome(**{k: v for k, v in data.items() if k in names})
+            o.variant = f"{o.variant} {label}".strip()
+            outcomes.append(o)
+    if not outcomes:
+        raise SystemExit(f"no transcripts in {', '.join(specs)}")
+    return outcomes
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    if args.report:
+        outcomes = load_transcripts(args.report)
+        variants = list(dict.fromkeys(o.variant for o in outcomes))
+        header = (
+            f"Model: {args.model}; {len({o.task for o in outcomes})} tasks; runs saved by "
+            "`--transcripts` and put side by side. " + LIMITS
+        )
+        markdown = report(outcomes, variants, header)
+        print(markdown)
+        if args.write_docs:
+            _write_docs(markdown)
+        return
     tasks = select(args)
     if args.repeats > 1 and args.temperature == 0:
         print("note: at temperature 0 every repeat is the same run; pass --temperature 0.3")
@@ -291,8 +343,7 @@ async def main_async(args: argparse.Namespace) -> None:
             await model.aclose()
     header = (
         f"Model: {args.model}; {len(tasks)} tasks x {args.repeats} run(s); temperature "
-        f"{args.temperature:g}, seed {args.seed} + repeat; at most 10 model calls and 180 s per "
-        "task (deep: 40 and 600 s, as `agentica demo`); solved with 95% Wilson intervals."
+        f"{args.temperature:g}, seed {args.seed} + repeat. " + LIMITS
     )
     markdown = report(outcomes, args.variants, header)
     print(markdown)
@@ -311,6 +362,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="the first repeat's seed")
     parser.add_argument("--verbose", action="store_true", help="print every tool call")
     parser.add_argument("--transcripts", metavar="DIR", help="write one JSON file per run")
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        metavar="DIR[=LABEL]",
+        help="run nothing: report the runs saved in these --transcripts folders",
+    )
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 
