@@ -114,6 +114,7 @@ async def test_the_model_sees_the_workspace_and_subagents_share_the_guards(tmp_p
         tool_calls(call("task", description="list the files", agent="helper")),
         "done",
         "done",
+        "done",  # (a question answered "done" after the check is asked for the answer)
     ])  # fmt: skip
     kind = SubAgent("helper", "lists", model=helper)
     agent = DeepAgent(model=model, workspace=tmp_path, subagents=[kind])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentica import Agent
+from agentica import Agent, tool
 from agentica.deep.todos import Todos
 from agentica.messages import SystemMessage, ToolMessage, UserMessage
 from agentica.models import ModelRequest
@@ -18,6 +18,12 @@ PLAN = [
     {"content": "Run the tests", "status": "pending"},
 ]
 SLOT = "Todos: [x] Read the spec  [>] Write the code  [ ] Run the tests"
+
+
+@tool
+def build() -> str:
+    """Build the thing."""
+    return "built"
 
 
 def todo_slots(request: ModelRequest) -> list[str]:
@@ -167,9 +173,33 @@ async def test_an_answer_with_open_steps_is_sent_back_a_bounded_number_of_times(
         "Your todo list still has open steps: [ ] write."
     )
     done = [{"content": "read", "status": "completed"}, {"content": "write", "status": "completed"}]
-    model = ScriptedModel([tool_calls(call("write_todos", todos=done)), "all done"])
-    agent = Agent(model=model, capabilities=[Todos()])
+    model = ScriptedModel(
+        [tool_calls(call("build")), tool_calls(call("write_todos", todos=done)), "all done"]
+    )
+    agent = Agent(model=model, tools=[build], capabilities=[Todos()])
     assert (await agent.run("do it")).content == "all done" and model.remaining == 0
+
+
+async def test_a_list_closed_with_no_work_done_is_not_closed() -> None:
+    """As measured on the 1.5B model: its first call saved one step, already "completed", and
+    it answered "Yes, the task is done." with nothing done."""
+    step = [{"content": "Update the version in setup.cfg", "status": "completed"}]
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=step)),
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=step)),
+        "Updated.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[build], capabilities=[Todos()])
+    assert (await agent.run("Bump the version in setup.cfg")).content == "Updated."
+    refused, saved = tool_results(model.requests[1])[0], tool_results(model.requests[3])[-1]
+    assert refused.content.startswith("Todos saved: [>] Update the version in setup.cfg")
+    assert (
+        "Not marked completed: 'Update the version in setup.cfg'. No tool call" in refused.content
+    )
+    assert "Next: do the step 'Update the version in setup.cfg' now" in refused.content
+    assert saved.content.startswith("Todos saved: [x] Update")  # after the work: accepted
+    assert agent.memory.state["todos"] == step
 
 
 async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
@@ -177,11 +207,12 @@ async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
     first_open = [{"content": "a", "status": "pending"}, {"content": "b", "status": "pending"}]
     model = ScriptedModel([
         tool_calls(call("write_todos", todos=first_open)),
+        tool_calls(call("build")),
         tool_calls(call("write_todos", todos=done)),
         "Done.",
     ])  # fmt: skip
-    await Agent(model=model, capabilities=[Todos()]).run("Build it")
+    await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Build it")
     assert "Next: do the step 'a' now" in tool_results(model.requests[1])[0].content
-    assert tool_results(model.requests[2])[-1].content.endswith(
+    assert tool_results(model.requests[3])[-1].content.endswith(
         "Every step is completed: check the result, then give your final answer."
     )

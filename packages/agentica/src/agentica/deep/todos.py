@@ -8,6 +8,7 @@ JSON, so it is saved with the session and is still there after a restart.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
@@ -15,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, mo
 from agentica.errors import ToolError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
+from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
 from agentica.tools.toolkit import ToolLike
@@ -39,6 +41,7 @@ _STATUS_ALIASES = {
 }
 
 
+_TODO_TOOLS = frozenset({"write_todos", "read_todos"})
 _MAX_EXAMPLE = 400  # characters of the write_todos example a nudge shows
 
 
@@ -221,11 +224,39 @@ class Todos(Capability):
                     f"{self.max_chars}): describe the step in one short sentence and call "
                     "write_todos again."
                 )
-        items = [item.model_dump() for item in todos]
+        items: list[dict[str, Any]] = [item.model_dump() for item in todos]
+        unearned = self._unearned(ctx, items)
+        for step in unearned:
+            step["status"] = "pending"
+        if unearned:
+            unearned[0]["status"] = "in_progress"
         ctx.session_state[self.key] = items
+        ctx.state[f"{self.name}.work"] = 0
         if not items:
             return "Todo list cleared."
-        return f"Todos saved: {_render(items)}\n{_next_step(items)}"
+        refused = ""
+        if unearned:
+            names = ", ".join(repr(i["content"]) for i in unearned)
+            refused = (
+                f"\nNot marked completed: {names}. No tool call has done any work since the "
+                "list was last saved, so nothing is done yet."
+            )
+        return f"Todos saved: {_render(items)}{refused}\n{_next_step(items)}"
+
+    def _unearned(self, ctx: RunContext[Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """In a list that says every step is completed: the steps newly marked so although no
+        tool call did any work since the list was last saved (seen: a first list whose only
+        step was already "completed", then the answer "done" with nothing done)."""
+        if ctx.state.get(f"{self.name}.work", 0) or any(i["status"] != "completed" for i in items):
+            return []
+        before = {str(i.get("content")) for i in self.items(ctx) if i.get("status") == "completed"}
+        return [i for i in items if i["content"] not in before]
+
+    async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
+        """Count the calls that did work (anything but the todo tools) since the last save."""
+        work = sum(c.status == "success" and c.name not in _TODO_TOOLS for c in calls)
+        key = f"{self.name}.work"
+        ctx.state[key] = ctx.state.get(key, 0) + work
 
     async def read_todos(self, ctx: RunContext[Any]) -> str:
         """Return your todo list."""
