@@ -144,8 +144,13 @@ async def test_edit_file_explains_missing_strings_and_files() -> None:
     backend = StateBackend()
     await backend.write("/a.py", "    value = compute()\n")
     tools = FileTools(backend)
-    with pytest.raises(ToolError, match=r"old_string was not found in /a\.py\. Call read_file"):
+    with pytest.raises(ToolError, match=r"not found in /a\.py; the closest line is '    value = c"):
         await tools.edit_file(CTX, "/a.py", "value = other()", "x")
+    with pytest.raises(ToolError, match=r"not found in /a\.py\. Call read_file"):
+        await tools.edit_file(CTX, "/a.py", "compute it twice, then the value", "x =")
+    # seen: the 1.5B model passed the task's words ("British spelling") as old_string
+    with pytest.raises(ToolError, match="none of its words are in the file.*not a description"):
+        await tools.edit_file(CTX, "/a.py", "British spelling", "color")
     with pytest.raises(ToolError, match="without its leading or trailing spaces"):
         await tools.edit_file(CTX, "/a.py", "value = compute()  \n\n", "x")
     with pytest.raises(ToolError, match=r"no file /b\.py.*use write_file"):

@@ -64,8 +64,8 @@ class AnswerCheck(Capability):
         key = f"{self.name}.arguments"
         for call in calls:
             log.append(_describe(call))
-            if call.status != "success":
-                continue
+            if call.status != "success" or call.name in _BOOKKEEPING:
+                continue  # (a todo naming a file does not use it)
             written = _written(call, data_only=False)
             if written is not None:
                 await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
@@ -149,6 +149,7 @@ _CONFIRMATION = re.compile(
 )
 
 _MAX_LISTED = 12
+_BOOKKEEPING = frozenset({"write_todos", "read_todos"})
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 

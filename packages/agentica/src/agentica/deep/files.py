@@ -11,6 +11,8 @@ to get the rest (``... 340 more lines; call read_file with offset=2000``).
 
 from __future__ import annotations
 
+import difflib
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
@@ -68,6 +70,29 @@ def _lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return lines
+
+
+def _not_found(path: str, text: str, old_string: str) -> str:
+    """Why ``old_string`` is not in the file, with the line it most likely meant."""
+    if old_string.strip() and old_string.strip() in text:
+        hint = " (it is there without its leading or trailing spaces and line breaks)"
+    else:
+        lines = {line.strip(): line for line in text.splitlines() if line.strip()}
+        close = difflib.get_close_matches(old_string.strip(), list(lines), n=1, cutoff=0.6)
+        words = {w.lower() for w in re.findall(r"\w+", old_string)}
+        if close:
+            hint = f"; the closest line is {lines[close[0]][:200]!r}"
+        elif words and not words & {w.lower() for w in re.findall(r"\w+", text)}:
+            hint = (
+                ": none of its words are in the file. old_string is the part of the file to "
+                "replace, copied from it (to change a word, the word itself), not a description"
+            )
+        else:
+            hint = ""
+    return (
+        f"old_string was not found in {path}{hint}. Call read_file('{path}') and copy the exact "
+        "text, with the same spaces and indentation"
+    )
 
 
 class FileTools(Tool):
@@ -252,13 +277,7 @@ class FileTools(Tool):
                 new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
                 count = text.count(old_string)
         if count == 0:
-            hint = ""
-            if old_string.strip() and old_string.strip() in text:
-                hint = " (it is there without its leading or trailing spaces and line breaks)"
-            raise ToolError(
-                f"old_string was not found in {path}{hint}. Call read_file('{path}') and copy the "
-                "exact text, with the same spaces and indentation"
-            )
+            raise ToolError(_not_found(path, text, old_string))
         if count > 1 and not replace_all:
             starts: list[int] = []
             index = text.find(old_string)
