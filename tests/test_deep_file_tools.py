@@ -149,7 +149,7 @@ async def test_edit_file_explains_missing_strings_and_files() -> None:
     with pytest.raises(ToolError, match=r"not found in /a\.py\. Call read_file"):
         await tools.edit_file(CTX, "/a.py", "compute it twice, then the value", "x =")
     # seen: the 1.5B model passed the task's words ("British spelling") as old_string
-    with pytest.raises(ToolError, match="none of its words are in the file.*not a description"):
+    with pytest.raises(ToolError, match=r"none of its words are in the file.*not a description"):
         await tools.edit_file(CTX, "/a.py", "British spelling", "color")
     with pytest.raises(ToolError, match="without its leading or trailing spaces"):
         await tools.edit_file(CTX, "/a.py", "value = compute()  \n\n", "x")

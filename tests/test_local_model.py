@@ -246,3 +246,35 @@ async def test_a_tool_grammar_makes_a_malformed_call_well_formed(model: LocalMod
         assert call.name == "get_weather"
         assert get_weather.validate_arguments(call.arguments)["city"]
     assert plain.message.content and not plain.message.tool_calls
+
+
+async def test_a_required_tool_choice_makes_the_model_call_that_tool(model: LocalModel) -> None:
+    """A question the model answers from memory; with ``tool_choice`` naming the tool it calls
+    it (the reply starts with the call, written for it), in a stream too (nothing shown)."""
+
+    @tool
+    def calculator(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        return expression
+
+    tools = [get_weather.definition, calculator.definition]
+    ask = [UserMessage(content="Say hello.")]
+    forced = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="calculator")
+    request = ModelRequest(messages=ask, tools=tools, settings=forced)
+    body = model.build_body(request, stream=False)
+    opened = '{"name": "calculator", "arguments": {"expression": "'  # up to the argument's value
+    assert body["prompt"].endswith("<|im_start|>assistant\n" + opened)
+    reply = await model.response(request)
+    (call,) = reply.message.tool_calls
+    assert call.name == "calculator" and isinstance(json.loads(call.arguments), dict)
+    streamed = [e async for e in model.response_stream(request)]
+    assert not any(isinstance(e, TextDelta) and "calculator" in e.text for e in streamed)
+    done = streamed[-1]
+    assert isinstance(done, ResponseDone)
+    assert [c.name for c in done.response.message.tool_calls] == ["calculator"]
+    anyone = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="required")
+    reply = await model.response(ModelRequest(messages=ask, tools=tools, settings=anyone))
+    assert [c.name for c in reply.message.tool_calls][:1] in (["get_weather"], ["calculator"])
+    unknown = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="no_such_tool")
+    body = model.build_body(ModelRequest(messages=ask, tools=tools, settings=unknown), stream=False)
+    assert body["prompt"].endswith("<|im_start|>assistant\n")  # left to the model

@@ -46,6 +46,7 @@ async def test_an_answer_computed_in_the_head_is_sent_back_to_compute() -> None:
     assert isinstance(nudge, UserMessage)
     assert nudge.text.startswith("Your answer says 80.5, but no tool output showed it.")
     assert "compute it with run_python" in nudge.text
+    assert [r.settings.tool_choice for r in model.requests] == [None, None, "run_python", None]
     assert model.remaining == 0  # 82.5 was printed by a tool: the answer ends the run
 
 

@@ -197,3 +197,29 @@ async def test_a_reply_that_repeats_an_earlier_turns_note_is_sent_back() -> None
                            "The answer is 42."])  # fmt: skip
     agent = Agent(model=model, tools=[look], capabilities=[EveryOther()])
     assert (await agent.run("What is 6 * 7?")).content == "The answer is 42."
+
+
+async def test_a_capability_chooses_the_tool_of_the_next_call_if_it_is_offered() -> None:
+    """``Capability.tool_choice``: the first capability's choice goes into that one request's
+    settings; a tool that is not offered this turn is no choice."""
+
+    class RunItNow(Capability):
+        def __init__(self, choice: str) -> None:
+            self.choice = choice
+
+        async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+            return self.choice if ctx.usage.requests == 0 else None
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run code."""
+        return "42"
+
+    model = ScriptedModel([tool_calls(call("run_python", code="print(42)")), "42"])
+    agent = Agent(model=model, tools=[run_python], capabilities=[RunItNow("run_python")])
+    await agent.run("6 * 7?")
+    assert [r.settings.tool_choice for r in model.requests] == ["run_python", None]
+    model = ScriptedModel(["42"])
+    agent = Agent(model=model, tools=[run_python], capabilities=[RunItNow("execute")])
+    await agent.run("6 * 7?")
+    assert model.requests[0].settings.tool_choice is None

@@ -93,12 +93,18 @@ class AnswerCheck(Capability):
                 unread.append(name)
         if unread:
             noted.extend(unread)
+            if "read_file" in ctx.functions:
+                ctx.state[f"{self.name}.choice"] = "read_file"
             names = " and ".join(unread)
             call.notes.append(
                 f"[check] You wrote {path} without reading {names}, which the task names: what "
                 f"you wrote cannot come from {'it' if len(unread) == 1 else 'them'}. Read "
                 f"{names} now, then write {path} again from what you read."
             )
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        choice: str | None = ctx.state.pop(f"{self.name}.choice", None)
+        return choice
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
@@ -281,7 +287,8 @@ class NumberCheck(Capability):
     then writes into a data or text file (not code) gets a note on that call's result, and a
     final answer that states one is sent back, each telling the model to compute it with a tool
     (``run_python``, ``execute`` or ``calculator``, whichever the agent has; an agent with none
-    of them is left alone). A rounding of a number seen counts as seen ("82.67" of 82.6666).
+    of them is left alone), and the next model call is made to call that tool (``tool_choice``).
+    A rounding of a number seen counts as seen ("82.67" of 82.6666).
 
     Args:
         max_nudges: how many notes and send-backs per run, together (0 disables the check).
@@ -300,13 +307,19 @@ class NumberCheck(Capability):
         return sources
 
     def _spend(self, ctx: RunContext[Any]) -> str | None:
-        """The tool to compute with, if a nudge is left (and counts it as spent)."""
+        """The tool to compute with, if a nudge is left (and counts it as spent); the next
+        model call is made to call it."""
         spent = int(ctx.state.get(f"{self.name}.nudges", 0))
         tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
         if spent >= self.max_nudges or tool is None:
             return None
         ctx.state[f"{self.name}.nudges"] = spent + 1
+        ctx.state[f"{self.name}.choice"] = tool
         return tool
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        choice: str | None = ctx.state.pop(f"{self.name}.choice", None)
+        return choice
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         sources = self._sources(ctx)

@@ -15,14 +15,21 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from agentica._http import HttpClientPool
 from agentica.errors import ModelError, ModelResponseError, UsageError
-from agentica.messages import AssistantMessage, TextDelta, ToolCall, ToolCallDelta, Usage
+from agentica.messages import (
+    AssistantMessage,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolDefinition,
+    Usage,
+)
 from agentica.models._transport import Endpoint, dumps, post_json, stream_sse
 from agentica.models.base import (
     ModelRequest,
@@ -50,6 +57,31 @@ log = logging.getLogger(__name__)
 DEFAULT_LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct"
 _FREE = ModelPrice(input=0.0, output=0.0)
 _HEADERS = {"Content-Type": "application/json"}
+
+
+# (tool names to parse, keep only the first call, the reply's start written for the model)
+_Policy: TypeAlias = tuple[list[str], bool, str]
+
+
+def _prefill(choice: str | None, tools: Sequence[ToolDefinition]) -> str:
+    """The start of the reply that makes the model call a tool: ``tool_choice="required"``
+    opens a call; a tool's name opens a call of that tool up to its first required argument's
+    value (``{"name": "run_python", "arguments": {"code": "``: a small model left to write the
+    arguments writes ``1``). Other choices, or a tool not offered, leave the reply to the model."""
+    names = [t.name for t in tools]
+    if choice == "required" and names:
+        return '{"name": "'
+    tool = next((t for t in tools if t.name == choice), None)
+    if tool is None:
+        return ""
+    start = f'{{"name": {json.dumps(tool.name)}, "arguments": {{'
+    required = tool.parameters.get("required") or []
+    properties = tool.parameters.get("properties") or {}
+    if not required or not isinstance(properties.get(required[0]), dict):
+        return start  # (an object; the model writes its keys)
+    first = required[0]
+    string = properties[first].get("type") == "string"
+    return f"{start}{json.dumps(first)}: " + ('"' if string else "")
 
 
 def _usage(raw: Any) -> Usage:
@@ -215,7 +247,8 @@ class LocalModel:
         body: dict[str, Any] = {
             "prompt": render_chatml(
                 request.messages, tools, parallel=s.parallel_tool_calls is not False
-            ),
+            )
+            + _prefill(s.tool_choice, tools),
             "max_tokens": s.max_tokens or self.max_tokens,
             "temperature": s.temperature if s.temperature is not None else 0.0,
             "stop": list(CHATML_STOP) + list(s.stop or ()),
@@ -236,20 +269,27 @@ class LocalModel:
             body.update(s.extra_body)
         return body
 
-    def _tool_policy(self, request: ModelRequest) -> tuple[list[str], bool]:
-        """The tool names to parse from the reply, and whether to keep only the first call."""
+    def _tool_policy(self, request: ModelRequest) -> _Policy:
+        """The tool names to parse from the reply, whether to keep only the first call, and the
+        start of the reply written for the model (a required call)."""
         s = self.settings.merged(request.settings)
         if s.tool_choice == "none":
-            return [], False
-        return [t.name for t in request.tools], s.parallel_tool_calls is False
+            return [], False, ""
+        tools = request.tools
+        return (
+            [t.name for t in tools],
+            s.parallel_tool_calls is False,
+            _prefill(s.tool_choice, tools),
+        )
 
     def _timeout(self, settings: ModelSettings) -> float:
         return settings.timeout or self.settings.timeout or self.timeout
 
     def _message(
-        self, text: str, policy: tuple[list[str], bool], usage: Usage, finish: str | None
+        self, text: str, policy: _Policy, usage: Usage, finish: str | None
     ) -> AssistantMessage:
-        tool_names, first_only = policy
+        tool_names, first_only, prefill = policy
+        text = prefill + text
         if tool_names:
             parsed = parse_tool_calls(text, tool_names)
             calls = as_tool_calls(parsed, first_only=first_only)
@@ -340,7 +380,7 @@ class LocalModel:
         return Endpoint(self._pool, f"{base}/v1/completions", "local", self._name)
 
     async def _stream(
-        self, base: str, body: bytes, timeout: float, policy: tuple[list[str], bool]
+        self, base: str, body: bytes, timeout: float, policy: _Policy
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         reply = _StreamReply(self._name, policy)
         sse = stream_sse(self._endpoint(base), body, _HEADERS, timeout=timeout)
@@ -368,10 +408,12 @@ class _StreamReply:
         "usage",
     )
 
-    def __init__(self, model: str, policy: tuple[list[str], bool]) -> None:
-        tool_names, self._first_only = policy
+    def __init__(self, model: str, policy: _Policy) -> None:
+        tool_names, self._first_only, prefill = policy
         self._model = model
         self._splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
+        if self._splitter is not None and prefill:
+            self._splitter.feed(prefill)  # the call's start, written for the model: held back
         self._assembler = StreamAssembler()
         self.usage: Usage | None = None
         self.finish_reason: str | None = None

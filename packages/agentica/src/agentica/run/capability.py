@@ -12,6 +12,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentica.messages import AssistantMessage
+from agentica.models.base import ToolChoice
 from agentica.storage.records import RunRecord
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
@@ -26,8 +27,9 @@ __all__ = ["Capability"]
 class Capability:
     """Base class of capabilities; override the hooks you need (the defaults do nothing).
 
-    Hooks: ``tools``, ``instructions``, ``allowed_tools``, ``system_slot``, ``after_tools``,
-    ``needs_approval``, ``review_answer`` and ``after_run``; each method says when it is called.
+    Hooks: ``tools``, ``instructions``, ``allowed_tools``, ``tool_choice``, ``system_slot``,
+    ``after_tools``, ``needs_approval``, ``review_answer`` and ``after_run``; each method says
+    when it is called.
 
     A capability object is configuration: it may be shared by many agents and runs. Per-run
     state belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's name.
@@ -47,6 +49,15 @@ class Capability:
         """Names of the tools offered for the next model call, or ``None`` (no restriction).
 
         For example a skill's allowed tools; the restrictions of several capabilities intersect.
+        """
+        return None
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> ToolChoice | None:
+        """The tool choice for the next model call, or ``None`` (the model decides).
+
+        A tool's name makes the model call that tool now, ``"required"`` makes it call one;
+        for example after telling it to run code it only showed. The first capability that
+        gives one wins; a choice naming a tool not offered this turn is ignored.
         """
         return None
 

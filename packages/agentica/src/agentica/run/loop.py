@@ -259,6 +259,13 @@ async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
             {n: f for n, f in functions.items() if n in allowed},
             tuple(t for t in run.request_tools if t.name in allowed),
         )
+    run.tool_choice = None
+    for capability in agent.capabilities:
+        choice = await capability.tool_choice(run.ctx)
+        if choice is not None:
+            usable = choice in run.offered or (choice == "required" and run.offered)
+            run.tool_choice = choice if usable else None
+            break
 
 
 async def _slots(agent: Agent[Any], run: ActiveRun) -> list[Message]:
@@ -292,10 +299,13 @@ async def _request(
     if prepared.final_only:
         run.offer({}, ())
         slots = [*slots, SystemMessage(content=FINAL_ANSWER_NOTE)]
+    settings = run.settings
+    if run.tool_choice is not None and run.tools:
+        settings = settings.merged(ModelSettings(tool_choice=run.tool_choice))
     request = ModelRequest(
         messages=_with_slots(run.messages, slots),
         tools=run.tools,
-        settings=run.settings,
+        settings=settings,
         output_schema=run.output.schema if run.output is not None else None,
     )
     return request, prepared

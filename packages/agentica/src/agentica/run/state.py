@@ -25,7 +25,7 @@ from agentica.messages import (
     ToolDefinition,
     UserMessage,
 )
-from agentica.models.base import Model, ModelResponse, ModelSettings
+from agentica.models.base import Model, ModelResponse, ModelSettings, ToolChoice
 from agentica.models.pricing import ModelPrice, cost_of, price_for
 from agentica.run.steps import RunState
 from agentica.run.window import ContextWindow
@@ -55,6 +55,7 @@ class ActiveRun(RunState):
         stream: call the model with ``response_stream`` (else ``response``).
         request_tools: the schemas of every function of the agent.
         tools, offered: the schemas and the functions offered in this turn's request.
+        tool_choice: this turn's tool choice from a capability (a tool to call now), if any.
         started_at: wall-clock start (``time.time()``), for the record.
         deadline: the event-loop time the run (or its tree) runs out of time, or ``None``.
         messages: the conversation sent to the model; ``new_messages`` what this run added.
@@ -82,6 +83,7 @@ class ActiveRun(RunState):
     charge: Callable[[ModelResponse], None]
     calls: list[FunctionCall] = field(default_factory=list)
     ended: bool = False
+    tool_choice: ToolChoice | None = None
 
     def refresh(self, functions: Mapping[str, Function]) -> None:
         """The agent's functions changed during the run (an MCP server's tool list): the next

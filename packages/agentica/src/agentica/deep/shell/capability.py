@@ -125,6 +125,11 @@ class CodeNotRun(Capability):
     def __init__(self, *, max_nudges: int = 2) -> None:
         self.max_nudges = max_nudges
 
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        """After a nudge, the next model call runs the code (``run_python`` or ``execute``)."""
+        choice: str | None = ctx.state.pop(f"{self.name}.choice", None)
+        return choice
+
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         nudged = int(ctx.state.get(self.name, 0))
         if nudged >= self.max_nudges:
@@ -135,14 +140,16 @@ class CodeNotRun(Capability):
         functions = ctx.functions
         language = found.group(1).lower()
         if language in _PYTHON_FENCES and "run_python" in functions:
-            how = "call run_python with the code"
+            how, tool = "call run_python with the code", "run_python"
         elif "execute" not in functions:
             return None
         elif language in _SHELL_FENCES:
-            how = "call execute with the command"
+            how, tool = "call execute with the command", "execute"
         else:
-            how = "save it with a file tool and run it with execute (python file.py)"
+            how, tool = "save it with a file tool and run it with execute (python file.py)", ""
         ctx.state[self.name] = nudged + 1
+        if tool:
+            ctx.state[f"{self.name}.choice"] = tool
         return (
             f"You wrote code in your reply but did not run it, so nothing happened. To run it, "
             f"{how}; the standard library is there, third-party packages may not be. Then "
@@ -468,6 +475,10 @@ class Shell(Capability):
         """A model that shows code in its answer instead of running it is told to run it
         (at most ``max_code_nudges`` times per run; see ``CodeNotRun``)."""
         return await self._code_not_run.review_answer(ctx, message)
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        """After its nudge, the next model call runs the code (see ``CodeNotRun``)."""
+        return await self._code_not_run.tool_choice(ctx)
 
     def tools(self) -> Sequence[ToolLike]:
         return self._tools
