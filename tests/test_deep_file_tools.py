@@ -413,3 +413,21 @@ def test_a_backend_missing_a_method_is_named_when_the_tools_are_made() -> None:
 
     with pytest.raises(UsageError, match="lacks stat, write, glob, grep"):
         FileTools(Half())  # type: ignore[arg-type]
+
+
+async def test_line_numbers_copied_from_read_file_are_left_out_of_what_is_written() -> None:
+    """As measured on the 1.5B model: it wrote config.ini back with read_file's line numbers."""
+    backend = StateBackend()
+    tools = FileTools(backend)
+    await backend.write("/config.ini", "[app]\ndebug = true\n\nname = shop\n")
+    shown = await tools.read_file(CTX, "/config.ini")
+    copied = shown.replace("debug = true", "debug = false")
+    out = await tools.write_file(CTX, "/config.ini", copied)
+    assert out.endswith("the line numbers read_file shows were left out (they are not in the file)")
+    assert await backend.read("/config.ini") == "[app]\ndebug = false\n\nname = shop"
+    await tools.edit_file(CTX, "/config.ini", "     2\tdebug = false", "     2\tdebug = off")
+    assert "debug = off" in await backend.read("/config.ini")
+    # a file's own numbers are data: a TSV with ids, a list of numbers, numbers in six columns
+    for data in ("1\talice\n2\tbob\n", "1\n2\n3\n", "     1\n     2\n"):
+        out = await tools.write_file(CTX, "/data.tsv", data)
+        assert await backend.read("/data.tsv") == data and "left out" not in out

@@ -197,6 +197,8 @@ async def test_a_reply_that_repeats_an_earlier_turns_note_is_sent_back() -> None
                            "The answer is 42."])  # fmt: skip
     agent = Agent(model=model, tools=[look], capabilities=[EveryOther()])
     assert (await agent.run("What is 6 * 7?")).content == "The answer is 42."
+    # after an echo the next call must call a tool (a small model echoes instead of acting)
+    assert [r.settings.tool_choice for r in model.requests] == [None, None, "required"]
 
 
 async def test_a_capability_chooses_the_tool_of_the_next_call_if_it_is_offered() -> None:

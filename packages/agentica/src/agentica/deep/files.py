@@ -72,6 +72,30 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
+# read_file's prefix exactly: the number right-aligned in six columns, then a tab (an empty line
+# may lose its tab); a data file's own numbered lines ("1\talice") do not look like this
+_NUMBERED = re.compile(r"(?= {0,5}\d{1,6}(?:\t|$))( *(\d+))(?:\t|$)")
+_NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are not in the file)"
+
+
+def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
+    """``text`` without the line numbers ``read_file`` puts in front of each line, when every
+    line has one and they count up (a small model copies them into what it writes); else None."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < min_lines or not lines:
+        return None
+    found = [_NUMBERED.match(line) for line in lines]
+    if any(m is None or len(m.group(1)) != 6 for m in found) or "\t" not in text:
+        return None
+    numbers = [int(m.group(2)) for m in found if m is not None]
+    if numbers != list(range(numbers[0], numbers[0] + len(lines))):
+        return None
+    plain = [line[m.end() :] for line, m in zip(lines, found, strict=True) if m is not None]
+    return "\n".join(plain) + ("\n" if text.endswith("\n") else "")
+
+
 def _not_found(path: str, text: str, old_string: str) -> str:
     """Why ``old_string`` is not in the file, with the line it most likely meant."""
     if old_string.strip() and old_string.strip() in text:
@@ -235,8 +259,11 @@ class FileTools(Tool):
             path: the file, e.g. "/notes.md".
             content: the complete text of the file.
         """
-        info = await self.resolve(ctx).write(path, content)
-        return f"wrote {info.path} ({len(_lines(content))} lines, {_size(info.size)})"
+        plain = _without_line_numbers(content)
+        info = await self.resolve(ctx).write(path, content if plain is None else plain)
+        written = content if plain is None else plain
+        note = "" if plain is None else _NUMBERS_DROPPED
+        return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}"
 
     @tool(exclusive=True)
     async def edit_file(
@@ -263,6 +290,10 @@ class FileTools(Tool):
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same; there is nothing to change")
         backend = self.resolve(ctx)
+        old_plain = _without_line_numbers(old_string, min_lines=1)
+        new_plain = _without_line_numbers(new_string, min_lines=1)
+        old_string = old_plain if old_plain is not None else old_string
+        new_string = new_plain if new_plain is not None else new_string
         try:
             text = await backend.read(path)
         except BackendError as exc:

@@ -266,6 +266,9 @@ async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
             usable = choice in run.offered or (choice == "required" and run.offered)
             run.tool_choice = choice if usable else None
             break
+    if run.require_call and run.tool_choice is None and run.offered:
+        run.tool_choice = "required"  # it echoed a note instead of acting: make it act
+    run.require_call = False
 
 
 async def _slots(agent: Agent[Any], run: ActiveRun) -> list[Message]:
@@ -537,6 +540,7 @@ async def _send_back(
     elif step.counter == "output_retries":
         run.output_retries += 1
     _add(run, UserMessage(content=step.message))
+    run.require_call = step.source == "echo_reply"
     run.reply = None
     run.notes = (step.message,)  # (the next turn's slots are added before it)
     yield AnswerSentBack(turn=run.turn, source=step.source, message=step.message)
