@@ -831,3 +831,19 @@ def test_reserved_parameter_names_keep_their_names_in_schema_and_call() -> None:
         error = str(exc)
     assert "- json: this required argument is missing" in error
     assert "model_config" in error
+
+
+def test_arguments_cut_off_by_the_length_limit_say_so() -> None:
+    """As measured on the 1.5B model: a file written as a runaway list stopped at max_tokens,
+    five times the same; 'write valid JSON' does not tell it what went wrong."""
+
+    @tool
+    def write_file(path: str, content: str) -> str:
+        """Write a file."""
+        return path
+
+    cut = '{"path": "upper.txt", "content": "' + "NAME\\n" * 300
+    with pytest.raises(ArgumentsError, match="stop in the middle .* reached its length limit"):
+        write_file.validate_arguments(cut)
+    with pytest.raises(ArgumentsError, match="the arguments are not valid JSON"):
+        write_file.validate_arguments('{"path": "a.txt", "content": "short')

@@ -206,6 +206,12 @@ def _schema_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[str
     return check
 
 
+def _cut_off(error: str, arguments: str) -> bool:
+    """Whether invalid JSON arguments were cut off by the reply's length limit (long text that
+    stops inside a string), not written wrongly."""
+    return "EOF" in error and len(arguments) > 1000
+
+
 class Function:
     """A tool the model can call: name, description, JSON schema and entry point.
 
@@ -435,7 +441,14 @@ class Function:
         lines = []
         for err in exc.errors(include_url=False):
             loc = ".".join(str(part) for part in err["loc"]) or "arguments"
-            if err["type"] == "json_invalid":
+            if err["type"] == "json_invalid" and _cut_off(err["msg"], arguments):
+                lines.append(
+                    f"- the arguments stop in the middle ({err['msg']}) after "
+                    f"{len(arguments)} characters: the reply reached its length limit. Write "
+                    "less in one call: split long text over several calls, or generate it with "
+                    "code that reads the input"
+                )
+            elif err["type"] == "json_invalid":
                 lines.append(
                     f"- the arguments are not valid JSON ({err['msg']}): {arguments[:200]!r}; "
                     "write one JSON object, with every string in double quotes and newlines "
