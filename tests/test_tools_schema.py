@@ -843,7 +843,7 @@ def test_arguments_cut_off_by_the_length_limit_say_so() -> None:
         return path
 
     cut = '{"path": "upper.txt", "content": "' + "NAME\\n" * 300
-    with pytest.raises(ArgumentsError, match="stop in the middle .* reached its length limit"):
+    with pytest.raises(ArgumentsError, match=r"stop in the middle .* reached its length limit"):
         write_file.validate_arguments(cut)
     with pytest.raises(ArgumentsError, match="the arguments are not valid JSON"):
         write_file.validate_arguments('{"path": "a.txt", "content": "short')
