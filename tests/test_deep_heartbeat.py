@@ -39,7 +39,7 @@ async def test_a_checkpoint_appears_every_n_model_calls_and_is_not_kept() -> Non
               if any(t.startswith("Checkpoint at step") for t in system_texts(r))]  # fmt: skip
     assert marked == [3, 6]
     checkpoint = next(t for t in system_texts(model.requests[2]) if t.startswith("Checkpoint"))
-    assert checkpoint.startswith("Checkpoint at step 3.") and "really done" in checkpoint
+    assert checkpoint.startswith("Checkpoint at step 3.") and "give your final answer" in checkpoint
     # slots are not stored in the conversation
     assert not any(
         isinstance(m, SystemMessage) and m.content.startswith("Checkpoint")

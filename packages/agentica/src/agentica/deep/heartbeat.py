@@ -47,12 +47,12 @@ class Heartbeat(Capability):
 
     The heartbeat counts the run's model calls; every ``every`` calls (default 5) the model sees
     a short checkpoint before its next step: the step number, the todos still open, the files
-    changed and not verified since (written or edited, and not read back or run since), and the
-    question whether the task is really done. A subagent's calls (through the ``task`` tool)
-    count like the agent's own: a subagent that reads a changed file back has checked it. When
-    the model gives its final answer while todos are open or changes are unverified, it is told
-    to continue, at most ``max_continues`` times per run, so a model that cannot finish still
-    ends.
+    changed and not verified since (written or edited, and not read back or run since), and
+    what to do: answer with the result if the task is done, else the next step. A subagent's
+    calls (through the ``task`` tool) count like the agent's own: a subagent that reads a
+    changed file back has checked it. When the model gives its final answer while todos are
+    open or changes are unverified, it is told to continue, at most ``max_continues`` times
+    per run, so a model that cannot finish still ends.
 
     Args:
         every: model calls between checkpoints (at least 1).
@@ -128,7 +128,7 @@ class Heartbeat(Capability):
         if step % self.every or step == 0:
             return None
         state["checkpoints"] += 1
-        lines = [f"Checkpoint at step {step}. Before the next step, ask yourself:"]
+        lines = [f"Checkpoint at step {step}."]
         todos = self.open_todos(ctx)
         if todos:
             lines.append(f"- todos still open: {'; '.join(todos[:6])}")
@@ -137,7 +137,12 @@ class Heartbeat(Capability):
             lines.append(
                 f"- changed but not checked yet: {', '.join(changed[:6])} (read it back or run it)"
             )
-        lines.append("- is the task really done? If not, continue with the next step.")
+        # a statement, not a question: asked "is the task really done?", small models answer
+        # "Yes, the task is done." (or copy the question) instead of the result
+        lines.append(
+            "- If the task is done, give your final answer now: the result itself. If not, do "
+            "the next step with a tool call."
+        )
         return "\n".join(lines)
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
