@@ -138,3 +138,19 @@ async def test_a_subagent_that_reads_the_changed_file_has_checked_it(
         assert not sent_back and model.remaining == 2
     else:  # sent back as often as the heartbeat allows
         assert len(sent_back) == 2 and "you changed /notes.md" in sent_back[0]
+
+
+async def test_an_answer_saying_the_task_is_not_done_is_sent_back_to_act() -> None:
+    """As measured on the 1.5B model: "The task is not done yet. I need to parse the JSON
+    string and extract the oldest person." was the run's answer."""
+    model = ScriptedModel([
+        "The task is not done yet. I need to parse the JSON and find the oldest person.",
+        tool_calls(call("step", n=1)),
+        "Ines Duarte (born 1939) is the oldest.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[step], capabilities=[Heartbeat()])
+    response = await agent.run("Who is the oldest person in people.json?")
+    assert response.content == "Ines Duarte (born 1939) is the oldest."
+    sent = model.requests[1].messages[-1]
+    assert isinstance(sent, UserMessage) and "says the task is not done yet" in sent.text
+    assert [r.settings.tool_choice for r in model.requests] == [None, "required", None]

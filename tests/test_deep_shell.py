@@ -463,8 +463,14 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "too many values to unpack",
             "unpack every column (a, b, c = row) or index the row",
         ),
+        (
+            # seen: the file tools call it /sales.csv, and the 1.5B model opened that path
+            "print(open('/sales.csv').read())",
+            "No such file or directory: '/sales.csv'",
+            "there the path is 'sales.csv' (no leading /)",
+        ),
     ],
-    ids=["header-as-number", "row-indexed-by-name", "too-few-names"],
+    ids=["header-as-number", "row-indexed-by-name", "too-few-names", "workspace-path-as-root"],
 )
 async def test_the_csv_mistakes_small_models_repeat_are_explained(
     tmp_path: Path, code: str, error: str, advice: str

@@ -10,6 +10,7 @@ self-assessment after tool results. Both are capabilities with per-run state in 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +27,12 @@ WRITE_TOOLS = frozenset({"write_file", "edit_file"})
 """Tools that change a file (their ``path`` argument)."""
 CHECK_TOOLS = frozenset({"read_file", "execute", "run_python", "grep"})
 """Tools whose call counts as verifying the changes made before it."""
+
+# An answer that says the work is not finished ("The task is not done yet. I need to ...").
+_NOT_DONE = re.compile(
+    r"(?i)\b(?:task|work|it)\s+(?:is|was)\s+not\s+(?:yet\s+)?(?:done|finished|complete)"
+    r"|\bnot\s+(?:done|finished|complete)\s+yet\b"
+)
 
 REFLECTION_PROMPT = (
     "Reflect in one sentence before your next step: did the last tool results move the task "
@@ -51,8 +58,9 @@ class Heartbeat(Capability):
     what to do: answer with the result if the task is done, else the next step. A subagent's
     calls (through the ``task`` tool) count like the agent's own: a subagent that reads a
     changed file back has checked it. When the model gives its final answer while todos are
-    open or changes are unverified, it is told to continue, at most ``max_continues`` times
-    per run, so a model that cannot finish still ends.
+    open or changes are unverified, or says the task is not done yet, it is told to continue
+    (its next call must call a tool), at most ``max_continues`` times per run, so a model that
+    cannot finish still ends.
 
     Args:
         every: model calls between checkpoints (at least 1).
@@ -159,14 +167,24 @@ class Heartbeat(Capability):
                 f"you changed {', '.join(changed[:6])} and did not check the result "
                 "(read it back or run it)"
             )
+        if _NOT_DONE.search(message.content or ""):
+            reasons.append("your answer says the task is not done yet")
         if not reasons:
             return None
         state["continues"] += 1
+        state["act"] = True  # the next call does a step (a tool call), not another answer
         return (
             f"You answered, but {' and '.join(reasons)}. Continue the task: do the remaining "
             "steps with tool calls, then give your final answer. If a step is impossible, say "
             "why in your final answer."
         )
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        """After an early answer was sent back: a tool call (small models otherwise answer
+        "The task is not done yet. I need to ..." again)."""
+        state = self._state(ctx)
+        act, state["act"] = state.get("act", False), False
+        return "required" if act else None
 
     @staticmethod
     def stats(ctx: RunContext[Any]) -> dict[str, int]:

@@ -70,6 +70,11 @@ _PYTHON_ERRORS = tuple(
     (re.compile(pattern), advice)
     for pattern, advice in (
         (
+            r"No such file or directory: '/([^'/]+(?:/[^'/]+){0,2})'",
+            "'/{0}' starts at the root of the machine. The file tools show workspace files as "
+            "/{0}, but code runs inside the workspace: there the path is '{0}' (no leading /).",
+        ),
+        (
             r"No module named '(\w+)",
             "The Python module {0!r} is not installed here. Rewrite the code with the standard "
             "library instead (for a CSV file, the csv module).",
