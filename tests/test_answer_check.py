@@ -156,3 +156,25 @@ async def test_writing_a_file_without_reading_the_one_the_task_names_gets_a_note
     assert "[check] You wrote reversed.txt without reading lines.txt" in results[0].content
     assert "[check]" not in results[2].content  # read by then
     assert (tmp_path / "reversed.txt").read_text() == "b\na\n"
+
+
+async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:
+    """Review findings: "Yes." answers a yes/no question; "What is Node.js?" names no file."""
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="notes.txt", content="x")), "Yes.", "Yes."
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    assert (await agent.run("Does notes.txt exist now?")).content == "Yes."
+    assert model.remaining == 0  # the check once, then "Yes." stands
+    model = ScriptedModel(["A JavaScript runtime."])
+    agent = Agent(model=model, tools=[write_file], capabilities=[AnswerCheck()])
+    assert (await agent.run("What is Node.js?")).content == "A JavaScript runtime."
+
+
+def test_the_confirmation_pattern_wants_a_done_word() -> None:
+    from agentica.deep.checks import _CONFIRMATION
+
+    assert _CONFIRMATION.fullmatch("Yes, the task is really done.")
+    assert _CONFIRMATION.fullmatch("All steps are completed.")
+    assert not _CONFIRMATION.fullmatch("Yes.") and not _CONFIRMATION.fullmatch("OK")
+    assert not _CONFIRMATION.fullmatch("The task is done: 17.5 hours.")

@@ -511,6 +511,13 @@ async def test_tool_choice(
     # without tools, no tool settings at all
     bare = model.build_body(ask(settings=settings), stream=False)
     assert "tools" not in bare and "tool_choice" not in bare
+    # with thinking the API takes only auto and none: a forced choice is sent as auto
+    thinking = make_model("http://127.0.0.1:9", thinking_budget=1024, max_tokens=8000)
+    sent = thinking.build_body(ask(tools=[ADD, LOOKUP], settings=settings), stream=False)
+    if choice in ("required", "lookup"):
+        assert sent["tool_choice"]["type"] == "auto"
+    else:
+        assert sent.get("tool_choice") == wire_choice
 
 
 async def test_cache_control_marks_the_stable_prefix(

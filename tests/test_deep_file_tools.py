@@ -431,3 +431,18 @@ async def test_line_numbers_copied_from_read_file_are_left_out_of_what_is_writte
     for data in ("1\talice\n2\tbob\n", "1\n2\n3\n", "     1\n     2\n"):
         out = await tools.write_file(CTX, "/data.tsv", data)
         assert await backend.read("/data.tsv") == data and "left out" not in out
+
+
+async def test_line_numbers_are_dropped_only_where_they_must_be_copies() -> None:
+    """Review findings: a numbered old_string that is empty without its number, and a file
+    really in read_file's format, were changed in ways nobody asked for."""
+    backend = StateBackend()
+    tools = FileTools(backend)
+    await backend.write("/a.txt", "a\n\nb\n\nc\n")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(CTX, "/a.txt", "     2\t\n", "", replace_all=True)
+    assert await backend.read("/a.txt") == "a\n\nb\n\nc\n"
+    numbered = "     1\tone\n     2\ttwo\n"
+    await backend.write("/listing.txt", numbered)  # a file in that format: kept as it is
+    await tools.edit_file(CTX, "/listing.txt", "     2\ttwo", "     2\tTWO")
+    assert await backend.read("/listing.txt") == "     1\tone\n     2\tTWO\n"

@@ -216,3 +216,14 @@ async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
     assert tool_results(model.requests[3])[-1].content.endswith(
         "Every step is completed: check the result, then give your final answer."
     )
+
+
+async def test_work_in_the_same_reply_as_the_closing_list_counts() -> None:
+    """Review finding: [build(), write_todos(all completed)] in one reply was refused."""
+    step = [{"content": "build it", "status": "completed"}]
+    model = ScriptedModel(
+        [tool_calls(call("build"), call("write_todos", todos=step)), "Built.", "Built."]
+    )
+    agent = Agent(model=model, tools=[build], capabilities=[Todos()])
+    await agent.run("Build it")
+    assert agent.memory.state["todos"] == step

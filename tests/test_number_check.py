@@ -94,10 +94,11 @@ async def test_code_files_and_agents_without_a_tool_to_compute_are_left_alone() 
 
 
 async def test_the_nudges_are_bounded_per_run() -> None:
-    model = ScriptedModel(["It is 1234.", "It is 1235.", "It is 1236."])
+    first = tool_calls(call("run_python", code="print(82.5)"))
+    model = ScriptedModel([first, "It is 1234.", "It is 1235.", "It is 1236."])
     agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=2)])
     assert (await agent.run("Guess a number")).content == "It is 1236."
-    model = ScriptedModel(["It is 1234."])
+    model = ScriptedModel([first, "It is 1234."])
     agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=0)])
     assert (await agent.run("Guess a number")).content == "It is 1234."
 
@@ -118,3 +119,42 @@ def test_which_numbers_count_as_seen(seen: str, said: str, unseen: list[str]) ->
     sources = _Sources()
     sources.add(seen)
     assert sources.unseen(said) == unseen
+
+
+async def test_the_number_a_note_quotes_does_not_count_as_seen() -> None:
+    """Review finding: the note on a write quoted 80.5, and the answer 80.5 then passed."""
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        tool_calls(call("write_file", path="report.md", content="mean 80.5")),
+        "The mean is 80.5.",
+        "The mean is 80.5.",
+    ])  # fmt: skip
+    agent = Agent(
+        model=model, tools=[read_file, write_file, run_python], capabilities=[NumberCheck()]
+    )
+    await agent.run("Put the mean of scores.csv into report.md")
+    nudge = model.requests[3].messages[-1]
+    assert isinstance(nudge, UserMessage) and nudge.text.startswith("Your answer says 80.5")
+
+
+async def test_answers_from_knowledge_and_config_files_are_left_alone() -> None:
+    model = ScriptedModel(["The Berlin Wall fell on 9 November 1989."])
+    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("When did the Wall fall?")).content.endswith("1989.")
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="Dockerfile", content="EXPOSE 8080")),
+        tool_calls(call("write_file", path="app.yaml", content="port: 8080\nworkers: 16")),
+        "Done.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    await agent.run("Configure the app")
+    assert not any("[number check]" in m.content for m in model.requests[2].messages
+                   if isinstance(m, ToolMessage))  # fmt: skip
+
+
+def test_many_numbers_are_checked_quickly() -> None:
+    """Review finding: every unseen number was compared with every seen one."""
+    sources = _Sources()
+    sources.add("\n".join(f"row{i},{i * 1.5}" for i in range(5000)))
+    said = " ".join(f"{i}.25" for i in range(20_000, 25_000))
+    assert len(sources.unseen(said)) == 5000

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentica import Agent, ContextPolicy, LimitExceeded, RunContext, RunLimits, tool
-from agentica.errors import ConcurrentRunError
+from agentica.errors import ConcurrentRunError, ModelResponseError
 from agentica.messages import Message
 from agentica.models import ModelRequest
 from agentica.run import ModelRequestStarted, RunEvent
@@ -225,3 +225,38 @@ async def test_a_capability_chooses_the_tool_of_the_next_call_if_it_is_offered()
     agent = Agent(model=model, tools=[run_python], capabilities=[RunItNow("execute")])
     await agent.run("6 * 7?")
     assert model.requests[0].settings.tool_choice is None
+
+
+async def test_a_choice_is_for_one_turn_and_an_echo_loop_still_ends() -> None:
+    """Review findings: a second capability's choice waited for a later turn; a model that
+    echoed every other turn (the forced call in between) never stopped."""
+
+    class Once(Capability):
+        def __init__(self, name: str, choice: str) -> None:
+            self.name, self.choice = name, choice
+
+        async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+            if ctx.state.get(self.name):
+                return None
+            ctx.state[self.name] = True
+            return self.choice
+
+    @tool
+    def look() -> str:
+        """Look around."""
+        return "nothing"
+
+    model = ScriptedModel([tool_calls(call("look")), tool_calls(call("look")), "done"])
+    agent = Agent(model=model, tools=[look], capabilities=[Once("a", "look"), Once("b", "look")])
+    await agent.run("go")
+    assert [r.settings.tool_choice for r in model.requests] == ["look", None, None]
+
+    class Note(Capability):
+        async def system_slot(self, ctx: RunContext[Any]) -> str | None:
+            return "Remember: the user's name is Ada and she lives in Lisbon."
+
+    echo = "Remember: the user's name is Ada and she lives in Lisbon."
+    model = ScriptedModel([echo, tool_calls(call("look")), echo])
+    agent = Agent(model=model, tools=[look], capabilities=[Note()])
+    with pytest.raises(ModelResponseError, match="two replies that only repeat a system note"):
+        await agent.run("What do you know about me?")

@@ -8,6 +8,7 @@ finish the missing steps. A model that really is done repeats its answer and the
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Sequence
@@ -111,7 +112,13 @@ class AnswerCheck(Capability):
         if done >= self.max_checks:
             return self._bare_confirmation(ctx, message) if done else None
         unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
-        if self.only_after_tools and ctx.usage.tool_calls == 0 and not unused:
+        # no tool used: check only a task about files ("Create config.json ...", "What is in
+        # notes.txt?" when it exists), not a question that names Node.js or setup.py
+        if (
+            self.only_after_tools
+            and ctx.usage.tool_calls == 0
+            and not (unused and (_WRITING.search(ctx.input) or await _any_exists(ctx, unused)))
+        ):
             return None
         ctx.state[self.name] = done + 1
         calls: list[str] = ctx.state.get(f"{self.name}.calls") or []
@@ -136,7 +143,7 @@ class AnswerCheck(Capability):
         reply = (message.content or "").strip()
         if ctx.state.get(key) or "?" not in ctx.input or not reply:
             return None
-        if not _CONFIRMATION.fullmatch(reply):
+        if len(reply) > _SHORT or not _CONFIRMATION.fullmatch(" ".join(reply.split())):
             return None
         ctx.state[key] = True
         return FINAL_PROMPT.replace("{task}", ctx.input.strip() or "(see above)")
@@ -146,13 +153,32 @@ FINAL_PROMPT = (
     "Your reply only says that the task is done, but the user asked a question: {task}\n"
     "Reply with the answer itself, with the values the tools showed."
 )
-# "Yes, the task is done.", "Done!", "All steps are completed." (nothing else)
+# "Yes, the task is done.", "Done!", "All steps are completed." (nothing else); matched on the
+# reply with its whitespace collapsed and at most _SHORT characters, so it cannot backtrack long
 _CONFIRMATION = re.compile(
-    r"(?is)(?:yes|yeah|ok(?:ay)?)?[\s,.!]*(?:(?:the|this|my|all(?: the)?|every(?:thing)?)?"
-    r"\s*(?:task|tasks|steps?|work|it)?\s*(?:is|are|has been|have been|was|were)?\s*"
-    r"(?:now\s+)?(?:all\s+)?(?:done|complete|completed|finished)"
-    r"(?:\s+(?:and checked|successfully))?)?[\s.!]*"
+    r"(?i)(?:(?:yes|yeah|ok|okay)[,.!]? )?(?:(?:the|this|my|all|all the|every|everything) )?"
+    r"(?:(?:task|tasks|step|steps|work|it) )?(?:(?:is|are|has been|have been|was|were) )?"
+    r"(?:(?:now|all|really) ){0,2}(?:done|complete|completed|finished)"
+    r"(?: (?:and checked|successfully))?[.!]?"
 )
+_SHORT = 80
+
+_WRITING = re.compile(r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change)\b")
+
+
+async def _any_exists(ctx: RunContext[Any], names: list[str]) -> bool:
+    """Whether one of ``names`` is a file of the agent's file tools (``False`` without any)."""
+    backend = ctx.files
+    if backend is None:
+        return False
+    for name in names:
+        try:
+            if await backend.stat(name) is not None:
+                return True
+        except AgenticaError:
+            continue
+    return False
+
 
 _MAX_LISTED = 12
 _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
@@ -196,12 +222,9 @@ NUMBER_PROMPT = (
     "the printed value. If you read {them} somewhere, read that file again and quote it."
 )
 
-# Where a written number must come from a tool: data and prose files, not code (whose constants
-# are the model's to choose).
-_DATA_SUFFIXES = frozenset(
-    {"", ".md", ".txt", ".rst", ".csv", ".tsv", ".json", ".ini", ".cfg", ".toml", ".yaml",
-     ".yml", ".html", ".xml", ".log"}
-)  # fmt: skip
+# Where a written number must come from a tool: reports and data, not code or configuration
+# (a port or a version there is the model's to choose).
+_DATA_SUFFIXES = frozenset({".md", ".txt", ".rst", ".csv", ".tsv", ".json", ".html", ".log"})
 _WRITTEN_KEYS = ("content", "new_string", "new_text", "text")
 _PATH_KEYS = ("path", "file_path", "filename")
 # A number: digits with thousands separators or decimals ("1,299.99", "82.5"), not part of a
@@ -241,6 +264,7 @@ class _Sources:
     def __init__(self) -> None:
         self.tokens: set[str] = set()
         self.values: list[float] = []
+        self._sorted: list[float] | None = None  # the values, sorted when first needed
 
     def add(self, text: str) -> None:
         for joined, parts in _numbers(text):
@@ -251,6 +275,7 @@ class _Sources:
                 value = _value(token)
                 if value is not None:
                     self.values.extend((value, value * 100))  # 0.825 is also "82.5%"
+                    self._sorted = None
 
     def shows(self, token: str) -> bool:
         """Whether ``token`` is a number seen, or a rounding of one ("82.67" of 82.6666)."""
@@ -261,7 +286,10 @@ class _Sources:
             return False
         decimals = len(token.split(".", 1)[1]) if "." in token else 0
         tolerance = 0.5 * 10**-decimals + 1e-9
-        return any(abs(value - seen) <= tolerance for seen in self.values)
+        if self._sorted is None:
+            self._sorted = sorted(self.values)
+        at = bisect.bisect_left(self._sorted, value - tolerance)
+        return at < len(self._sorted) and self._sorted[at] <= value + tolerance
 
     def unseen(self, text: str) -> list[str]:
         """The numbers of ``text`` worth checking that no source showed, in order, once each."""
@@ -331,9 +359,11 @@ class NumberCheck(Capability):
                 tool = self._spend(ctx) if unseen else None
                 if tool is not None:
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
-            sources.add(call.content)
+            sources.add(call.content_without_notes)  # (a note may quote the number)
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        if ctx.usage.tool_calls == 0:
+            return None  # an answer from what the model knows ("The Wall fell in 1989.")
         text = _FENCE.sub(" ", message.content or "")
         unseen = self._sources(ctx).unseen(text)
         tool = self._spend(ctx) if unseen else None

@@ -96,6 +96,17 @@ def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
     return "\n".join(plain) + ("\n" if text.endswith("\n") else "")
 
 
+def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, str]:
+    """``old_string`` and ``new_string`` without ``read_file``'s line numbers, when the numbered
+    ``old_string`` is not in the file and the plain one is (a file really in that format, or a
+    string that would be empty without them, is left as it is)."""
+    plain_old = _without_line_numbers(old_string, min_lines=1)
+    if not plain_old or not plain_old.strip() or old_string in text or plain_old not in text:
+        return old_string, new_string
+    plain_new = _without_line_numbers(new_string, min_lines=1)
+    return plain_old, new_string if plain_new is None else plain_new
+
+
 def _not_found(path: str, text: str, old_string: str) -> str:
     """Why ``old_string`` is not in the file, with the line it most likely meant."""
     if old_string.strip() and old_string.strip() in text:
@@ -290,16 +301,13 @@ class FileTools(Tool):
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same; there is nothing to change")
         backend = self.resolve(ctx)
-        old_plain = _without_line_numbers(old_string, min_lines=1)
-        new_plain = _without_line_numbers(new_string, min_lines=1)
-        old_string = old_plain if old_plain is not None else old_string
-        new_string = new_plain if new_plain is not None else new_string
         try:
             text = await backend.read(path)
         except BackendError as exc:
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
+        old_string, new_string = _numbers_dropped(text, old_string, new_string)
         count = text.count(old_string)
         if count == 0 and "\r\n" in text and "\n" in old_string:
             crlf = old_string.replace("\r\n", "\n").replace("\n", "\r\n")

@@ -247,7 +247,11 @@ class Todos(Capability):
         """In a list that says every step is completed: the steps newly marked so although no
         tool call did any work since the list was last saved (seen: a first list whose only
         step was already "completed", then the answer "done" with nothing done)."""
-        if ctx.state.get(f"{self.name}.work", 0) or any(i["status"] != "completed" for i in items):
+        # calls of this same reply (they run beside this one and are counted after it): maybe
+        # work, so the benefit of the doubt
+        beside = ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1
+        work = ctx.state.get(f"{self.name}.work", 0)
+        if work or beside > 0 or any(i["status"] != "completed" for i in items):
             return []
         before = {str(i.get("content")) for i in self.items(ctx) if i.get("status") == "completed"}
         return [i for i in items if i["content"] not in before]
@@ -257,6 +261,7 @@ class Todos(Capability):
         work = sum(c.status == "success" and c.name not in _TODO_TOOLS for c in calls)
         key = f"{self.name}.work"
         ctx.state[key] = ctx.state.get(key, 0) + work
+        ctx.state[f"{self.name}.seen"] = ctx.usage.tool_calls
 
     async def read_todos(self, ctx: RunContext[Any]) -> str:
         """Return your todo list."""

@@ -187,10 +187,14 @@ def _check_budget(max_tokens: int, thinking_budget: int | None) -> None:
         )
 
 
-def _tool_choice(s: ModelSettings) -> dict[str, Any] | None:
-    """The ``tool_choice`` object for the settings (``None``: leave it out)."""
+def _tool_choice(s: ModelSettings, *, thinking: bool = False) -> dict[str, Any] | None:
+    """The ``tool_choice`` object for the settings (``None``: leave it out). With thinking the
+    API takes only ``auto`` and ``none``: a forced choice (a capability's ``tool_choice``, a
+    wish not worth a 400) is sent as ``auto``."""
     choice: dict[str, Any] | None = None
-    if s.tool_choice in _CHOICES:
+    if thinking and s.tool_choice not in (None, "none"):
+        choice = {"type": "auto"}
+    elif s.tool_choice in _CHOICES:
         choice = dict(_CHOICES[s.tool_choice])
     elif s.tool_choice is not None:
         choice = {"type": "tool", "name": s.tool_choice}
@@ -200,7 +204,7 @@ def _tool_choice(s: ModelSettings) -> dict[str, Any] | None:
 
 
 def _put_tools(
-    body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings
+    body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings, *, thinking: bool
 ) -> list[dict[str, Any]]:
     """Put ``tools`` (and ``tool_choice``) into ``body``; returns the tool definitions."""
     body["tools"] = definitions = [
@@ -208,7 +212,7 @@ def _put_tools(
         | ({"strict": True} if t.strict else {})
         for t in tools
     ]
-    choice = _tool_choice(s)
+    choice = _tool_choice(s, thinking=thinking)
     if choice is not None:
         body["tool_choice"] = choice
     return definitions
@@ -428,7 +432,8 @@ class Claude(HttpModel[None]):
         if system:
             body["system"] = system
         body["messages"] = turns
-        tools = _put_tools(body, request.tools, s) if request.tools else []
+        thinking = self.thinking_budget is not None
+        tools = _put_tools(body, request.tools, s, thinking=thinking) if request.tools else []
         if self.thinking_budget is not None:
             if max_tokens <= self.thinking_budget:
                 raise UsageError(

@@ -289,11 +289,12 @@ class LocalModel:
         self, text: str, policy: _Policy, usage: Usage, finish: str | None
     ) -> AssistantMessage:
         tool_names, first_only, prefill = policy
-        text = prefill + text
         if tool_names:
-            parsed = parse_tool_calls(text, tool_names)
+            parsed = parse_tool_calls(prefill + text, tool_names)
             calls = as_tool_calls(parsed, first_only=first_only)
             content = parsed.text or None
+            if prefill and not calls:  # it wrote no call after all: its own text, no prefix
+                content = text.strip() or None
         else:
             calls, content = [], text.strip() or None
         return AssistantMessage(
@@ -402,6 +403,7 @@ class _StreamReply:
         "_assembler",
         "_first_only",
         "_model",
+        "_prefill",
         "_splitter",
         "done",
         "finish_reason",
@@ -410,6 +412,7 @@ class _StreamReply:
 
     def __init__(self, model: str, policy: _Policy) -> None:
         tool_names, self._first_only, prefill = policy
+        self._prefill = prefill
         self._model = model
         self._splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
         if self._splitter is not None and prefill:
@@ -465,9 +468,12 @@ class _StreamReply:
         calls: list[ToolCall] = []
         if self._splitter is not None:
             parsed = self._splitter.finish()
-            if parsed.text:
-                out.append(TextDelta(parsed.text))
             calls = as_tool_calls(parsed, first_only=self._first_only)
+            text = parsed.text
+            if self._prefill and not calls:  # no call after all: its own text, no prefix
+                text = text.removeprefix(self._prefill)
+            if text:
+                out.append(TextDelta(text))
         for index, call in enumerate(calls):
             out.append(
                 ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)

@@ -207,7 +207,7 @@ async def _call_model(
     slots = await _slots(agent, run)
     # this turn's notes, and the last turns' (a model may echo a checkpoint a turn later)
     current = tuple(m.content for m in slots if isinstance(m.content, str))
-    run.notes = (*current, *run.notes)[:_KEPT_NOTES]
+    run.notes = tuple(dict.fromkeys((*current, *run.notes)))[:_KEPT_NOTES]
     request, prepared = await _request(run, slots)
     compacted = _compacted(run, prepared, "soft")
     if compacted is not None:
@@ -259,14 +259,16 @@ async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
             {n: f for n, f in functions.items() if n in allowed},
             tuple(t for t in run.request_tools if t.name in allowed),
         )
+    # every capability is asked (a choice is for this turn only, never left for a later one);
+    # the first usable one wins
     run.tool_choice = None
     for capability in agent.capabilities:
         choice = await capability.tool_choice(run.ctx)
-        if choice is not None:
-            usable = choice in run.offered or (choice == "required" and run.offered)
-            run.tool_choice = choice if usable else None
-            break
-    if run.require_call and run.tool_choice is None and run.offered:
+        usable = choice in run.offered or (choice == "required" and bool(run.offered))
+        if run.tool_choice is None and usable:
+            run.tool_choice = choice
+    run.after_echo = run.require_call and run.tool_choice is None and bool(run.offered)
+    if run.after_echo:
         run.tool_choice = "required"  # it echoed a note instead of acting: make it act
     run.require_call = False
 
@@ -405,8 +407,10 @@ def _record_reply(run: ActiveRun, response: ModelResponse) -> AssistantMessage:
     message = response.message
     run.charge(response)
     if not is_empty(message):
-        if not echoes(message, run.notes):
-            run.empty_replies = 0  # only empty replies (or echoes) in a row count
+        if not echoes(message, run.notes) and not run.after_echo:
+            # only empty replies (or echoes) in a row count; the call forced after an echo
+            # does not end the row (else a model that echoes every other turn never stops)
+            run.empty_replies = 0
         _add(run, message)
     run.reply = Reply(message)
     return message

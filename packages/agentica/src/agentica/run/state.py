@@ -57,6 +57,7 @@ class ActiveRun(RunState):
         tools, offered: the schemas and the functions offered in this turn's request.
         tool_choice: this turn's tool choice from a capability (a tool to call now), if any.
         require_call: the last answer only echoed a note: the next call must call a tool.
+        after_echo: this turn's call was forced after an echo.
         started_at: wall-clock start (``time.time()``), for the record.
         deadline: the event-loop time the run (or its tree) runs out of time, or ``None``.
         messages: the conversation sent to the model; ``new_messages`` what this run added.
@@ -86,6 +87,7 @@ class ActiveRun(RunState):
     ended: bool = False
     tool_choice: ToolChoice | None = None
     require_call: bool = False
+    after_echo: bool = False
 
     def refresh(self, functions: Mapping[str, Function]) -> None:
         """The agent's functions changed during the run (an MCP server's tool list): the next
