@@ -464,8 +464,8 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "unpack every column (a, b, c = row) or index the row",
         ),
         (
-            # seen: the file tools call it /sales.csv, and the 1.5B model opened that path
-            "print(open('/sales.csv').read())",
+            # a workspace path written the file tools' way, in a string the fix leaves alone
+            "name = 'sales'\nprint(open(f'/{name}.csv').read())",
             "No such file or directory: '/sales.csv'",
             "there the path is 'sales.csv' (no leading /)",
         ),
@@ -479,3 +479,20 @@ async def test_the_csv_mistakes_small_models_repeat_are_explained(
     shell = Shell(tmp_path, python=True, background=False)
     out = await shell.run_python(code)
     assert error in out and advice in out
+
+
+async def test_workspace_paths_written_the_file_tools_way_run_inside_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """As measured on the 1.5B model: read_file showed /scores.csv, the code opened
+    '/scores.csv' (the machine's root), the hint did not help, and the model wrote a new
+    scores.csv over the data."""
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(
+        "print(open('/sales.csv').read().splitlines()[1])\nopen('/out.txt', 'w').write('x')"
+    )
+    assert out.startswith("exit code 0\nnorth,120") and "named /sales.csv, /out.txt" in out
+    assert (tmp_path / "out.txt").read_text() == "x"
+    out = await shell.run_python("import os\nprint(os.path.exists('/etc'))")
+    assert "True" in out and "the file tools do" not in out  # a real absolute path stays

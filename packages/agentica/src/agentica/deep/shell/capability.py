@@ -21,6 +21,7 @@ from agentica.deep.shell.hints import (
     check_python,
     hint,
     repair_brackets,
+    workspace_paths,
 )
 from agentica.deep.shell.local import BwrapCommands, LocalCommands, check_limits
 from agentica.errors import ToolError, UsageError
@@ -332,11 +333,21 @@ class Shell(Capability):
         if (problem := check_python(code)) is not None:
             raise ToolError(problem)
         code, repairs = repair_brackets(code)
+        moved: list[str] = []
+        if self.root is not None:  # (a backend elsewhere has its own machine to look at)
+            code, moved = await asyncio.to_thread(workspace_paths, code, self.root)
         python = self.backend.python or "python3"
         command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
         result = await self._run(command, timeout)
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
+        if moved:
+            names = ", ".join(moved)
+            result += (
+                f"\n(Your code named {names} the way the file tools do; it was run with the "
+                "path inside the workspace, without the leading /. In code, write paths "
+                "without it.)"
+            )
         if repairs:
             result += (
                 f"\n(Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the "

@@ -5,7 +5,10 @@ code (``repair_brackets``)."""
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
+from pathlib import Path, PurePosixPath
 
 _SHELL_START = re.compile(r"^(?:\$\s|python3?\s|pip3?\s|sh\s|bash\s|cd\s)")
 _PYTHON_START = re.compile(
@@ -157,3 +160,56 @@ def repair_brackets(code: str) -> tuple[str, list[str]]:
         else:
             return (fixed, notes) if notes else (code, [])
     return code, []
+
+
+def workspace_paths(code: str, root: Path) -> tuple[str, list[str]]:
+    """``code`` with workspace paths written the file tools' way (``'/scores.csv'``) made
+    relative (``'scores.csv'``), and the paths changed.
+
+    The file tools name a workspace file ``/scores.csv``; code runs inside the workspace, where
+    that path is the machine's root, and small models do not take the hint. A string literal is
+    changed only when it is an absolute path that does not exist on the machine and either
+    names a single file (nobody means the machine's root) or starts with a name the workspace
+    has. Anything that does not tokenize is returned unchanged. Blocking (it stats files).
+    """
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return code, []
+    lines = code.splitlines(keepends=True)
+    changed: list[str] = []
+    for token in reversed(tokens):  # from the end: earlier positions stay valid
+        value = _absolute_literal(token)
+        if value is None or not _means_workspace(value, root):
+            continue
+        (row, col), (end_row, end_col) = token.start, token.end
+        if row != end_row:
+            continue
+        text = token.string
+        cut = text.index("/")
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + text[:cut] + text[cut + 1 :] + line[end_col:]
+        changed.append(value)
+    return "".join(lines), list(reversed(changed))
+
+
+def _absolute_literal(token: tokenize.TokenInfo) -> str | None:
+    if token.type != tokenize.STRING:
+        return None
+    prefix = token.string[: len(token.string) - len(token.string.lstrip("rRbBuU"))]
+    if not set(prefix) <= set("rRuU"):
+        return None
+    try:
+        value = ast.literal_eval(token.string)
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//"):
+        return None
+    return value if "\n" not in value and len(value) < 300 else None
+
+
+def _means_workspace(value: str, root: Path) -> bool:
+    parts = PurePosixPath(value).parts[1:]
+    if not parts or Path(value).exists():
+        return False
+    return len(parts) == 1 or (root / parts[0]).exists()
