@@ -469,8 +469,20 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "No such file or directory: '/sales.csv'",
             "there the path is 'sales.csv' (no leading /)",
         ),
+        (
+            # seen: people.json has "born", the 1.5B model assumed "age" twice
+            "rows = [{'name': 'Ada', 'born': 1815}]\nprint(max(rows, key=lambda r: r['age']))",
+            "KeyError: 'age'",
+            "The data has no key 'age': print it, or its keys",
+        ),
     ],
-    ids=["header-as-number", "row-indexed-by-name", "too-few-names", "workspace-path-as-root"],
+    ids=[
+        "header-as-number",
+        "row-indexed-by-name",
+        "too-few-names",
+        "workspace-path-as-root",
+        "missing-key",
+    ],
 )
 async def test_the_csv_mistakes_small_models_repeat_are_explained(
     tmp_path: Path, code: str, error: str, advice: str

@@ -78,6 +78,11 @@ _PYTHON_ERRORS = tuple(
             "/{0}, but code runs inside the workspace: there the path is '{0}' (no leading /).",
         ),
         (
+            r"KeyError: '([^'\n]{1,40})'",
+            "The data has no key {0!r}: print it, or its keys (print(data[0].keys()) for a "
+            "list of objects), to see the names it has, then use one of those.",
+        ),
+        (
             r"No module named '(\w+)",
             "The Python module {0!r} is not installed here. Rewrite the code with the standard "
             "library instead (for a CSV file, the csv module).",
