@@ -446,3 +446,14 @@ async def test_line_numbers_are_dropped_only_where_they_must_be_copies() -> None
     await backend.write("/listing.txt", numbered)  # a file in that format: kept as it is
     await tools.edit_file(CTX, "/listing.txt", "     2\ttwo", "     2\tTWO")
     assert await backend.read("/listing.txt") == "     1\tone\n     2\tTWO\n"
+
+
+async def test_a_json_or_python_file_that_does_not_parse_gets_a_note() -> None:
+    """As measured on the 1.5B model: config.json written as 'name: agentica'."""
+    tools = FileTools(StateBackend())
+    out = await tools.write_file(CTX, "/config.json", "name: agentica\nversion: 1")
+    assert "Note: /config.json is not valid JSON (Expecting value" in out
+    out = await tools.write_file(CTX, "/fib.py", "def fib(n):\nreturn n\n")
+    assert "Note: /fib.py is not valid Python (line 2: expected an indented block" in out
+    for path, text in (("/ok.json", '{"name": "agentica"}'), ("/ok.py", "x = 1\n")):
+        assert "Note" not in await tools.write_file(CTX, path, text)

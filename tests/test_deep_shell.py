@@ -419,6 +419,10 @@ async def test_run_python_puts_a_mistyped_closing_bracket_right_and_says_so(
         ("x = (1,\ny = 2", "x = (1,\ny = 2", 0),  # left open before the last line: no guess
         ("for x in y print(x)", "for x in y print(x)", 0),
         ("print(1)", "print(1)", 0),
+        # seen: sum(...)} with the JSON's } at the end of the line
+        ("print(sum([1, 2]))}", "print(sum([1, 2]))", 1),
+        ("x = {1: 2}}\nprint(x)", "x = {1: 2}\nprint(x)", 1),
+        ("print(1)} + 2", "print(1)} + 2", 0),  # not at the end of its line: no guess
     ],
 )
 def test_repair_brackets_only_changes_what_makes_the_code_parse(

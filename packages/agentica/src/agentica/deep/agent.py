@@ -147,7 +147,9 @@ def _extras(harness: _Harness) -> list[Capability]:
     approval: list[Capability] = (
         [HumanApproval(harness.interrupt_on)] if harness.interrupt_on else []
     )
-    check: list[Capability] = [NumberCheck(), AnswerCheck()] if harness.answer_check else []
+    # the answer check first: its note on an unread input file (and its read_file choice) is
+    # the one that matters when both would speak about the same write
+    check: list[Capability] = [AnswerCheck(), NumberCheck()] if harness.answer_check else []
     return [*skills, *web, *approval, *check]
 
 

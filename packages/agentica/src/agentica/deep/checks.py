@@ -353,7 +353,7 @@ class NumberCheck(Capability):
         sources = self._sources(ctx)
         for call in calls:
             written = _written(call)
-            if written is not None:
+            if written is not None and not call.notes:  # one remark per call: the first stands
                 path, text = written
                 unseen = sources.unseen(text)
                 tool = self._spend(ctx) if unseen else None

@@ -11,7 +11,9 @@ to get the rest (``... 340 more lines; call read_file with offset=2000``).
 
 from __future__ import annotations
 
+import ast
 import difflib
+import json
 import re
 import time
 from collections.abc import Callable
@@ -94,6 +96,36 @@ def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
         return None
     plain = [line[m.end() :] for line, m in zip(lines, found, strict=True) if m is not None]
     return "\n".join(plain) + ("\n" if text.endswith("\n") else "")
+
+
+_PARSE_LIMIT = 200_000  # characters parsed on the event loop (a few ms)
+
+
+def _parse_problem(path: str, text: str) -> str | None:
+    """Why a ``.json`` or ``.py`` file just written does not parse (seen: config.json written
+    as ``name: agentica``), or ``None``."""
+    suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
+    if suffix not in ("json", "py") or len(text) > _PARSE_LIMIT:
+        return None
+    if suffix == "json":
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            return (
+                f"Note: {path} is not valid JSON ({exc}); JSON looks like "
+                '{"key": "text", "number": 1}. Write it again as JSON.'
+            )
+        return None
+    try:
+        ast.parse(text)
+    except SyntaxError as exc:
+        return (
+            f"Note: {path} is not valid Python (line {exc.lineno}: {exc.msg}); fix it and "
+            "write it again."
+        )
+    except ValueError:  # (a NUL byte)
+        return None
+    return None
 
 
 def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, str]:
@@ -274,7 +306,10 @@ class FileTools(Tool):
         info = await self.resolve(ctx).write(path, content if plain is None else plain)
         written = content if plain is None else plain
         note = "" if plain is None else _NUMBERS_DROPPED
-        return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}"
+        problem = _parse_problem(info.path, written)
+        return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
+            f"\n{problem}" if problem else ""
+        )
 
     @tool(exclusive=True)
     async def edit_file(

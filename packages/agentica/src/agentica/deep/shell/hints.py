@@ -112,6 +112,15 @@ _PYTHON_ERRORS = tuple(
 )
 _MISMATCH = re.compile(r"closing parenthesis '(.)' does not match opening parenthesis '(.)'")
 _NEVER_CLOSED = re.compile(r"'(.)' was never closed")
+_UNMATCHED = re.compile(r"unmatched '([)\]}])'")
+
+
+def _is_last(line: str, offset: int | None) -> bool:
+    """Whether the character at ``offset`` (1-based) is the last one of ``line`` but spaces."""
+    column = (offset or 0) - 1
+    return 0 <= column < len(line) and not line[column + 1 :].strip()
+
+
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
 _MAX_REPAIR = 20_000  # characters of code the bracket repair parses (on the event loop: ~ms)
 COMMON_PACKAGES = ("numpy", "pandas")
@@ -157,6 +166,11 @@ def repair_brackets(code: str) -> tuple[str, list[str]]:
                 stripped = line.rstrip()
                 lines[number - 1] = stripped + right + line[len(stripped) :]
                 notes.append(f"line {number} left {found.group(1)!r} open; {right!r} was added")
+            elif (found := _UNMATCHED.search(message)) is not None and _is_last(line, exc.offset):
+                closer = found.group(1)  # a stray closer at the end of a line: the JSON's }
+                column = (exc.offset or 0) - 1
+                lines[number - 1] = line[:column] + line[column + 1 :]
+                notes.append(f"line {number} ended with a stray {closer!r}, which was removed")
             else:
                 return code, []
             fixed = "".join(lines)
