@@ -57,6 +57,7 @@ async def test_the_check_names_files_of_the_task_that_no_call_used() -> None:
     check = model.requests[2].messages[-1]
     assert isinstance(check, UserMessage)
     assert check.text.startswith("The task names count.txt, but none of your tool calls used it.")
+    assert model.requests[2].settings.tool_choice == "required"  # a call on it, not an answer
     assert "notes.txt," not in check.text.split("\n")[0]  # used by a call: not named
 
 

@@ -200,6 +200,10 @@ async def test_a_list_closed_with_no_work_done_is_not_closed() -> None:
     assert "Next: do the step 'Update the version in setup.cfg' now" in refused.content
     assert saved.content.startswith("Todos saved: [x] Update")  # after the work: accepted
     assert agent.memory.state["todos"] == step
+    # right after the refusal the model must do a step: no todo tools, a call required
+    assert [t.name for t in model.requests[1].tools] == ["build"]
+    assert model.requests[1].settings.tool_choice == "required"
+    assert model.requests[2].settings.tool_choice is None
 
 
 async def test_saving_a_finished_list_says_to_check_and_answer() -> None:

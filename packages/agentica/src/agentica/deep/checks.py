@@ -126,6 +126,7 @@ class AnswerCheck(Capability):
         prompt = self.prompt.replace("{task}", ctx.input.strip() or "(see above)")
         prompt = prompt.replace("{calls}", listing)
         if unused:
+            ctx.state[f"{self.name}.choice"] = "required"  # a call on them, not an answer
             names = ", ".join(unused)
             prompt = (
                 f"The task names {names}, but none of your tool calls used "

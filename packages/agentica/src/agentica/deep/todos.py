@@ -8,7 +8,7 @@ JSON, so it is saved with the session and is still there after a restart.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
@@ -232,6 +232,7 @@ class Todos(Capability):
             unearned[0]["status"] = "in_progress"
         ctx.session_state[self.key] = items
         ctx.state[f"{self.name}.work"] = 0
+        ctx.state[f"{self.name}.act"] = bool(unearned)
         if not items:
             return "Todo list cleared."
         refused = ""
@@ -255,6 +256,17 @@ class Todos(Capability):
             return []
         before = {str(i.get("content")) for i in self.items(ctx) if i.get("status") == "completed"}
         return [i for i in items if i["content"] not in before]
+
+    async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
+        """After a list was refused as closed with nothing done: the next call does a step
+        (seen: the same closing write_todos six times over), not another list."""
+        if not ctx.state.get(f"{self.name}.act"):
+            return None
+        return [name for name in ctx.functions if name not in _TODO_TOOLS]
+
+    async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
+        act = ctx.state.pop(f"{self.name}.act", False)
+        return "required" if act else None
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         """Count the calls that did work (anything but the todo tools) since the last save."""
