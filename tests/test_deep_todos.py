@@ -217,6 +217,10 @@ async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
     ])  # fmt: skip
     await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Build it")
     assert "Next: do the step 'a' now" in tool_results(model.requests[1])[0].content
+    # open steps: the next call must call a tool (seen: the step's text copied as the answer),
+    # with every tool still offered (a changed list costs a local model its prompt cache)
+    assert model.requests[1].settings.tool_choice == "required"
+    assert [t.name for t in model.requests[1].tools] == [t.name for t in model.requests[0].tools]
     assert tool_results(model.requests[3])[-1].content.endswith(
         "Every step is completed: check the result, then give your final answer."
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from agentica import Agent
+from agentica import Agent, tool
 from agentica.deep import Todos
 from agentica.messages import AssistantMessage, SystemMessage, UserMessage
 from agentica.models.chat_template import render_chatml
@@ -38,13 +38,21 @@ def test_a_late_system_message_stays_where_it_is_in_the_chatml_prompt() -> None:
 async def test_a_changing_todo_list_leaves_the_start_of_every_request_as_it_was() -> None:
     model = ScriptedModel([
         tool_calls(call("write_todos", todos=["read", "write"])),
+        tool_calls(call("work")),
         tool_calls(call("write_todos", todos=[{"content": "read", "status": "completed"},
                                               "write"])),
+        tool_calls(call("work")),
         tool_calls(call("write_todos", todos=[{"content": "read", "status": "done"},
                                               {"content": "write", "status": "done"}])),
         "Done.",
     ])  # fmt: skip
-    agent = Agent(model=model, instructions="Be brief.", capabilities=[Todos()])
+
+    @tool
+    def work() -> str:
+        """Do the next step."""
+        return "done"
+
+    agent = Agent(model=model, instructions="Be brief.", tools=[work], capabilities=[Todos()])
     await agent.run("Do it")
     prompts = [render_chatml(r.messages) for r in model.requests]
     for before, after in itertools.pairwise(prompts[1:]):
@@ -54,6 +62,8 @@ async def test_a_changing_todo_list_leaves_the_start_of_every_request_as_it_was(
         assert after.startswith(kept)
     assert [r.messages[-1].content for r in model.requests[1:]] == [
         "Todos: [ ] read  [ ] write",
+        "Todos: [ ] read  [ ] write",
+        "Todos: [x] read  [ ] write",
         "Todos: [x] read  [ ] write",
         "Todos: [x] read  [x] write",
     ]

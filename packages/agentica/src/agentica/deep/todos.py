@@ -232,7 +232,12 @@ class Todos(Capability):
             unearned[0]["status"] = "in_progress"
         ctx.session_state[self.key] = items
         ctx.state[f"{self.name}.work"] = 0
-        ctx.state[f"{self.name}.act"] = bool(unearned)
+        # a list with open steps: the next call must call a tool ("Next: do the step ... now
+        # with a tool call" alone was answered by copying the step's text); after a refused
+        # closing, a tool that does work (the same list came six times over)
+        open_steps = any(i["status"] != "completed" for i in items)
+        act = "work" if unearned else "call" if open_steps else ""
+        ctx.state[f"{self.name}.act"] = act
         if not items:
             return "Todo list cleared."
         refused = ""
@@ -258,15 +263,17 @@ class Todos(Capability):
         return [i for i in items if i["content"] not in before]
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
-        """After a list was refused as closed with nothing done: the next call does a step
-        (seen: the same closing write_todos six times over), not another list."""
-        if not ctx.state.get(f"{self.name}.act"):
-            return None
-        return [name for name in ctx.functions if name not in _TODO_TOOLS]
+        """After a list was refused as closed with nothing done, the next call does a step, not
+        another list (seen: the same write_todos six times over)."""
+        if ctx.state.get(f"{self.name}.act") != "work":
+            return None  # (a changed tool list costs a local model its prompt cache: rarely)
+        work = [name for name in ctx.functions if name not in _TODO_TOOLS]
+        return work or None
 
     async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
-        act = ctx.state.pop(f"{self.name}.act", False)
-        return "required" if act else None
+        act = ctx.state.pop(f"{self.name}.act", "")
+        others = any(name not in _TODO_TOOLS for name in ctx.offered)
+        return "required" if act and others else None
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         """Count the calls that did work (anything but the todo tools) since the last save."""
