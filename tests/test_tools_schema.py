@@ -847,3 +847,25 @@ def test_arguments_cut_off_by_the_length_limit_say_so() -> None:
         write_file.validate_arguments(cut)
     with pytest.raises(ArgumentsError, match="the arguments are not valid JSON"):
         write_file.validate_arguments('{"path": "a.txt", "content": "short')
+
+
+def test_unescaped_quotes_in_a_string_argument_are_escaped() -> None:
+    """As measured on the 1.5B model: a file's content with a docstring, written eight times
+    over as invalid JSON."""
+
+    @tool
+    def write_file(path: str, content: str, overwrite: bool = True) -> str:
+        """Write a file."""
+        return path
+
+    raw = (
+        '{"path": "/stats.py", "content": "def mean(v):\\n    """Mean."""\\n'
+        '    return sum(v) / len(v)\\n", "overwrite": true}'
+    )
+    values = write_file.validate_arguments(raw)
+    assert values["content"] == 'def mean(v):\n    """Mean."""\n    return sum(v) / len(v)\n'
+    assert values["path"] == "/stats.py" and values["overwrite"] is True
+    # a key that is not the tool's, or a value that is no string, is not guessed at
+    for broken in ('{"path": "a", "text": "say "hi""}', '{"path": "a", "content": x"y"}'):
+        with pytest.raises(ArgumentsError, match="not valid JSON"):
+            write_file.validate_arguments(broken)

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from agentica.errors import ArgumentsError, UsageError
 from agentica.messages import ToolDefinition
 from agentica.tools.context import RunContext
+from agentica.tools.repair import repair_quotes
 
 __all__ = ["ArgumentsError", "Function", "tool"]
 
@@ -426,6 +427,9 @@ class Function:
         try:
             obj = self._args_model.model_validate_json(arguments.strip() or "{}")
         except ValidationError as exc:
+            repaired = self._repaired(exc, arguments)
+            if repaired is not None:
+                return self.validate_arguments(repaired)
             message = self._describe_error(exc, arguments)
             raise ArgumentsError(message, tool=self.name, arguments=arguments) from None
         if self._check is not None:
@@ -436,6 +440,17 @@ class Function:
                 raise ArgumentsError(message, tool=self.name, arguments=arguments)
             return values
         return {name: getattr(obj, attr) for name, attr in self._field_names}
+
+    def _repaired(self, exc: ValidationError, arguments: str) -> str | None:
+        """Arguments that are no JSON only because a string value holds unescaped double
+        quotes (code with a docstring), with them escaped (``agentica.tools.repair``)."""
+        if not any(err["type"] == "json_invalid" for err in exc.errors(include_url=False)):
+            return None
+        properties = self.parameters.get("properties") or {}
+        strings = {
+            k for k, v in properties.items() if isinstance(v, dict) and v.get("type") == "string"
+        }
+        return repair_quotes(arguments, strings, properties)
 
     def _describe_error(self, exc: ValidationError, arguments: str) -> str:
         lines = []
