@@ -6,6 +6,7 @@ from pathlib import Path
 
 from agentica import Agent, tool
 from agentica.deep import AnswerCheck
+from agentica.errors import ToolError
 from agentica.messages import ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
 
@@ -179,3 +180,27 @@ def test_the_confirmation_pattern_wants_a_done_word() -> None:
     assert _CONFIRMATION.fullmatch("All steps are completed.")
     assert not _CONFIRMATION.fullmatch("Yes.") and not _CONFIRMATION.fullmatch("OK")
     assert not _CONFIRMATION.fullmatch("The task is done: 17.5 hours.")
+
+
+async def test_a_failed_edit_with_the_tasks_words_as_old_string_gets_a_note() -> None:
+    """As measured on the 1.5B model, twice: old_string was a sentence of the task."""
+
+    @tool
+    def edit_file(path: str, old_string: str, new_string: str) -> str:
+        """Replace text in a file."""
+        raise ToolError(f"old_string was not found in {path}")
+
+    task = "is_leap in dates.py says 2000 is not a leap year. Fix it so the tests pass."
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="dates.py",
+                        old_string="is_leap in dates.py says 2000 is not a leap year.",
+                        new_string="x")),
+        tool_calls(call("edit_file", path="dates.py", old_string="return year % 4 == 0",
+                        new_string="x")),
+        "Done.", "Done.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[edit_file], capabilities=[AnswerCheck()])
+    await agent.run(task)
+    first, second = (m for m in model.requests[2].messages if isinstance(m, ToolMessage))
+    assert "[check] old_string is words of the task, not text of the file" in first.content
+    assert "[check]" not in second.content

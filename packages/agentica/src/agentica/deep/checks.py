@@ -65,7 +65,10 @@ class AnswerCheck(Capability):
         key = f"{self.name}.arguments"
         for call in calls:
             log.append(_describe(call))
-            if call.status != "success" or call.name in _BOOKKEEPING:
+            if call.status != "success":
+                _note_task_words(ctx, call)
+                continue
+            if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
             written = _written(call, data_only=False)
             if written is not None:
@@ -184,6 +187,24 @@ async def _any_exists(ctx: RunContext[Any], names: list[str]) -> bool:
 _MAX_LISTED = 12
 _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
+
+
+def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
+    """A failed edit whose ``old_string`` is words of the task, not text of the file (seen:
+    "is_leap in dates.py says 2000 is not a leap year." and "British spelling")."""
+    try:
+        arguments = json.loads(call.call.arguments or "{}")
+    except ValueError:
+        return
+    old = arguments.get("old_string") if isinstance(arguments, dict) else None
+    if not isinstance(old, str) or len(old.strip()) < 8:
+        return
+    if " ".join(old.split()).lower() in " ".join(ctx.input.split()).lower():
+        call.notes.append(
+            "[check] old_string is words of the task, not text of the file. Read the file, "
+            "copy the exact line to change from it as old_string, and give the changed line as "
+            "new_string."
+        )
 
 
 def _unused_files(task: str, arguments: str) -> list[str]:
