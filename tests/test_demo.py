@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agentica.cli.demo import DEEP_TASK, check_report, demo_agent, prepare_workspace, run_demo
+from agentica.cli.demo import USER_TASK, check_report, demo_agent, prepare_workspace, run_demo
 from agentica.deep import DeepAgent
 from agentica.messages import UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -44,10 +44,12 @@ async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path
     assert "north 165" in result.responses[0].tool_calls[1].content
     assert check_report(root) is None
     assert [t["status"] for t in result.todos] == ["completed"] * 3
-    # the task is put as a user puts it: no tool names, no call syntax
-    task = model.requests[0].messages[1]
-    assert isinstance(task, UserMessage) and task.text == DEEP_TASK
-    assert not any(name in DEEP_TASK for name in (*demo_agent(model, root).functions, "("))
+    # the task shows the model the exact call that plans the three steps
+    assert 'write_todos({"todos": ["compute totals", "edit report", "check report"]})' in (
+        model.requests[0].messages[1].text
+    )
+    # the user's version (--as-user) names no tool and no call syntax
+    assert not any(name in USER_TASK for name in (*demo_agent(model, root).functions, "("))
 
 
 async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_totals(

@@ -1,9 +1,9 @@
 """``agentica demo``: the main job. A ``DeepAgent`` solves a small real task on the embedded model.
 
-The workspace has a CSV of sales and a report template with a ``TODO`` line; the task is put as
-a user puts it ("Fill in report.md with the total amount per region from sales.csv."), naming
-no tool. The agent (file tools, shell with ``run_python``, todos, subagents, repetition guard,
-answer and number checks) decides the steps itself. ``--simple`` gives the same data to a plain
+The workspace has a CSV of sales and a report template with a ``TODO`` line. The agent (file
+tools, shell, todos, subagents, repetition guard, answer and number checks) is told the steps
+and calls (``DEEP_TASK``); ``--as-user`` asks as a user would instead (``USER_TASK``), which the
+1.5B model does not pass yet. ``--simple`` gives the same data to a plain
 ``Agent`` with four tools (list/read/write files, run Python, a calculator) that writes
 ``report.md`` itself. The run streams to the terminal; at the end the demo checks the
 report against the true totals and prints what the agent did, its plan, the tokens and the time.
@@ -40,6 +40,7 @@ from agentica.tools.toolkit import Tool
 __all__ = [
     "DEEP_TASK",
     "DEMO_TASK",
+    "USER_TASK",
     "WorkspaceTools",
     "add_parser",
     "check_report",
@@ -59,7 +60,17 @@ east,pears,30
 """
 TOTALS = {"north": 165, "south": 180, "east": 90}
 REPORT_TEMPLATE = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
-DEEP_TASK = "Fill in report.md with the total amount per region from sales.csv."
+DEEP_TASK = (
+    "Fill in report.md with the total amount per region of sales.csv (columns region, product, "
+    'amount). First plan with write_todos({"todos": ["compute totals", "edit report", '
+    '"check report"]}), then do the steps in order: 1. compute totals: call the task tool with '
+    "the description 'Compute the total amount per region in sales.csv (columns region, "
+    "product, amount) with run_python and print the totals.' 2. edit report: in report.md, "
+    "replace the line TODO with one table row per region (region and total) using edit_file. "
+    "3. check report: read report.md."
+)
+# the same task as a user puts it (``--as-user``); the 1.5B model does not pass it yet
+USER_TASK = "Fill in report.md with the total amount per region from sales.csv."
 DEMO_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
     "amount for each region by running Python code, then write the totals to report.md as a "
@@ -219,6 +230,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     demo.add_argument("--workspace", help="directory for the demo files (default: a new temp dir)")
     demo.add_argument(
+        "--as-user",
+        action="store_true",
+        help="ask as a user would, naming no tool (the embedded 1.5B model does not pass it yet)",
+    )
+    demo.add_argument(
         "--simple",
         action="store_true",
         help="a plain Agent with four tools writes the report (no todos, no subagent; faster)",
@@ -283,6 +299,7 @@ async def run_demo(
     follow_ups: int = 2,
     deep: bool = True,
     settings: ModelSettings | None = None,
+    task: str | None = None,
 ) -> DemoResult | None:
     """Run the demo task with ``model`` in ``root``, streaming to ``console``.
 
@@ -300,7 +317,7 @@ async def run_demo(
         with console.status(f"loading {model.id} ..."):
             await start()
         console.print(f"[dim]model loaded in {time.perf_counter() - begin:.1f} s[/]")
-    task = DEEP_TASK if deep else DEMO_TASK
+    task = task or (DEEP_TASK if deep else DEMO_TASK)
     console.print(f"[bold]task:[/] {task}\n")
     agent = demo_agent(model, root, deep=deep, settings=settings)
     printer = EventPrinter(console)
@@ -334,7 +351,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     root = prepare_workspace(args.workspace, deep=not args.simple)
     model = resolve_model(args.model)
-    result = asyncio.run(run_demo(model, root, console, deep=not args.simple))
+    task = USER_TASK if getattr(args, "as_user", False) else None
+    result = asyncio.run(run_demo(model, root, console, deep=not args.simple, task=task))
     if result is None:
         return 1
     console.print("\n[bold]what the agent did:[/]")
