@@ -189,14 +189,19 @@ _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 
-def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
-    """A failed edit whose ``old_string`` is words of the task, not text of the file (seen:
-    "is_leap in dates.py says 2000 is not a leap year." and "British spelling")."""
+def _arguments(call: FunctionCall) -> dict[str, Any]:
+    """The call's arguments as a dict (empty when they are no JSON object)."""
     try:
         arguments = json.loads(call.call.arguments or "{}")
     except ValueError:
-        return
-    old = arguments.get("old_string") if isinstance(arguments, dict) else None
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
+    """A failed edit whose ``old_string`` is words of the task, not text of the file (seen:
+    "is_leap in dates.py says 2000 is not a leap year." and "British spelling")."""
+    old = _arguments(call).get("old_string")
     if not isinstance(old, str) or len(old.strip()) < 8:
         return
     if " ".join(old.split()).lower() in " ".join(ctx.input.split()).lower():
@@ -405,12 +410,7 @@ def _written(call: FunctionCall, *, data_only: bool = True) -> tuple[str, str] |
     when ``data_only``)."""
     if call.status != "success":
         return None
-    try:
-        arguments = json.loads(call.call.arguments or "{}")
-    except ValueError:
-        return None
-    if not isinstance(arguments, dict):
-        return None
+    arguments = _arguments(call)
     path = next((arguments[k] for k in _PATH_KEYS if isinstance(arguments.get(k), str)), None)
     text = next((arguments[k] for k in _WRITTEN_KEYS if isinstance(arguments.get(k), str)), None)
     if path is None or text is None:
