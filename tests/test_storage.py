@@ -866,6 +866,35 @@ async def test_a_process_killed_mid_run_never_leaves_a_half_written_session(
         stored = count
 
 
+async def test_a_sqlite_file_another_process_is_writing_opens_once_the_writer_is_done(
+    tmp_path: Path,
+) -> None:
+    """The switch to WAL while another connection holds the write lock: SQLite reports "database
+    is locked" at once (its busy handler is not asked, as when two processes create one file
+    together, the race CI once hit); the storage waits for the writer instead of failing."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "busy.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE someone_elses (x)")  # a file in rollback-journal mode
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO someone_elses VALUES (1)")
+    done = threading.Timer(1.0, lambda: writer.execute("COMMIT"))
+    done.start()
+    storage = open_storage(str(path))
+    try:
+        await storage.set_variable("u", "s", "k", "written")
+        stored = await storage.get_variable("u", "s", "k")
+        assert stored is not None and stored.value == "written"
+    finally:
+        await storage.aclose()
+        await asyncio.to_thread(done.join)
+        writer.close()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
 # -- opening, paths, laziness ----------------------------------------------------------------
 
 

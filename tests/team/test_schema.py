@@ -76,3 +76,30 @@ async def test_a_database_from_a_newer_version_is_refused(tmp_path: Path) -> Non
             await db.upgrade()
     finally:
         await db.aclose()
+
+
+async def test_upgrade_waits_for_another_process_writing_the_sqlite_file(tmp_path: Path) -> None:
+    """Another connection holds the write lock while the service starts on the file (as when
+    several workers start on one new file): the switch to WAL, which SQLite refuses at once
+    then, is waited for and the upgrade completes."""
+    import sqlite3
+    import threading
+
+    path = tmp_path / "busy.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE someone_elses (x)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO someone_elses VALUES (1)")
+    done = threading.Timer(1.0, lambda: writer.execute("COMMIT"))
+    done.start()
+    db = Database(f"sqlite+aiosqlite:///{path}")
+    try:
+        await db.upgrade()
+        async with db.read() as conn:
+            version = await conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}")
+            assert version.scalar_one() == REVISIONS[-1]
+    finally:
+        await db.aclose()
+        await asyncio.to_thread(done.join)
+        writer.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

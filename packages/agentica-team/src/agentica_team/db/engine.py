@@ -212,7 +212,14 @@ def _run_sync(engine: Engine, body: Callable[[Connection], T]) -> T:
 def _upgrade_on_own_loop(url: str, framework: bool) -> None:
     """Upgrade the service's tables and the framework's (agent sessions and workspaces share the
     database), on this thread's own event loop."""
-    from agentica.storage.sql import SQLStorage
+    from agentica.storage.sql import SQLStorage, wait_for_wal
+
+    database = sa.engine.make_url(url).database or ""
+    if url.startswith("sqlite") and database not in ("", ":memory:") and "mode=memory" not in url:
+        _create_private(Path(database).expanduser())
+        # several workers starting on one new file: the switch to WAL is waited for here, on
+        # this worker thread, so the event loop's connections find the file switched already
+        wait_for_wal(str(Path(database).expanduser()))
 
     async def upgrade() -> None:
         db = Database(url)

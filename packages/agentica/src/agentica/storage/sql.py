@@ -107,17 +107,64 @@ def _import_backend() -> None:
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # SQLAlchemy emits BEGIN itself (``_on_sqlite_begin``); WAL lets readers run during a write
+    _set_pragmas(dbapi_connection, wait_for_wal=False)
+
+
+def _on_sqlite_file_connect(dbapi_connection: Any, _record: Any) -> None:
+    # the migration's synchronous connection, on a worker thread: it may wait for the WAL switch
+    _set_pragmas(dbapi_connection, wait_for_wal=True)
+
+
+def _set_pragmas(dbapi_connection: Any, *, wait_for_wal: bool) -> None:
+    # SQLAlchemy emits BEGIN itself (``_on_sqlite_begin``); WAL lets readers run during a write.
+    # A file is switched to WAL by its migration (``_on_sqlite_file_connect``) before the event
+    # loop's connections open it, so theirs is a no-op that takes no lock.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    for pragma in (
-        f"PRAGMA busy_timeout={int(_SQLITE_BUSY_TIMEOUT * 1000)}",
-        "PRAGMA journal_mode=WAL",
-        "PRAGMA synchronous=FULL",
-        "PRAGMA foreign_keys=ON",
-    ):
-        cursor.execute(pragma)
-    cursor.close()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout={int(_SQLITE_BUSY_TIMEOUT * 1000)}")
+        if wait_for_wal:
+            _enter_wal(cursor)
+        else:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def wait_for_wal(database: str) -> None:
+    """Put the SQLite file ``database`` in WAL mode, waiting while another process is switching
+    it (for other packages' engines over the same file; blocking: call it on a worker thread)."""
+    import sqlite3
+
+    connection = sqlite3.connect(database, timeout=_SQLITE_BUSY_TIMEOUT, isolation_level=None)
+    try:
+        _enter_wal(connection.cursor())
+    finally:
+        connection.close()
+
+
+def _enter_wal(cursor: Any) -> None:
+    """Switch a new file to WAL, retrying while another process does the same.
+
+    The switch takes an exclusive lock, and SQLite reports "database is locked" at once (without
+    its busy handler) when two processes open a new file together; once one has switched, the
+    mode is stored in the file and the other finds it set. Called on a worker thread only.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + _SQLITE_BUSY_TIMEOUT
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)  # the migration's worker thread, never the event loop
+        delay = min(delay * 2, 0.2)
 
 
 def _on_sqlite_begin(connection: Connection) -> None:
@@ -309,7 +356,7 @@ class SQLStorage:
 
         url = make_url(self.url).set(drivername="sqlite")
         engine = create_engine(url, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT})
-        event.listen(engine, "connect", _on_sqlite_connect)
+        event.listen(engine, "connect", _on_sqlite_file_connect)
         event.listen(engine, "begin", _on_sqlite_begin)
         try:
             immediate = engine.execution_options(agentica_begin="BEGIN IMMEDIATE")
