@@ -479,6 +479,18 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "KeyError: 'age'",
             "The data has no key 'age': print it, or its keys",
         ),
+        (
+            # seen: a script flattened onto one line by the 1.5B model
+            "import csv; with open('sales.csv') as f: rows = list(csv.reader(f)) print(rows)",
+            "SyntaxError",
+            "The code is all on one line, but with, for, if and def need lines of their own",
+        ),
+        (
+            # seen: people.json read with read_file, then used as a variable in run_python
+            "import json\nprint(max(people, key=lambda p: p['born']))",
+            "NameError: name 'people' is not defined",
+            "'people' is not defined in this code. Every run_python call starts afresh",
+        ),
     ],
     ids=[
         "header-as-number",
@@ -486,6 +498,8 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
         "too-few-names",
         "workspace-path-as-root",
         "missing-key",
+        "script-on-one-line",
+        "name-from-an-earlier-call",
     ],
 )
 async def test_the_csv_mistakes_small_models_repeat_are_explained(

@@ -88,8 +88,23 @@ _PYTHON_ERRORS = tuple(
             "library instead (for a CSV file, the csv module).",
         ),
         (
+            # seen: a whole script sent as one line, "import csv; with open(...) as f: ..."
+            r'File "<string>", line 1\n[^\n]*;\s*(?:with|for|if|while|def|try|class)\b'
+            r"[^\n]*\n(?:[^\n]*\n)?SyntaxError",
+            "The code is all on one line, but with, for, if and def need lines of their own: "
+            "put each statement on its own line (a newline, \\n in the JSON string) and indent "
+            "the lines inside each block by four spaces.",
+        ),
+        (
             r"SyntaxError",
             "The code has a syntax error: fix the line shown, then run the corrected code.",
+        ),
+        (
+            # seen: code using a name it expected from read_file or an earlier call
+            r"NameError: name '(\w+)' is not defined",
+            "{0!r} is not defined in this code. Every run_python call starts afresh: nothing "
+            "from read_file or from earlier calls exists in it. Define it in the code itself "
+            "(load a file with open(), json.load or csv.reader) or import it.",
         ),
         (
             r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
