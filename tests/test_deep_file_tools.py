@@ -451,9 +451,46 @@ async def test_line_numbers_are_dropped_only_where_they_must_be_copies() -> None
 async def test_a_json_or_python_file_that_does_not_parse_gets_a_note() -> None:
     """As measured on the 1.5B model: config.json written as 'name: agentica'."""
     tools = FileTools(StateBackend())
-    out = await tools.write_file(CTX, "/config.json", "name: agentica\nversion: 1")
-    assert "Note: /config.json is not valid JSON (Expecting value" in out
+    out = await tools.write_file(CTX, "/config.json", "{name: agentica, version: 1")
+    assert "Note: /config.json is not valid JSON (Expecting property name" in out
     out = await tools.write_file(CTX, "/fib.py", "def fib(n):\nreturn n\n")
     assert "Note: /fib.py is not valid Python (line 2: expected an indented block" in out
     for path, text in (("/ok.json", '{"name": "agentica"}'), ("/ok.py", "x = 1\n")):
         assert "Note" not in await tools.write_file(CTX, path, text)
+
+
+@pytest.mark.parametrize(
+    ("content", "stored"),
+    [
+        # seen on the 1.5B model, three times over despite the note that it is not JSON
+        ("name: agentica\nversion: 1", {"name": "agentica", "version": 1}),
+        ("- ada\n- grace\n", ["ada", "grace"]),
+        ("servers:\n  web: 8080\n", {"servers": {"web": 8080}}),
+    ],
+)
+async def test_yaml_style_lines_written_to_a_json_file_are_stored_as_json(
+    content: str, stored: Any
+) -> None:
+    backend = StateBackend()
+    tools = FileTools(backend)
+    out = await tools.write_file(CTX, "/config.json", content)
+    assert json.loads(await backend.read("/config.json")) == stored
+    assert "YAML-style key: value lines, not JSON, so it was written as this JSON" in out
+    assert "not valid JSON" not in out
+
+
+@pytest.mark.parametrize(
+    ("path", "content"),
+    [
+        ("/config.json", "agentica"),  # a lone word is no mapping: left as written
+        ("/config.json", "when: 2024-03-04\n"),  # a date JSON has no form for
+        ("/config.yaml", "name: agentica\n"),  # not a .json file
+        ("/ok.json", '{"name": "agentica"}'),
+    ],
+)
+async def test_only_a_yaml_mapping_or_list_in_a_json_file_is_converted(
+    path: str, content: str
+) -> None:
+    backend = StateBackend()
+    await FileTools(backend).write_file(CTX, path, content)
+    assert await backend.read(path) == content

@@ -101,6 +101,33 @@ def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
 _PARSE_LIMIT = 200_000  # characters parsed on the event loop (a few ms)
 
 
+_CONVERT_LIMIT = 20_000  # characters of YAML-style text converted on the event loop (~ms)
+
+
+def _json_from_mapping_lines(path: str, text: str) -> str | None:
+    """``text`` as JSON when ``path`` is a ``.json`` file and ``text`` is not JSON but YAML-style
+    ``key: value`` lines or ``- item`` lists (a small model writes ``name: agentica`` for
+    ``{"name": "agentica"}``, escaping quotes inside a JSON string being what it cannot do);
+    else None. Only a mapping or a list is converted, never a lone word."""
+    if not path.lower().endswith(".json") or len(text) > _CONVERT_LIMIT or not text.strip():
+        return None
+    try:
+        json.loads(text)
+    except ValueError:
+        pass
+    else:
+        return None
+    import yaml  # type: ignore[import-untyped]
+
+    try:
+        data = yaml.safe_load(text)
+        if not data or not isinstance(data, dict | list):
+            return None
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    except (yaml.YAMLError, TypeError, ValueError, RecursionError):
+        return None  # (not YAML either, or values JSON has no form for: a date)
+
+
 def _parse_problem(path: str, text: str) -> str | None:
     """Why a ``.json`` or ``.py`` file just written does not parse (seen: config.json written
     as ``name: agentica``), or ``None``."""
@@ -303,9 +330,16 @@ class FileTools(Tool):
             content: the complete text of the file.
         """
         plain = _without_line_numbers(content)
-        info = await self.resolve(ctx).write(path, content if plain is None else plain)
         written = content if plain is None else plain
         note = "" if plain is None else _NUMBERS_DROPPED
+        if (converted := _json_from_mapping_lines(path, written)) is not None:
+            written = converted
+            shown = converted.rstrip() if len(converted) <= 600 else converted[:600] + "..."
+            note += (
+                "; the content was YAML-style key: value lines, not JSON, so it was written as "
+                f"this JSON (check it):\n{shown}"
+            )
+        info = await self.resolve(ctx).write(path, written)
         problem = _parse_problem(info.path, written)
         return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
             f"\n{problem}" if problem else ""
