@@ -160,6 +160,33 @@ async def test_writing_a_file_without_reading_the_one_the_task_names_gets_a_note
     assert (tmp_path / "reversed.txt").read_text() == "b\na\n"
 
 
+async def test_a_failed_write_before_reading_the_file_the_task_names_sends_the_model_to_it(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: write_file(upper.txt) with "NAME1\\nNAME2..." made up
+    until the length limit cut the call off, sent four times over (150 s each) while names.txt
+    was never read. The failed write gets the note and the next call reads."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "names.txt").write_text("ada\ngrace\n")
+    cut_off = '{"path": "/upper.txt", "content": "NAME1\\nNAME2\\nNAME3\\nNAME'
+    model = ScriptedModel([
+        tool_calls(call("write_file", cut_off)),
+        tool_calls(call("read_file", path="names.txt")),
+        tool_calls(call("write_file", path="upper.txt", content="ADA\nGRACE\n")),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Write the names from names.txt in upper case, one per line, to upper.txt.")
+    results = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert "Invalid arguments" in results[0].content
+    assert "[check] Before writing /upper.txt, read names.txt, which the task names" in (
+        results[0].content
+    )
+    assert model.requests[1].settings.tool_choice == "read_file"
+    assert (tmp_path / "upper.txt").read_text() == "ADA\nGRACE\n"
+
+
 async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:
     """Review findings: "Yes." answers a yes/no question; "What is Node.js?" names no file."""
     model = ScriptedModel([

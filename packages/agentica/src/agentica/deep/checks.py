@@ -67,6 +67,10 @@ class AnswerCheck(Capability):
             log.append(_describe(call))
             if call.status != "success":
                 _note_task_words(ctx, call)
+                if call.name in _WRITERS:  # (seen: a list made up until the length limit, 4 times)
+                    path = _PATH_IN_ARGUMENTS.search(call.call.arguments)
+                    target = path.group(1) if path else "the file"
+                    await self._note_unread(ctx, call, target, ctx.state.get(key, ""), failed=True)
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
@@ -76,11 +80,17 @@ class AnswerCheck(Capability):
             ctx.state[key] = ctx.state.get(key, "") + "\n" + call.call.arguments
 
     async def _note_unread(
-        self, ctx: RunContext[Any], call: FunctionCall, path: str, arguments: str
+        self,
+        ctx: RunContext[Any],
+        call: FunctionCall,
+        path: str,
+        arguments: str,
+        *,
+        failed: bool = False,
     ) -> None:
-        """A file written while a file the task names, which exists, was never used: what was
-        written cannot come from it (seen: "Write the lines of lines.txt in reverse order to
-        reversed.txt" answered with invented lines)."""
+        """A file written (or a write that ``failed``) while a file the task names, which
+        exists, was never used: what was written cannot come from it (seen: "Write the lines of
+        lines.txt in reverse order to reversed.txt" answered with invented lines)."""
         backend = ctx.files
         noted: list[str] = ctx.state.setdefault(f"{self.name}.unread", [])
         if backend is None:
@@ -100,10 +110,15 @@ class AnswerCheck(Capability):
             if "read_file" in ctx.functions:
                 ctx.state[f"{self.name}.choice"] = "read_file"
             names = " and ".join(unread)
+            them = "it" if len(unread) == 1 else "them"
             call.notes.append(
-                f"[check] You wrote {path} without reading {names}, which the task names: what "
-                f"you wrote cannot come from {'it' if len(unread) == 1 else 'them'}. Read "
-                f"{names} now, then write {path} again from what you read."
+                f"[check] Before writing {path}, read {names}, which the task names: what you "
+                f"write must come from {them}. Read {names} now, then write {path} from what you "
+                "read."
+                if failed
+                else f"[check] You wrote {path} without reading {names}, which the task names: "
+                f"what you wrote cannot come from {them}. Read {names} now, then write {path} "
+                "again from what you read."
             )
 
     async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
@@ -186,6 +201,8 @@ async def _any_exists(ctx: RunContext[Any], names: list[str]) -> bool:
 
 _MAX_LISTED = 12
 _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
+_WRITERS = frozenset({"write_file", "edit_file"})
+_PATH_IN_ARGUMENTS = re.compile(r'"(?:path|file_path)"\s*:\s*"([^"\\]{1,200})"')
 _FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 
