@@ -32,7 +32,8 @@ tool"; top-level calls only, not a deep agent's subagents'). The interval treats
 independent trial; tasks differ in difficulty, so it is narrower than the truth across tasks.
 ``--verbose`` prints every tool call, ``--transcripts DIR`` writes one JSON file per run (calls,
 conversation, answer, final files), ``--report DIR[=LABEL] ...`` runs nothing and puts saved runs
-side by side (before/after), ``--write-docs`` replaces the ``tasks`` block of docs/benchmarks.md.
+side by side (before/after), ``--write-docs`` replaces the ``tasks`` block of docs/benchmarks.md
+(``--block NAME`` another one).
 """
 
 from __future__ import annotations
@@ -264,16 +265,18 @@ def _write_transcript(directory: Path, outcome: Outcome, task: Task) -> None:
     path.write_text(json.dumps({"prompt": task.prompt, **asdict(outcome)}, indent=2))
 
 
-def _write_docs(markdown: str) -> None:
+def _write_docs(markdown: str, name: str = "tasks") -> None:
+    """Replace the block ``<!-- NAME:start -->`` ... ``<!-- NAME:end -->`` of benchmarks.md (or
+    add it at the end)."""
     path = ROOT / "docs" / "benchmarks.md"
     text = path.read_text()
     command = " ".join(["uv run python benchmarks/local_tasks.py", *sys.argv[1:]])
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     block = (
-        f"<!-- tasks:start -->\nCommand: `{command}` · measured {time.strftime('%Y-%m-%d')}\n\n"
-        f"{markdown}\n<!-- tasks:end -->"
+        f"{start}\nCommand: `{command}` · measured {time.strftime('%Y-%m-%d')}\n\n{markdown}\n{end}"
     )
-    if "<!-- tasks:start -->" in text:
-        text = re.sub(r"<!-- tasks:start -->.*?<!-- tasks:end -->", lambda _: block, text,
+    if start in text:
+        text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text,
                       flags=re.S)  # fmt: skip
     else:
         text += "\n" + block + "\n"
@@ -317,7 +320,7 @@ async def main_async(args: argparse.Namespace) -> None:
         markdown = report(outcomes, variants, header)
         print(markdown)
         if args.write_docs:
-            _write_docs(markdown)
+            _write_docs(markdown, args.block)
         return
     tasks = select(args)
     if args.repeats > 1 and args.temperature == 0:
@@ -348,7 +351,7 @@ async def main_async(args: argparse.Namespace) -> None:
     markdown = report(outcomes, args.variants, header)
     print(markdown)
     if args.write_docs:
-        _write_docs(markdown)
+        _write_docs(markdown, args.block)
 
 
 def main() -> None:
@@ -369,6 +372,8 @@ def main() -> None:
         help="run nothing: report the runs saved in these --transcripts folders",
     )
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--block", default="tasks", metavar="NAME",
+                        help="the block of docs/benchmarks.md --write-docs replaces")  # fmt: skip
     asyncio.run(main_async(parser.parse_args()))
 
 
