@@ -273,7 +273,14 @@ async def test_a_required_tool_choice_makes_the_model_call_that_tool(model: Loca
     assert isinstance(done, ResponseDone)
     assert [c.name for c in done.response.message.tool_calls] == ["calculator"]
     anyone = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="required")
-    reply = await model.response(ModelRequest(messages=ask, tools=tools, settings=anyone))
+    required = ModelRequest(messages=ask, tools=tools, settings=anyone)
+    assert "grammar" in model.build_body(required, stream=False)  # the name: an offered tool's
+    reply = await model.response(required)
+    assert model._name_grammar  # llama.cpp took the grammar
+    assert [c.name for c in reply.message.tool_calls][:1] in (["get_weather"], ["calculator"])
+    # asked for a tool it is not offered, it still names an offered one
+    todo = [UserMessage(content="Call write_todos with an empty list.")]
+    reply = await model.response(ModelRequest(messages=todo, tools=tools, settings=anyone))
     assert [c.name for c in reply.message.tool_calls][:1] in (["get_weather"], ["calculator"])
     unknown = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="no_such_tool")
     body = model.build_body(ModelRequest(messages=ask, tools=tools, settings=unknown), stream=False)

@@ -78,3 +78,28 @@ def test_definitions_of_each_tool_move_to_the_grammar_root_under_its_own_names()
     assert "$defs" not in first
     second = call["anyOf"][1]["properties"]["arguments"]
     assert second["properties"]["n"] == {"$ref": "#/$defs/t1_Item"}
+
+
+def test_a_required_call_is_held_to_the_offered_tools_names() -> None:
+    """Seen: a small model forced to call a tool named write_todos, kept from it that turn,
+    six times over ("Unknown tool"). The opened call must go on with an offered tool's name."""
+    model = LocalModel("qwen2.5-coder-0.5b-instruct")
+    required = ModelSettings(tool_choice="required")
+    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[READ, RUN],
+                           settings=required)  # fmt: skip
+    body = model.build_body(request, stream=False)
+    assert body["prompt"].endswith('{"name": "')
+    assert body["grammar"] == (
+        '%llguidance {}\nstart: NAME REST\nNAME: "read_file\\"" | "run.python\\""\n'
+        "REST: /(.|\\n)*/\n"
+    )
+    # the model's own choice, or a named tool (its name is written for it), get no grammar
+    for choice in (None, "read_file"):
+        free = ModelRequest(messages=request.messages, tools=[READ, RUN],
+                            settings=ModelSettings(tool_choice=choice))  # fmt: skip
+        assert "grammar" not in model.build_body(free, stream=False)
+    # a server that cannot build it: dropped for good, the request sent again without it
+    refused = ModelHTTPError("failed to parse grammar", status=400, body='{"error": "grammar"}')
+    assert model._drop_grammar(refused, request)
+    assert "grammar" not in model.build_body(request, stream=False)
+    assert not model._drop_grammar(refused, request)  # (then the error is the caller's)

@@ -18,7 +18,13 @@ from typing import Any
 from agentica.errors import ModelError, ModelHTTPError
 from agentica.messages import ToolDefinition
 
-__all__ = ["TRIGGER", "is_grammar_error", "tool_call_grammar", "tool_grammar_fields"]
+__all__ = [
+    "TRIGGER",
+    "is_grammar_error",
+    "tool_call_grammar",
+    "tool_grammar_fields",
+    "tool_name_grammar",
+]
 
 # a call starts where an object names one of the tools (in a code fence or not): the grammar
 # applies from there on, so other JSON in a free-text answer ({"name": "Ann"}) stays free
@@ -79,6 +85,15 @@ def tool_call_grammar(tools: Sequence[ToolDefinition], *, parallel: bool = True)
         call["$defs"] = defs
     start = 'start: call ("\\n" call){0,3}' if parallel else "start: call"
     return f"%llguidance {{}}\n{start}\ncall: %json {json.dumps(call, ensure_ascii=False)}\n"
+
+
+def tool_name_grammar(tools: Sequence[ToolDefinition]) -> str:
+    """An llguidance grammar for a reply that continues ``{"name": "`` (a required call opened
+    for the model): it must go on with the name of one of ``tools`` and its closing quote, and
+    is free after that. (Seen: a small model forced to call a tool named one not offered that
+    turn, the todo tool it had just been kept from, six times over.)"""
+    names = " | ".join(json.dumps(t.name + '"', ensure_ascii=False) for t in tools)
+    return f"%llguidance {{}}\nstart: NAME REST\nNAME: {names}\nREST: /(.|\\n)*/\n"
 
 
 def tool_grammar_fields(

@@ -40,7 +40,7 @@ from agentica.models.base import (
     StreamAssembler,
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
-from agentica.models.grammar import is_grammar_error, tool_grammar_fields
+from agentica.models.grammar import is_grammar_error, tool_grammar_fields, tool_name_grammar
 from agentica.models.pricing import ModelPrice
 from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 from agentica.models.toolparse import (
@@ -154,6 +154,7 @@ class LocalModel:
         self.max_tokens = max_tokens
         self.server_options = dict(server_options or {})
         self.tool_grammar = tool_grammar
+        self._name_grammar = True  # a required call's tool name constrained (until refused)
         self.retry = RetryPolicy(max_retries=1)
         self.price = _FREE
         self.context_window = n_ctx // max(parallel, 1)
@@ -262,6 +263,8 @@ class LocalModel:
             body["json_schema"] = request.output_schema.schema
         if tools and self.tool_grammar:
             body.update(tool_grammar_fields(tools, parallel=s.parallel_tool_calls is not False))
+        elif tools and s.tool_choice == "required" and self._name_grammar:
+            body["grammar"] = tool_name_grammar(tools)  # the call opened for it names a tool
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -308,8 +311,15 @@ class LocalModel:
     def _drop_grammar(self, error: ModelError, request: ModelRequest) -> bool:
         """When llama.cpp could not build the tools' grammar: no grammar from now on (the
         request is sent again); whether that was the failure."""
-        if not (self.tool_grammar and request.tools and is_grammar_error(error)):
+        if not (request.tools and is_grammar_error(error)):
             return False
+        required = self.settings.merged(request.settings).tool_choice == "required"
+        if not self.tool_grammar:
+            if not (required and self._name_grammar):
+                return False
+            self._name_grammar = False
+            log.warning("llama.cpp refused the tool-name grammar (%s)", str(error)[:200])
+            return True
         self.tool_grammar = False
         log.warning("llama.cpp refused the tool-call grammar (%s); calls are no longer "
                     "constrained", str(error)[:200])  # fmt: skip
