@@ -231,3 +231,25 @@ async def test_a_failed_edit_with_the_tasks_words_as_old_string_gets_a_note() ->
     first, second = (m for m in model.requests[2].messages if isinstance(m, ToolMessage))
     assert "[check] old_string is words of the task, not text of the file" in first.content
     assert "[check]" not in second.content
+
+
+async def test_the_task_words_note_names_the_words_the_file_has(tmp_path: Path) -> None:
+    """As measured on the deep agent, twice in one run: "Change the British spelling colour to
+    color in README.md." sent as old_string="British spelling". The note names 'colour'."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "README.md").write_text("A colour a day.\nThe colour is blue.\n")
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="/README.md", old_string="British spelling",
+                        new_string="color")),
+        tool_calls(call("edit_file", path="/README.md", old_string="colour",
+                        new_string="color", replace_all=True)),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Change the British spelling colour to color in README.md.")
+    first = next(m for m in model.requests[1].messages if isinstance(m, ToolMessage))
+    assert "Of the task's words, the file has 'colour' (2 times): to change a word" in (
+        first.content
+    )
+    assert (tmp_path / "README.md").read_text() == "A color a day.\nThe color is blue.\n"

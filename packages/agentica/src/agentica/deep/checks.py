@@ -66,7 +66,7 @@ class AnswerCheck(Capability):
         for call in calls:
             log.append(_describe(call))
             if call.status != "success":
-                _note_task_words(ctx, call)
+                await _note_task_words(ctx, call)
                 if call.name in _WRITERS:  # (seen: a list made up until the length limit, 4 times)
                     path = _PATH_IN_ARGUMENTS.search(call.call.arguments)
                     target = path.group(1) if path else "the file"
@@ -215,18 +215,51 @@ def _arguments(call: FunctionCall) -> dict[str, Any]:
     return arguments if isinstance(arguments, dict) else {}
 
 
-def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
+async def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
     """A failed edit whose ``old_string`` is words of the task, not text of the file (seen:
-    "is_leap in dates.py says 2000 is not a leap year." and "British spelling")."""
-    old = _arguments(call).get("old_string")
+    "is_leap in dates.py says 2000 is not a leap year." and "British spelling", twice over,
+    for "Change the British spelling colour to color"): the note names the task's words the
+    file does have, when there are a few."""
+    arguments = _arguments(call)
+    old, path = arguments.get("old_string"), arguments.get("path")
     if not isinstance(old, str) or len(old.strip()) < 8:
         return
-    if " ".join(old.split()).lower() in " ".join(ctx.input.split()).lower():
-        call.notes.append(
-            "[check] old_string is words of the task, not text of the file. Read the file, "
-            "copy the exact line to change from it as old_string, and give the changed line as "
-            "new_string."
+    if " ".join(old.split()).lower() not in " ".join(ctx.input.split()).lower():
+        return
+    found = await _task_words_in(ctx, path) if isinstance(path, str) else []
+    words = ", ".join(f"{w!r} ({n} time{'s' if n > 1 else ''})" for w, n in found)
+    call.notes.append(
+        "[check] old_string is words of the task, not text of the file. "
+        + (
+            f"Of the task's words, the file has {words}: to change a word, pass that word as "
+            "old_string (replace_all=true for every time it occurs) and what replaces it as "
+            "new_string; to change more, copy the whole line from the file."
+            if found
+            else "Read the file, copy the exact line to change from it as old_string, and give "
+            "the changed line as new_string."
         )
+    )
+
+
+_WORD = re.compile(r"[A-Za-z_][\w-]{3,}")
+
+
+async def _task_words_in(ctx: RunContext[Any], path: str) -> list[tuple[str, int]]:
+    """The task's words (four letters or more, file names left out) that the file at ``path``
+    has as whole words, with their counts; empty when there are none or more than three."""
+    if ctx.files is None:
+        return []
+    try:
+        text = await ctx.files.read(path)
+    except AgenticaError:
+        return []
+    task = _FILE_NAME.sub(" ", ctx.input)
+    found = []
+    for word in dict.fromkeys(_WORD.findall(task)):
+        count = len(re.findall(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text[:200_000]))
+        if count:
+            found.append((word, count))
+    return found if len(found) <= 3 else []
 
 
 def _unused_files(task: str, arguments: str) -> list[str]:
