@@ -144,6 +144,26 @@ async def test_code_written_in_the_answer_is_sent_back_to_be_run(tmp_path: Path)
     assert "42" in response.tool_calls[0].content
 
 
+async def test_code_for_a_file_the_task_asks_for_is_sent_back_to_be_saved(
+    tmp_path: Path,
+) -> None:
+    """As measured on the 1.5B model: "Write fib.py with a function fib(n) ..." answered with
+    the function in a block; told to run it, it ran it, and fib.py was never written."""
+    code = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
+    model = ScriptedModel([
+        f"Here it is:\n```python\n{code}```",
+        tool_calls(call("write_file", path="fib.py", content=code)),
+        *["fib.py is written."] * 3,  # (the harness's other checks may ask again)
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, answer_check=False, todos=False)
+    await agent.run("Write fib.py with a function fib(n) that returns the n-th Fibonacci number.")
+    nudge = model.requests[1].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert "the task asks for fib.py, which does not exist yet: save the code in it" in nudge.text
+    assert model.requests[1].settings.tool_choice == "write_file"
+    assert (tmp_path / "fib.py").read_text() == code
+
+
 @pytest.mark.parametrize("privilege", ["code", "explore"])
 async def test_a_subagent_that_only_writes_code_down_is_told_to_run_it(
     tmp_path: Path, privilege: Literal["code", "explore"]

@@ -24,7 +24,7 @@ from agentica.deep.shell.hints import (
     workspace_paths,
 )
 from agentica.deep.shell.local import BwrapCommands, LocalCommands, check_limits
-from agentica.errors import ToolError, UsageError
+from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.storage.records import RunRecord
@@ -108,6 +108,23 @@ def _builtin_options(**given: object) -> list[str]:
     return [name for name, value in given.items() if value != defaults[name]]
 
 
+_PYTHON_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)(?![\w/-])")
+
+
+async def _new_python_file(ctx: RunContext[Any]) -> str | None:
+    """The ``.py`` file the task names that does not exist yet, when the agent can write files
+    (the first such name), else None."""
+    if ctx.files is None or "write_file" not in ctx.functions:
+        return None
+    for name in dict.fromkeys(_PYTHON_FILE.findall(ctx.input)):
+        try:
+            if await ctx.files.stat(name) is None:
+                return name
+        except AgenticaError:
+            continue
+    return None
+
+
 class CodeNotRun(Capability):
     """Send back an answer that shows code instead of running it, with the call that runs it.
 
@@ -140,6 +157,16 @@ class CodeNotRun(Capability):
             return None
         functions = ctx.functions
         language = found.group(1).lower()
+        if language in _PYTHON_FENCES and (target := await _new_python_file(ctx)) is not None:
+            # seen: "Write fib.py with a function fib(n)" answered with the function in a
+            # block; told to run it, the model ran it, and fib.py was never written
+            ctx.state[self.name] = nudged + 1
+            ctx.state[f"{self.name}.choice"] = "write_file"
+            return (
+                f"You wrote code in your reply, but the task asks for {target}, which does not "
+                f"exist yet: save the code in it with write_file (path {target!r}). Then go on "
+                "with the task."
+            )
         if language in _PYTHON_FENCES and "run_python" in functions:
             how, tool = "call run_python with the code", "run_python"
         elif "execute" not in functions:
