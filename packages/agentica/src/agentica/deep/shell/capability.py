@@ -116,7 +116,8 @@ async def _new_python_file(ctx: RunContext[Any]) -> str | None:
     (the first such name), else None."""
     if ctx.files is None or "write_file" not in ctx.functions:
         return None
-    for name in dict.fromkeys(_PYTHON_FILE.findall(ctx.input)):
+    names: list[str] = _PYTHON_FILE.findall(ctx.input)
+    for name in dict.fromkeys(names):
         try:
             if await ctx.files.stat(name) is None:
                 return name
