@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentica import Agent, tool
 from agentica.deep import AnswerCheck
 from agentica.errors import ToolError
@@ -253,3 +255,27 @@ async def test_the_task_words_note_names_the_words_the_file_has(tmp_path: Path) 
         first.content
     )
     assert (tmp_path / "README.md").read_text() == "A color a day.\nThe color is blue.\n"
+
+
+@pytest.mark.parametrize(("exists", "choice"), [(False, "write_file"), (True, "read_file")])
+async def test_a_file_the_task_names_is_used_with_the_file_tools(
+    tmp_path: Path, exists: bool, choice: str
+) -> None:
+    """As measured on the deep agent: told that totals.json was never used and made to call a
+    tool, it called write_todos. With file tools, the call is write_file for a file still to
+    be made, read_file for one that is there."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")
+    if exists:
+        (tmp_path / "totals.json").write_text("{}")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="sales.csv")),
+        "The totals are written to totals.json.",
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Write the total amount per region from sales.csv to totals.json.")
+    check = model.requests[2].messages[-1]
+    assert isinstance(check, UserMessage) and check.text.startswith("The task names totals.json")
+    assert model.requests[2].settings.tool_choice == choice

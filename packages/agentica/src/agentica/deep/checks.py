@@ -144,7 +144,9 @@ class AnswerCheck(Capability):
         prompt = self.prompt.replace("{task}", ctx.input.strip() or "(see above)")
         prompt = prompt.replace("{calls}", listing)
         if unused:
-            ctx.state[f"{self.name}.choice"] = "required"  # a call on them, not an answer
+            # a call on them, not an answer; the file tools' own when the agent has them (seen:
+            # "required" answered with write_todos, once more, and totals.json never written)
+            ctx.state[f"{self.name}.choice"] = await _call_for(ctx, unused)
             names = ", ".join(unused)
             prompt = (
                 f"The task names {names}, but none of your tool calls used "
@@ -183,6 +185,21 @@ _CONFIRMATION = re.compile(
 _SHORT = 80
 
 _WRITING = re.compile(r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change)\b")
+
+
+async def _call_for(ctx: RunContext[Any], names: list[str]) -> str:
+    """The tool choice that makes the model use ``names``: ``write_file`` when one of them does
+    not exist yet (a file to create), ``read_file`` when they all do, else ``"required"``."""
+    if ctx.files is None:
+        return "required"
+    missing = False
+    for name in names:
+        try:
+            missing = missing or await ctx.files.stat(name) is None
+        except AgenticaError:
+            return "required"
+    tool = "write_file" if missing else "read_file"
+    return tool if tool in ctx.functions else "required"
 
 
 async def _any_exists(ctx: RunContext[Any], names: list[str]) -> bool:
