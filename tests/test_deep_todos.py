@@ -235,3 +235,25 @@ async def test_work_in_the_same_reply_as_the_closing_list_counts() -> None:
     agent = Agent(model=model, tools=[build], capabilities=[Todos()])
     await agent.run("Build it")
     assert agent.memory.state["todos"] == step
+
+
+async def test_a_list_saved_again_with_nothing_done_makes_the_next_call_do_work() -> None:
+    """As measured on the deep agent: the call required after a saved list with open steps was
+    spent on write_todos again ([ ] then [>], over and over). The second save with nothing done
+    in between takes the todo tools away for one call."""
+    first = [{"content": "Write primes.txt", "status": "pending"}]
+    again = [{"content": "Write primes.txt", "status": "in_progress"}]
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=first)),
+        tool_calls(call("write_todos", todos=again)),
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=again)),  # after work: offered as usual
+        tool_calls(call("build")),
+        *["Done."] * 4,  # (the open step is reminded of)
+    ])  # fmt: skip
+    await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Write primes.txt")
+    all_tools = [t.name for t in model.requests[0].tools]
+    assert [t.name for t in model.requests[1].tools] == all_tools  # the first save
+    assert [t.name for t in model.requests[2].tools] == ["build"]  # saved again, nothing done
+    assert model.requests[2].settings.tool_choice == "required"
+    assert [t.name for t in model.requests[4].tools] == all_tools  # saved after work

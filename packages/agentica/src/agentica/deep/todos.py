@@ -226,6 +226,7 @@ class Todos(Capability):
                 )
         items: list[dict[str, Any]] = [item.model_dump() for item in todos]
         unearned = self._unearned(ctx, items)
+        again = self._saved_again(ctx)
         for step in unearned:
             step["status"] = "pending"
         if unearned:
@@ -235,8 +236,11 @@ class Todos(Capability):
         # a list with open steps: the next call must call a tool ("Next: do the step ... now
         # with a tool call" alone was answered by copying the step's text); after a refused
         # closing, a tool that does work (the same list came six times over)
+        # with open steps; saved again with nothing done in between, a tool that does work
+        # (seen: the forced call spent on write_todos, over and over)
         open_steps = any(i["status"] != "completed" for i in items)
-        act = "work" if unearned else "call" if open_steps else ""
+        act = "work" if unearned or (open_steps and again) else "call" if open_steps else ""
+        ctx.state[f"{self.name}.saved"] = True
         ctx.state[f"{self.name}.act"] = act
         if not items:
             return "Todo list cleared."
@@ -248,6 +252,13 @@ class Todos(Capability):
                 "list was last saved, so nothing is done yet."
             )
         return f"Todos saved: {_render(items)}{refused}\n{_next_step(items)}"
+
+    def _saved_again(self, ctx: RunContext[Any]) -> bool:
+        """Whether a list was saved before in this run and no call did work since (calls of
+        this same reply count as work: they run beside this one)."""
+        beside = ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1
+        saved = bool(ctx.state.get(f"{self.name}.saved"))
+        return saved and not ctx.state.get(f"{self.name}.work", 0) and beside <= 0
 
     def _unearned(self, ctx: RunContext[Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """In a list that says every step is completed: the steps newly marked so although no
