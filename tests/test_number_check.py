@@ -103,6 +103,44 @@ async def test_the_nudges_are_bounded_per_run() -> None:
     assert (await agent.run("Guess a number")).content == "It is 1234."
 
 
+async def test_an_answer_after_failed_code_is_sent_back_to_fix_the_code() -> None:
+    """As measured on the deep agent: told twice to compute 80.5, the model's code failed twice
+    (pandas missing, then a script on one line) and it answered 80.5 again, which ended the run.
+    While the last computing call failed, the answer goes back (a bounded number of times)."""
+    calls = iter(["Traceback (most recent call last):\nNameError: name 'rows' is not defined",
+                  "exit code 1\nSyntaxError: invalid syntax", "82.5"])  # fmt: skip
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return next(calls)
+
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        "The average is 80.5.",
+        tool_calls(call("run_python", code="print(sum(rows) / 5)")),
+        "The average is 80.5.",
+        tool_calls(call("run_python", code="import csv; with open('scores.csv') as f: ...")),
+        "The average is 80.5.",  # the nudges are spent: the failed code sends it back
+        tool_calls(call("run_python", code="print(412.5 / 5)")),
+        "The average is 82.5.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("What's the average score?")).content == "The average is 82.5."
+    retry = model.requests[6].messages[-1]
+    assert isinstance(retry, UserMessage)
+    assert retry.text.startswith("Your answer says 80.5, but your last run_python call failed")
+    assert model.requests[6].settings.tool_choice == "run_python"
+    # code that ran: no more send-backs once the nudges are spent
+    model = ScriptedModel([
+        tool_calls(call("run_python", code="print(1)")), "It is 1234.", "It is 1235.",
+        "It is 1236.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    calls = iter(["1"] * 3)
+    assert (await agent.run("Guess a number")).content == "It is 1236."
+
+
 @pytest.mark.parametrize(
     ("seen", "said", "unseen"),
     [

@@ -18,6 +18,7 @@ from typing import Any
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
+from agentica.run.repetition import returned_error
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 
@@ -315,6 +316,11 @@ NUMBER_PROMPT = (
     "your head is often wrong: compute {them} with {tool} (print the result) and answer with "
     "the printed value. If you read {them} somewhere, read that file again and quote it."
 )
+RETRY_PROMPT = (
+    "Your answer says {numbers}, but your last {tool} call failed, so nothing checked "
+    "{them}. Fix the code as the note under its error says and call {tool} again; then answer "
+    "with the value it prints."
+)
 
 # Where a written number must come from a tool: reports and data, not code or configuration
 # (a port or a version there is the model's to choose).
@@ -414,12 +420,16 @@ class NumberCheck(Capability):
 
     Args:
         max_nudges: how many notes and send-backs per run, together (0 disables the check).
+        max_retries: after those, how many more times an answer with an unseen number is sent
+            back when the last computing call failed (seen: the code failed, the model answered
+            the number from its head again, and the run ended on it).
     """
 
     name = "number_check"
 
-    def __init__(self, *, max_nudges: int = 2) -> None:
+    def __init__(self, *, max_nudges: int = 2, max_retries: int = 2) -> None:
         self.max_nudges = max_nudges
+        self.max_retries = max_retries
 
     def _sources(self, ctx: RunContext[Any]) -> _Sources:
         sources = ctx.state.get(self.name)
@@ -454,16 +464,26 @@ class NumberCheck(Capability):
                 if tool is not None:
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
             sources.add(call.content_without_notes)  # (a note may quote the number)
+            if call.name in _COMPUTE_TOOLS:
+                ctx.state[f"{self.name}.failed"] = call.name if returned_error(call) else ""
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         if ctx.usage.tool_calls == 0:
             return None  # an answer from what the model knows ("The Wall fell in 1989.")
         text = _FENCE.sub(" ", message.content or "")
         unseen = self._sources(ctx).unseen(text)
-        tool = self._spend(ctx) if unseen else None
-        if tool is None:
+        if not unseen:
             return None
-        return NUMBER_PROMPT.format(tool=tool, **_list(unseen))
+        tool = self._spend(ctx)
+        if tool is not None:
+            return NUMBER_PROMPT.format(tool=tool, **_list(unseen))
+        failed = str(ctx.state.get(f"{self.name}.failed") or "")
+        retries = int(ctx.state.get(f"{self.name}.retries", 0))
+        if not failed or retries >= self.max_retries or self.max_nudges == 0:
+            return None
+        ctx.state[f"{self.name}.retries"] = retries + 1
+        ctx.state[f"{self.name}.choice"] = failed
+        return RETRY_PROMPT.format(tool=failed, **_list(unseen))
 
 
 def _list(numbers: list[str]) -> dict[str, str]:
