@@ -97,28 +97,8 @@ async def test_read_file_output_fits_the_character_cap_and_says_how_to_go_on() -
     follow = await tools.read_file(CTX, "/big.txt", offset=shown)
     assert follow.splitlines()[0] == f"{shown + 1:>6}\t{lines[shown]}"  # continues exactly
     wide = (await tools.read_file(CTX, "/wide.txt")).splitlines()
-    assert wide[0] == "a" * 100 + " [... line cut, 4900 more characters]"
-    assert wide[1] == "short"  # (a short file whole: no line numbers)
-    numbered = (await tools.read_file(CTX, "/wide.txt", offset=1)).splitlines()
-    assert numbered == ["     2\tshort"]  # from an offset: numbered
-
-
-async def test_a_short_file_read_whole_has_no_line_numbers() -> None:
-    """As measured on the deep agent: with "     1\tdate,person,hours" shown it wrote
-    "1,date,person,hours" over timesheet.csv, and it took the "1" before a one-line file for
-    its count of words. A short file read whole is shown as it is; a long one is numbered."""
-    backend = StateBackend()
-    tools = FileTools(backend)
-    csv = "date,person,hours\n2024-03-04,Priya,7.5\n"
-    await backend.write("/timesheet.csv", csv)
-    assert await tools.read_file(CTX, "/timesheet.csv") == csv.rstrip("\n")
-    await backend.write("/long.txt", "".join(f"line {i}\n" for i in range(1, 42)))
-    out = (await tools.read_file(CTX, "/long.txt")).splitlines()
-    assert out[0] == "     1\tline 1" and out[-1] == "    41\tline 41"
-    assert (await tools.read_file(CTX, "/long.txt", limit=2)).splitlines()[:2] == [
-        "     1\tline 1",
-        "     2\tline 2",
-    ]
+    assert wide[0] == "     1\t" + "a" * 100 + " [... line cut, 4900 more characters]"
+    assert wide[1] == "     2\tshort"
 
 
 async def test_read_file_reports_binary_and_oversized_files(tmp_path: Path) -> None:
@@ -299,14 +279,17 @@ async def test_agent_uses_the_tools_and_keeps_files_in_its_session_state(
     response = await agent.run("Write notes")
     assert response.content == "Saved."
     assert [c.status for c in response.tool_calls] == ["success"] * 4
-    assert [c.result for c in response.tool_calls[2:]] == ["alpha\ngamma", "/notes.md"]
+    assert [c.result for c in response.tool_calls[2:]] == [
+        "     1\talpha\n     2\tgamma",
+        "/notes.md",
+    ]
     entry = agent.memory.state["files"]["/notes.md"]
     assert entry["content"] == "alpha\ngamma\n" and isinstance(entry["modified"], float)
     # a new agent object on the same session finds the files in the stored session state
     resumed = Agent(model=model, tools=[FileTools()], storage=storage, user_id="u", session_id="s")
     again = await resumed.run("Read them")
     assert again.content == "Still there."
-    assert again.tool_calls[0].result == "alpha\ngamma"
+    assert again.tool_calls[0].result == "     1\talpha\n     2\tgamma"
     assert again.tool_calls[1].result.startswith("notes.md  12 B  ")
     stored = await storage.load_session("u", "s")
     assert stored is not None and stored.state["files"]["/notes.md"]["content"] == "alpha\ngamma\n"
@@ -437,8 +420,7 @@ async def test_line_numbers_copied_from_read_file_are_left_out_of_what_is_writte
     backend = StateBackend()
     tools = FileTools(backend)
     await backend.write("/config.ini", "[app]\ndebug = true\n\nname = shop\n")
-    # (read_file numbers a long file or one read from an offset; this one as if it were)
-    shown = "     1\t[app]\n     2\tdebug = true\n     3\t\n     4\tname = shop"
+    shown = await tools.read_file(CTX, "/config.ini")
     copied = shown.replace("debug = true", "debug = false")
     out = await tools.write_file(CTX, "/config.ini", copied)
     assert out.endswith("the line numbers read_file shows were left out (they are not in the file)")

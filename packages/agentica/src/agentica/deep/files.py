@@ -98,7 +98,6 @@ def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
     return "\n".join(plain) + ("\n" if text.endswith("\n") else "")
 
 
-_PLAIN_LINES = 40  # a file of at most this many lines, read whole, is shown without numbers
 _PARSE_LIMIT = 200_000  # characters parsed on the event loop (a few ms)
 
 
@@ -287,7 +286,7 @@ class FileTools(Tool):
     async def read_file(
         self, ctx: RunContext[Any], path: str, offset: int = 0, limit: int = 2000
     ) -> str:
-        """Read a text file (a long one, or one read from an offset, with line numbers).
+        """Read a text file; lines are numbered.
 
         Args:
             path: the file, e.g. "/notes.md".
@@ -309,12 +308,10 @@ class FileTools(Tool):
                 f"with a smaller offset (0 to {total - 1})"
             )
         end = min(total, offset + limit)
-        shown_lines = [self._cut_line(lines[n].removesuffix(chr(13))) for n in range(offset, end)]
-        if offset == 0 and end == total <= _PLAIN_LINES and self._fit(shown_lines) == total:
-            # a short file whole, as it is: small models copied the numbers into what they
-            # wrote ("1,date,person,hours" over a CSV) and took "1" for a count of words
-            return "\n".join(shown_lines)
-        rows = [f"{n:>6}\t{line}" for n, line in enumerate(shown_lines, offset + 1)]
+        rows = [
+            f"{n + 1:>6}\t{self._cut_line(lines[n].removesuffix(chr(13)))}"
+            for n in range(offset, end)
+        ]
         shown = self._fit(rows)
         out = "\n".join(rows[:shown])
         after = offset + shown
