@@ -256,9 +256,12 @@ class Todos(Capability):
     def _saved_again(self, ctx: RunContext[Any]) -> bool:
         """Whether a list was saved before in this run and no call did work since (calls of
         this same reply count as work: they run beside this one)."""
-        beside = ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1
         saved = bool(ctx.state.get(f"{self.name}.saved"))
-        return saved and not ctx.state.get(f"{self.name}.work", 0) and beside <= 0
+        return saved and not ctx.state.get(f"{self.name}.work", 0) and self._beside(ctx) <= 0
+
+    def _beside(self, ctx: RunContext[Any]) -> int:
+        """Tool calls of the reply that holds this write_todos call, other than it."""
+        return int(ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1)
 
     def _unearned(self, ctx: RunContext[Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """In a list that says every step is completed: the steps newly marked so although no
@@ -266,7 +269,7 @@ class Todos(Capability):
         step was already "completed", then the answer "done" with nothing done)."""
         # calls of this same reply (they run beside this one and are counted after it): maybe
         # work, so the benefit of the doubt
-        beside = ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1
+        beside = self._beside(ctx)
         work = ctx.state.get(f"{self.name}.work", 0)
         if work or beside > 0 or any(i["status"] != "completed" for i in items):
             return []
