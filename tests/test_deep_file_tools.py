@@ -390,13 +390,14 @@ async def test_a_capability_reaches_the_agents_files_through_the_run_context(
             return f"The plan:\n{text}"
 
     model = ScriptedModel([
+        tool_calls(call("read_file", path="/plan.md")),
         tool_calls(call("write_file", path="/plan.md", content="1. measure\n2. fix\n")),
         "Planned.",
     ])  # fmt: skip
     tools = FileTools(FilesystemBackend(tmp_path))
     agent = Agent(model=model, tools=[tools], capabilities=[Plan()])
     assert (await agent.run("Plan")).content == "Planned."
-    assert seen == ["1. measure\n", "1. measure\n2. fix\n"]  # the slot reads the same files
+    assert seen == ["1. measure\n"] * 2 + ["1. measure\n2. fix\n"]  # the slot reads the same files
     assert "2. fix" in str(model.requests[-1].messages[-1].content)
     # without file tools there are no files to reach
     bare = RunContext(run_id="r", deps=None, usage=RunUsage())
@@ -431,6 +432,61 @@ async def test_line_numbers_copied_from_read_file_are_left_out_of_what_is_writte
     for data in ("1\talice\n2\tbob\n", "1\n2\n3\n", "     1\n     2\n"):
         out = await tools.write_file(CTX, "/data.tsv", data)
         assert await backend.read("/data.tsv") == data and "left out" not in out
+
+
+async def test_a_file_with_text_is_overwritten_only_after_this_run_read_it(tmp_path: Path) -> None:
+    """As measured on the 1.5B model: asked to bump the version in setup.cfg, it wrote a whole
+    setup.cfg from its head without reading it, and the file's own settings were lost."""
+    for backend in (StateBackend(), FilesystemBackend(tmp_path)):
+        tools, ctx = FileTools(backend), context()
+        await backend.write("/setup.cfg", "[metadata]\nname = shop\nversion = 1.4.2\n")
+        with pytest.raises(ToolError) as refused:
+            await tools.write_file(ctx, "setup.cfg", "version = '1.5.0'\n")
+        assert "/setup.cfg already exists (39 B) and you have not read it" in str(refused.value)
+        assert "Call read_file('/setup.cfg') first" in str(refused.value)
+        assert await backend.read("/setup.cfg") == "[metadata]\nname = shop\nversion = 1.4.2\n"
+        await tools.read_file(ctx, "/setup.cfg")
+        await tools.write_file(ctx, "/setup.cfg", "[metadata]\nname = shop\nversion = 1.5.0\n")
+        assert "1.5.0" in await backend.read("/setup.cfg")
+        # a new file, an empty one, one this run wrote or edited: all fine
+        other = context()
+        await backend.write("/empty.txt", "")
+        for path in ("/new.txt", "/empty.txt", "/new.txt"):
+            await tools.write_file(other, path, "text\n")
+        await backend.write("/edited.md", "# Old\n")
+        await tools.edit_file(other, "/edited.md", "Old", "New")
+        await tools.write_file(other, "/edited.md", "# Newer\n")
+        # what one run read does not let another run overwrite
+        with pytest.raises(ToolError, match="you have not read it"):
+            await tools.write_file(other, "/setup.cfg", "version = 2\n")
+    # the check can be turned off
+    backend = StateBackend()
+    await backend.write("/a.txt", "keep")
+    await FileTools(backend, read_before_overwrite=False).write_file(context(), "/a.txt", "new")
+    assert await backend.read("/a.txt") == "new"
+
+
+async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is() -> None:
+    """As measured on the 1.5B model: asked how many hours a person logged, it read
+    timesheet.csv and wrote it back with "1," in front of each line."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    original = "date,person,hours\n2024-03-04,Priya,7.5\n2024-03-05,Sam,8\n"
+    await backend.write("/timesheet.csv", original)
+    await tools.read_file(ctx, "/timesheet.csv")
+    numbered = "1,date,person,hours\n2,2024-03-04,Priya,7.5\n3,2024-03-05,Sam,8"
+    tabbed = numbered.replace("1,", "     1\t", 1)  # (one line as read_file shows it)
+    spaced = numbered.replace(",", " ", 1).replace("\n2,", "\n2 ").replace("\n3,", "\n3 ")
+    for copy in (numbered, tabbed, spaced):
+        with pytest.raises(ToolError, match="with a line number in front of each line"):
+            await tools.write_file(ctx, "/timesheet.csv", copy)
+        assert await backend.read("/timesheet.csv") == original
+    original = "a\nb\n"
+    await backend.write("/timesheet.csv", original)
+    # a numbered list is what "number the lines" asks for; numbers over other text are data
+    await tools.write_file(ctx, "/timesheet.csv", "1. a\n2. b\n")
+    await tools.write_file(ctx, "/timesheet.csv", "1,x\n2,y\n")
+    assert await backend.read("/timesheet.csv") == "1,x\n2,y\n"
 
 
 async def test_line_numbers_are_dropped_only_where_they_must_be_copies() -> None:

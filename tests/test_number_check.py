@@ -196,3 +196,62 @@ def test_many_numbers_are_checked_quickly() -> None:
     sources.add("\n".join(f"row{i},{i * 1.5}" for i in range(5000)))
     said = " ".join(f"{i}.25" for i in range(20_000, 25_000))
     assert len(sources.unseen(said)) == 5000
+
+
+async def test_a_value_worked_out_from_data_by_reading_is_sent_back_once_to_compute() -> None:
+    """As measured on the 1.5B model: it read people.json and answered Marta Koval, born 1948,
+    as the oldest (Ines Duarte, 1939, is); and wrote 55 as the largest of 12, 97, -4 and 55."""
+    files = {
+        "people.json": '[{"name": "Marta Koval", "born": 1948}, {"name": "Ines Duarte", '
+        '"born": 1939}]',
+        "numbers.txt": "12\n97\n-4\n55\n",
+    }
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return files[path]
+
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="people.json")),
+        "The oldest person is Marta Koval, born in 1948.",
+        tool_calls(call("run_python", code="print(min(people, key=born))")),
+        "The oldest person is Ines Duarte.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    response = await agent.run("Who is the oldest person in people.json?")
+    assert response.content == "The oldest person is Ines Duarte."
+    nudge = model.requests[2].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert nudge.text.startswith("The task asks for the oldest, and no code of yours worked it")
+    assert "Compute it now with run_python" in nudge.text
+    assert [r.settings.tool_choice for r in model.requests] == [None, None, "run_python", None]
+
+    # once per run: a second answer from reading ends the run
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="numbers.txt")),
+        "55",
+        "55 is the largest.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("How many numbers are in numbers.txt?")).content == "55 is the largest."
+    assert "asks for the count," in str(model.requests[2].messages[-1].content)
+
+
+async def test_a_value_computed_or_asked_without_data_work_is_not_sent_back() -> None:
+    computed = ScriptedModel([
+        tool_calls(call("run_python", code="print(sum(scores))")),
+        "The total is 82.5.",
+    ])  # fmt: skip
+    agent = Agent(model=computed, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("What is the total score?")).content == "The total is 82.5."
+    # no aggregate asked for; no tool used (an answer from knowledge); no tool to compute with
+    for task, tools in [
+        ("Who scored 78 in scores.csv?", [read_file, run_python]),
+        ("What is the largest planet?", [read_file, run_python]),
+        ("What is the largest score in scores.csv?", [read_file]),
+    ]:
+        first = [] if "planet" in task else [tool_calls(call("read_file", path="scores.csv"))]
+        model = ScriptedModel([*first, "Ben."])
+        agent = Agent(model=model, tools=tools, capabilities=[NumberCheck()])
+        assert (await agent.run(task)).content == "Ben." and model.remaining == 0

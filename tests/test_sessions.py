@@ -351,7 +351,11 @@ async def test_two_agents_changing_the_same_file_get_a_typed_error_carrying_the_
     assert data is not None and stored_files(data) == {"/notes.md": "A's notes"}
     assert [r.input for r in data.runs] == ["write notes"]
     # the agent reloads the stored session before its next run: a retry sees A's notes
-    second.model = file_writer({"/notes.md": "A's notes + B's"}, "merged by hand")
+    second.model = ScriptedModel([
+        tool_calls(call("read_file", path="/notes.md")),  # (read before it is replaced)
+        tool_calls(call("write_file", path="/notes.md", content="A's notes + B's")),
+        "merged by hand",
+    ])  # fmt: skip
     await second.run("write other notes")
     data = await storage.load_session("u", "s")
     assert data is not None and stored_files(data) == {"/notes.md": "A's notes + B's"}

@@ -321,6 +321,19 @@ RETRY_PROMPT = (
     "{them}. Fix the code as the note under its error says and call {tool} again; then answer "
     "with the value it prints."
 )
+COMPUTE_PROMPT = (
+    "The task asks for the {word}, and no code of yours worked it out: the {word} found by "
+    "reading the data is often wrong. Compute it now with {tool} (code that reads the file and "
+    "prints the result), then answer with the printed value; if the task asks to write it to a "
+    "file, write that value there."
+)
+# What a task asks to work out from data: a value found by reading a file is often wrong.
+_AGGREGATE = re.compile(
+    r"\b(total|sum|average|median|count|how many|number of|largest|smallest|biggest|highest|"
+    r"lowest|oldest|youngest|maximum|minimum|longest|shortest)\b",
+    re.I,
+)
+_AGGREGATE_NAMES = {"how many": "count", "number of": "count"}
 
 # Where a written number must come from a tool: reports and data, not code or configuration
 # (a port or a version there is the model's to choose).
@@ -416,7 +429,10 @@ class NumberCheck(Capability):
     final answer that states one is sent back, each telling the model to compute it with a tool
     (``run_python``, ``execute`` or ``calculator``, whichever the agent has; an agent with none
     of them is left alone), and the next model call is made to call that tool (``tool_choice``).
-    A rounding of a number seen counts as seen ("82.67" of 82.6666).
+    A rounding of a number seen counts as seen ("82.67" of 82.6666). A task that asks for a
+    value worked out from data ("the total", "the largest", "how many") answered while no
+    computing call succeeded is sent back once to compute it (seen: the 1.5B model answered
+    the oldest person, the largest number and a word count from reading, wrongly).
 
     Args:
         max_nudges: how many notes and send-backs per run, together (0 disables the check).
@@ -465,7 +481,10 @@ class NumberCheck(Capability):
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
             sources.add(call.content_without_notes)  # (a note may quote the number)
             if call.name in _COMPUTE_TOOLS:
-                ctx.state[f"{self.name}.failed"] = call.name if returned_error(call) else ""
+                failed = returned_error(call)
+                ctx.state[f"{self.name}.failed"] = call.name if failed else ""
+                if not failed:
+                    ctx.state[f"{self.name}.computed"] = True
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         if ctx.usage.tool_calls == 0:
@@ -473,7 +492,7 @@ class NumberCheck(Capability):
         text = _FENCE.sub(" ", message.content or "")
         unseen = self._sources(ctx).unseen(text)
         if not unseen:
-            return None
+            return self._compute(ctx)
         tool = self._spend(ctx)
         if tool is not None:
             return NUMBER_PROMPT.format(tool=tool, **_list(unseen))
@@ -484,6 +503,21 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.retries"] = retries + 1
         ctx.state[f"{self.name}.choice"] = failed
         return RETRY_PROMPT.format(tool=failed, **_list(unseen))
+
+    def _compute(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a task asking for a value worked out from data (a total, the largest)
+        answered with no computing call that succeeded is sent back to compute it."""
+        asked = _AGGREGATE.search(ctx.input)
+        tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
+        key = f"{self.name}.compute"
+        if asked is None or tool is None or self.max_nudges == 0 or ctx.state.get(key):
+            return None
+        if ctx.state.get(f"{self.name}.computed"):
+            return None
+        ctx.state[key] = True
+        ctx.state[f"{self.name}.choice"] = tool
+        word = asked.group(1).lower()
+        return COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
 
 
 def _list(numbers: list[str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import CompositeBackend, StateBackend
+from agentica.deep.backends.paths import normalize_path
 from agentica.errors import ToolError, UsageError
 from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
@@ -96,6 +97,26 @@ def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
         return None
     plain = [line[m.end() :] for line, m in zip(lines, found, strict=True) if m is not None]
     return "\n".join(plain) + ("\n" if text.endswith("\n") else "")
+
+
+_LEADING_NUMBER = re.compile(r"\s*1[\t ,]")
+
+
+def _numbered_copy(current: str, content: str) -> bool:
+    """Whether ``content`` is ``current`` with a line number in front of each line, set off by
+    a tab, a space or a comma ("1,date,hours" for "date,hours"): a small model copies
+    read_file's numbers into a file it means to leave as it is. (A numbered list, "1. a", is
+    what a task asking to number the lines wants, and is left alone.)"""
+    lines, originals = _lines(content), _lines(current)
+    if len(lines) < 2 or len(lines) != len(originals):
+        return False
+    for number, (line, original) in enumerate(zip(lines, originals, strict=True), start=1):
+        rest = line.lstrip().removeprefix(str(number))
+        if rest == line.lstrip() or rest[:1] not in ("\t", " ", ","):
+            return False
+        if rest[1:].lstrip(" ").rstrip() != original.rstrip():
+            return False
+    return True
 
 
 _PARSE_LIMIT = 200_000  # characters parsed on the event loop (a few ms)
@@ -197,6 +218,9 @@ class FileTools(Tool):
             every tool call); default: ``session_state_backend`` (files in the session state).
         max_output_chars: the most characters one tool result may have.
         max_line_chars: lines longer than this are cut in ``read_file`` and ``grep`` output.
+        read_before_overwrite: refuse a ``write_file`` over a file that has text and that this
+            run has neither read, written nor edited (a small model writes a whole config file
+            from its head and loses what was in it; the refusal tells it to read first).
         name: the group's name.
     """
 
@@ -206,6 +230,7 @@ class FileTools(Tool):
         *,
         max_output_chars: int = 12_000,
         max_line_chars: int = 500,
+        read_before_overwrite: bool = True,
         name: str = "files",
     ) -> None:
         if max_output_chars < 1000:
@@ -224,6 +249,7 @@ class FileTools(Tool):
         self.backend: BackendSource = backend if backend is not None else session_state_backend
         self.max_output_chars = max_output_chars
         self.max_line_chars = max_line_chars
+        self.read_before_overwrite = read_before_overwrite
         super().__init__(name)
 
     def file_backend(self, ctx: RunContext[Any]) -> FileBackend:
@@ -237,6 +263,16 @@ class FileTools(Tool):
         if isinstance(results, dict) and results:
             return CompositeBackend(backend, {RESULTS_DIR: StateBackend(results)})
         return backend
+
+    def _known(self, ctx: RunContext[Any]) -> set[str]:
+        """The files this run has read, written or edited (their normalized paths)."""
+        known = ctx.state.get(f"{self.name}.known")
+        if not isinstance(known, set):
+            known = ctx.state[f"{self.name}.known"] = set()
+        return known
+
+    def _saw(self, ctx: RunContext[Any], path: str) -> None:
+        self._known(ctx).add(normalize_path(path))
 
     # -- formatting -----------------------------------------------------------------------------
 
@@ -298,6 +334,7 @@ class FileTools(Tool):
         if limit < 1:
             raise ToolError("limit must be 1 or more (the number of lines to show)")
         text = await self.resolve(ctx).read(path)
+        self._saw(ctx, path)
         lines = _lines(text)
         total = len(lines)
         if total == 0:
@@ -321,9 +358,35 @@ class FileTools(Tool):
             )
         return out
 
+    async def _check_overwrite(
+        self, ctx: RunContext[Any], backend: FileBackend, path: str, content: str
+    ) -> None:
+        """Refuse to overwrite a file with text that this run never saw, or to write a file back
+        with line numbers in front (see the class). A file's own content is read only when what
+        is written starts with a line number."""
+        numbered = _LEADING_NUMBER.match(content) is not None
+        if not numbered and normalize_path(path) in self._known(ctx):
+            return
+        existing = await backend.stat(path)
+        if existing is None or existing.is_dir or existing.size == 0:
+            return
+        if numbered and _numbered_copy(await backend.read(path), content):
+            raise ToolError(
+                f"this is {existing.path} as it is now with a line number in front of each line "
+                "(read_file shows line numbers; they are not in the file), so nothing was "
+                "written. Write a file only to change it, without line numbers"
+            )
+        if existing.path not in self._known(ctx):
+            raise ToolError(
+                f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
+                "it in this task, so writing it would replace what is in it with text from your "
+                f"head. Call read_file('{existing.path}') first; then change it with edit_file, "
+                "or call write_file again with the whole new content"
+            )
+
     @tool(exclusive=True)
     async def write_file(self, ctx: RunContext[Any], path: str, content: str) -> str:
-        """Create or overwrite a text file.
+        """Create a text file, or overwrite one you have read.
 
         Args:
             path: the file, e.g. "/notes.md".
@@ -339,7 +402,11 @@ class FileTools(Tool):
                 "; the content was YAML-style key: value lines, not JSON, so it was written as "
                 f"this JSON (check it):\n{shown}"
             )
-        info = await self.resolve(ctx).write(path, written)
+        backend = self.resolve(ctx)
+        if self.read_before_overwrite:
+            await self._check_overwrite(ctx, backend, path, written)
+        info = await backend.write(path, written)
+        self._saw(ctx, info.path)
         problem = _parse_problem(info.path, written)
         return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
             f"\n{problem}" if problem else ""
@@ -401,6 +468,7 @@ class FileTools(Tool):
         first_line = text.count("\n", 0, text.find(old_string)) + 1
         updated = text.replace(old_string, new_string)
         info = await backend.write(path, updated)
+        self._saw(ctx, info.path)
         if count == 1:
             return f"edited {info.path}: replaced 1 occurrence at line {first_line}"
         return f"edited {info.path}: replaced {count} occurrences"
