@@ -89,6 +89,11 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.mcp": {
         "AGENT_TOOL", "MCPProgress", "MCPServer", "agent_server", "serve_http", "serve_stdio"
     },
+    "agentica.knowledge": {
+        "Chunk", "Document", "Embedder", "Hit", "IndexReport", "Knowledge", "KnowledgeStore",
+        "KnowledgeTools", "MiniLM", "OpenAIEmbeddings", "SQLiteKnowledgeStore", "SearchMode",
+        "chunk_document", "load_document"
+    },
     "agentica.memory": {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"
     },
