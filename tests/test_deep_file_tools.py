@@ -229,6 +229,24 @@ async def test_grep_output_modes() -> None:
         await tools.grep(CTX, "main(")
 
 
+async def test_a_short_file_grep_found_nothing_in_is_shown_whole() -> None:
+    """As measured on the 1.5B model: it searched settings.ini six times for the line it
+    guessed ("web_server_port = \\d+") and never read the file."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    await backend.write("/settings.ini", "[server]\nhost = 0.0.0.0\nport = 8080\n")
+    await backend.write("/big.txt", "line\n" * 100)
+    out = await tools.grep(ctx, r"web_server_port = \d+", "settings.ini")
+    assert out == (
+        "no matches for 'web_server_port = \\\\d+' in settings.ini; the pattern may not be "
+        "worded as the file is. The whole file:\n     1\t[server]\n     2\thost = 0.0.0.0\n"
+        "     3\tport = 8080"
+    )
+    await tools.write_file(ctx, "/settings.ini", "[server]\nport = 9090\n")  # (it was shown)
+    assert await tools.grep(ctx, "absent", "/big.txt") == "no matches for 'absent' in /big.txt"
+    assert await tools.grep(ctx, "absent", "/") == "no matches for 'absent' in /"
+
+
 async def test_grep_content_is_cut_with_a_hint() -> None:
     backend = StateBackend()
     await backend.write("/log.txt", "".join(f"error {i}\n" for i in range(500)))

@@ -91,8 +91,9 @@ SUBPACKAGES: dict[str, set[str]] = {
     },
     "agentica.knowledge": {
         "Chunk", "Document", "Embedder", "Hit", "IndexReport", "Knowledge", "KnowledgeStore",
-        "KnowledgeTools", "MiniLM", "OpenAIEmbeddings", "SQLiteKnowledgeStore", "SearchMode",
-        "chunk_document", "load_document"
+        "KnowledgeTools", "LanceKnowledgeStore", "MiniLM", "OpenAIEmbeddings",
+        "QdrantKnowledgeStore", "SQLiteKnowledgeStore", "SearchMode", "chunk_document",
+        "load_document"
     },
     "agentica.memory": {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"

@@ -5,16 +5,18 @@
 - ``Chunk``, ``Document``, ``load_document``, ``chunk_document``: files as text, cut at
   headings, paragraphs and code blocks (chunking.py)
 - ``Embedder``, ``MiniLM`` (offline, numpy), ``OpenAIEmbeddings`` (embedders.py)
-- ``KnowledgeStore``, ``SQLiteKnowledgeStore`` (sqlite-vec + FTS5) (stores.py)
+- ``KnowledgeStore``, ``SQLiteKnowledgeStore`` (sqlite-vec + FTS5) (stores.py);
+  ``QdrantKnowledgeStore`` (qdrant_store.py), ``LanceKnowledgeStore`` (lance_store.py)
 - ``KnowledgeTools``: the ``search_knowledge_base`` tool (tool.py)
 
-The heavy parts (numpy, the model, sqlite-vec) are the ``agentica[knowledge]`` extra, imported
-only when used.
+The heavy parts (numpy, the model, sqlite-vec) are the ``knowledge`` extra, imported on use.
 """
 
 from agentica.knowledge.base import Hit, IndexReport, Knowledge, SearchMode
 from agentica.knowledge.chunking import Chunk, Document, chunk_document, load_document
 from agentica.knowledge.embedders import Embedder, MiniLM, OpenAIEmbeddings
+from agentica.knowledge.lance_store import LanceKnowledgeStore
+from agentica.knowledge.qdrant_store import QdrantKnowledgeStore
 from agentica.knowledge.stores import KnowledgeStore, SQLiteKnowledgeStore
 from agentica.knowledge.tool import KnowledgeTools
 
@@ -27,8 +29,10 @@ __all__ = [
     "Knowledge",
     "KnowledgeStore",
     "KnowledgeTools",
+    "LanceKnowledgeStore",
     "MiniLM",
     "OpenAIEmbeddings",
+    "QdrantKnowledgeStore",
     "SQLiteKnowledgeStore",
     "SearchMode",
     "chunk_document",

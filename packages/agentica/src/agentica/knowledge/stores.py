@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -19,7 +20,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
 
-__all__ = ["KnowledgeStore", "SQLiteKnowledgeStore", "fts_query"]
+__all__ = ["KnowledgeStore", "SQLiteKnowledgeStore", "fts_query", "words"]
 
 T = TypeVar("T")
 
@@ -69,11 +70,20 @@ class KnowledgeStore(Protocol):
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
+def words(text: str) -> list[str]:
+    """``text``'s words for ranked word search: runs of letters and digits, lower case,
+    accents removed ("Grüße" is "gruße"), as SQLite's FTS5 ``unicode61`` tokenizer cuts them
+    (the stores without FTS5 use this)."""
+    plain = unicodedata.normalize("NFKD", text.lower())
+    plain = "".join(c for c in plain if not unicodedata.combining(c))
+    return _WORD.findall(plain)
+
+
 def fts_query(text: str, *, max_terms: int = 32) -> str:
     """``text`` as an FTS5 query matching any of its words (each quoted: punctuation and
     FTS5's own operators in a question are words, not syntax)."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:max_terms]
-    return " OR ".join(f'"{w}"' for w in words)
+    unique = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))[:max_terms]
+    return " OR ".join(f'"{w}"' for w in unique)
 
 
 class SQLiteKnowledgeStore:

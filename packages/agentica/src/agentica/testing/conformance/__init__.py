@@ -2,6 +2,9 @@
 
 - ``files``: checks for a ``FileBackend`` (``agentica.tools.files``)
 - ``commands``: checks for a ``CommandBackend`` (``agentica.tools.commands``)
+- ``knowledge``: checks for a ``KnowledgeStore`` (``agentica.knowledge``), imported from
+  ``agentica.testing.conformance.knowledge`` (it needs the ``knowledge`` extra's modules only
+  for the stores themselves)
 """
 
 from agentica.testing.conformance.commands import (
