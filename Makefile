@@ -67,6 +67,7 @@ bench: install web $(MCP_PEERS)  # the framework core, MCP, then the team servic
 	$(RUN) python benchmarks/run.py $(ARGS)
 	$(RUN) python benchmarks/mcp_calls.py
 	$(RUN) python benchmarks/team.py
+	$(RUN) python benchmarks/knowledge.py
 
 demo: install
 	$(RUN) agentica demo

@@ -213,7 +213,9 @@ async def test_grep_output_modes() -> None:
     await backend.write("/c.md", "main ideas\n")
     tools = FileTools(backend)
     assert await tools.grep(CTX, "def main") == "/a.py\n/b.py"
-    assert await tools.grep(CTX, "main", output_mode="count") == "/a.py:1\n/b.py:2\n/c.md:1"
+    assert await tools.grep(CTX, "main", output_mode="count") == (
+        "/a.py: 1 matching line\n/b.py: 2 matching lines\n/c.md: 1 matching line"
+    )
     assert await tools.grep(CTX, "main", glob="*.md", output_mode="content") == "/c.md:1:main ideas"
     out = await tools.grep(CTX, "def main", "/b.py", output_mode="content", context=1)
     assert out.splitlines() == [

@@ -486,6 +486,13 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "The code is all on one line, but with, for, if and def need lines of their own",
         ),
         (
+            # seen: the same without a semicolon: "with ...: ... count = 0 for line in lines:"
+            "with open('orders.csv') as f: lines = f.readlines() count = 0 for line in lines: "
+            "count += 1 print(count)",
+            "SyntaxError",
+            "The code is all on one line, but with, for, if and def need lines of their own",
+        ),
+        (
             # seen: people.json read with read_file, then used as a variable in run_python
             "import json\nprint(max(people, key=lambda p: p['born']))",
             "NameError: name 'people' is not defined",
@@ -499,6 +506,7 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
         "workspace-path-as-root",
         "missing-key",
         "script-on-one-line",
+        "script-on-one-line-without-semicolons",
         "name-from-an-earlier-call",
     ],
 )

@@ -255,3 +255,32 @@ async def test_a_value_computed_or_asked_without_data_work_is_not_sent_back() ->
         model = ScriptedModel([*first, "Ben."])
         agent = Agent(model=model, tools=tools, capabilities=[NumberCheck()])
         assert (await agent.run(task)).content == "Ben." and model.remaining == 0
+
+
+async def test_a_number_a_tool_only_echoed_from_its_arguments_is_not_seen() -> None:
+    """As measured on the 1.5B model: it saved "There are 10 orders still pending" as a todo
+    (the tool repeated it), then answered 10; and printed 14, 13, 12 to "compute" them."""
+
+    @tool
+    def write_todos(todos: list[str]) -> str:
+        """Save the todo list."""
+        return "Todos saved: " + "; ".join(todos)
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code (here: what a print of literals prints)."""
+        return code.removeprefix("print(").removesuffix(")").replace(",", "")
+
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="orders.csv")),
+        tool_calls(call("write_todos", todos=["There are 10 orders still pending."])),
+        tool_calls(call("run_python", code="print(14, 13, 12)")),
+        "There are 10 orders still pending; 14 were shipped.",
+        "There are 3.",
+    ])  # fmt: skip
+    tools = [read_file, run_python, write_todos]
+    agent = Agent(model=model, tools=tools, capabilities=[NumberCheck()])
+    await agent.run("How many orders in orders.csv are still pending?")
+    nudge = model.requests[4].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert nudge.text.startswith("Your answer says 10 and 14, but no tool output showed them.")

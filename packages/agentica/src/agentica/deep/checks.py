@@ -379,10 +379,14 @@ class _Sources:
         self.values: list[float] = []
         self._sorted: list[float] | None = None  # the values, sorted when first needed
 
-    def add(self, text: str) -> None:
+    def add(self, text: str, *, echoed: str = "") -> None:
+        """Count ``text``'s numbers as seen, but not those also in ``echoed`` (the call's own
+        arguments: a tool that repeats what the model sent proves nothing, as a todo list
+        saying "10 orders are pending" or ``print(14, 13, 12)`` did)."""
+        skip = {t for joined, parts in _numbers(echoed) for t in [joined, *parts] if t}
         for joined, parts in _numbers(text):
             for token in [joined, *parts] if joined else parts:
-                if token in self.tokens:
+                if token in self.tokens or token in skip:
                     continue
                 self.tokens.add(token)
                 value = _value(token)
@@ -479,7 +483,8 @@ class NumberCheck(Capability):
                 tool = self._spend(ctx) if unseen else None
                 if tool is not None:
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
-            sources.add(call.content_without_notes)  # (a note may quote the number)
+            # (without the notes: a note may quote the number)
+            sources.add(call.content_without_notes, echoed=call.call.arguments)
             if call.name in _COMPUTE_TOOLS:
                 failed = returned_error(call)
                 ctx.state[f"{self.name}.failed"] = call.name if failed else ""

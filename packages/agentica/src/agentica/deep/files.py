@@ -553,7 +553,8 @@ class FileTools(Tool):
                 if g.match:
                     counts[g.path] = counts.get(g.path, 0) + 1
             if output_mode == "count":
-                rows = [f"{p}:{n}" for p, n in counts.items()]
+                # (spelled out: the 1.5B model read "/orders.csv:3" and answered 10)
+                rows = [f"{p}: {n} matching line{'' if n == 1 else 's'}" for p, n in counts.items()]
             else:
                 rows = list(counts)
         shown = self._fit(rows)

@@ -88,9 +88,11 @@ _PYTHON_ERRORS = tuple(
             "library instead (for a CSV file, the csv module).",
         ),
         (
-            # seen: a whole script sent as one line, "import csv; with open(...) as f: ..."
-            r'File "<string>", line 1\n[^\n]*;\s*(?:with|for|if|while|def|try|class)\b'
-            r"[^\n]*\n(?:[^\n]*\n)?SyntaxError",
+            # seen: a whole script sent as one line, "import csv; with open(...) as f: ..." or
+            # "with open(...) as f: lines = f.readlines() count = 0 for line in lines: ..."
+            r'File "<string>", line 1\n(?:[^\n]*;\s*(?:with|for|if|while|def|try|class)\b'
+            r"|\s*(?:with|for|if|while|def|try|class)\b[^\n]*:[ \t]+\S[^\n]*\b"
+            r"(?:for|if|while|with|def|print|return)\b)[^\n]*\n(?:[^\n]*\n)?SyntaxError",
             "The code is all on one line, but with, for, if and def need lines of their own: "
             "put each statement on its own line (a newline, \\n in the JSON string) and indent "
             "the lines inside each block by four spaces.",
