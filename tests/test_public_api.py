@@ -58,8 +58,9 @@ SUBPACKAGES: dict[str, set[str]] = {
     },
     "agentica.deep": {
         "AnswerCheck", "BackendError", "BraveProvider", "CodeNotRun", "CompositeBackend",
-        "DeepAgent", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
-        "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "Reflection", "SearchProvider",
+        "DeepAgent", "DeepResearch", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
+        "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "Reflection", "ResearchReport",
+        "SearchProvider",
         "SearchResult",
         "SearxngProvider", "Shell", "Skill", "SkillError", "Skills", "StateBackend",
         "StoreBackend", "SubAgent", "SubAgents", "TavilyProvider", "TodoItem", "Todos", "Web",

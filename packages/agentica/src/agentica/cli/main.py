@@ -10,7 +10,7 @@ agentica models list | pull | where | serve
 agentica sessions list | show | rename | delete | fork   (stored conversations)
 ```
 The other commands live in their own modules (``demo``, ``models_cmd``, ``sessions_cmd``,
-``knowledge_cmd``, ``mcp_cmd``, ``acp_cmd``).
+``knowledge_cmd``, ``research_cmd``, ``mcp_cmd``, ``acp_cmd``).
 Installed packages add commands through the ``agentica.commands`` entry-point group: each entry
 point names an object whose ``add_parser(commands)`` adds its sub-parser and sets the default
 ``plugin_run``, a function of the parsed arguments returning the exit status (``agentica-team``
@@ -35,6 +35,7 @@ from agentica.cli import demo as demo_command
 from agentica.cli import knowledge_cmd as knowledge_command
 from agentica.cli import mcp_cmd as mcp_command
 from agentica.cli import models_cmd as models_command
+from agentica.cli import research_cmd as research_command
 from agentica.cli import sessions_cmd as sessions_command
 from agentica.errors import AgenticaError, UsageError
 from agentica.limits import RunLimits
@@ -189,6 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     models_command.add_parser(commands)
     sessions_command.add_parser(commands)
     knowledge_command.add_parser(commands)
+    research_command.add_parser(commands)
     for name, plugin in _plugins().items():
         if name not in commands.choices:
             plugin.add_parser(commands)
@@ -227,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             code = sessions_command.run(args)
         elif args.command == "knowledge":
             code = knowledge_command.run(args)
+        elif args.command == "research":
+            code = research_command.run(args)
         else:
             code = int(args.plugin_run(args))
     except UsageError as exc:

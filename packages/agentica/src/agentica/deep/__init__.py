@@ -3,13 +3,13 @@
 - ``DeepAgent`` (agent.py): an ``Agent`` assembled from the parts below
 - ``FileTools`` (files) over a ``FileBackend`` (the protocol: ``agentica.tools.files``; the
   built-in backends: ``backends/``)
-- ``Shell`` over a ``CommandBackend`` (the protocol: ``agentica.tools.commands``) and
-  ``CodeNotRun`` (shell/)
+- ``Shell`` over a ``CommandBackend`` (``agentica.tools.commands``), ``CodeNotRun`` (shell/)
 - ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
-  ``AnswerCheck`` and ``NumberCheck`` (checks), ``Heartbeat`` and ``Reflection`` (heartbeat)
+  ``AnswerCheck``, ``NumberCheck`` (checks), ``Heartbeat``, ``Reflection`` (heartbeat),
+  ``DeepResearch`` and ``ResearchReport`` (research: a question to a cited report)
 
-Human approval, the ``RepetitionGuard``, context management and guardrails are not here: every
-``Agent`` has them (``agentica.run``, ``agentica.context``, ``agentica.guardrails``).
+Human approval, the ``RepetitionGuard``, context management and guardrails are in every
+``Agent`` (``agentica.run``, ``agentica.context``, ``agentica.guardrails``).
 """
 
 from agentica.deep.agent import HARNESS_INSTRUCTIONS, DeepAgent
@@ -25,6 +25,7 @@ from agentica.deep.backends import (
 from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
+from agentica.deep.research import DeepResearch, ResearchReport
 from agentica.deep.shell import CodeNotRun, Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
 from agentica.deep.subagents import SubAgent, SubAgents
@@ -47,6 +48,7 @@ __all__ = [
     "CodeNotRun",
     "CompositeBackend",
     "DeepAgent",
+    "DeepResearch",
     "FileBackend",
     "FileInfo",
     "FileTools",
@@ -54,6 +56,7 @@ __all__ = [
     "Heartbeat",
     "NumberCheck",
     "Reflection",
+    "ResearchReport",
     "SearchProvider",
     "SearchResult",
     "SearxngProvider",
