@@ -7,6 +7,8 @@
   garbage collector, so a full collection of the whole process (0.2-0.5 s here once the service's
   tests have run) does not land inside some test's callback.
 - ``fake_openai``: start a ``FakeOpenAIServer`` on 127.0.0.1 for the test.
+- ``pg_cluster``: one throw-away PostgreSQL cluster for the session's framework tests (the
+  storage conformance and the knowledge stores; the service's tests have their own).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
 from agentica.testing import FakeAnthropicServer, FakeOpenAIServer
+from tests.postgres import Cluster, throwaway_cluster, why_no_postgres
 
 SLOW_CALLBACK = 0.3
 
@@ -96,3 +99,14 @@ async def fake_anthropic() -> AsyncIterator[Callable[..., Awaitable[FakeAnthropi
     yield start
     for server in servers:
         await server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    reason = why_no_postgres()
+    if reason:
+        pytest.skip(reason)
+    with throwaway_cluster() as cluster:
+        cluster.create_database("conformance")
+        cluster.create_database("knowledge")
+        yield cluster

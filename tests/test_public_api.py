@@ -93,7 +93,7 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.knowledge": {
         "Chunk", "Document", "Embedder", "Hit", "IndexReport", "Knowledge", "KnowledgeStore",
         "KnowledgeTools", "LanceKnowledgeStore", "MiniLM", "OpenAIEmbeddings",
-        "QdrantKnowledgeStore", "SQLiteKnowledgeStore", "SearchMode", "chunk_document",
+        "PostgresKnowledgeStore", "QdrantKnowledgeStore", "SQLiteKnowledgeStore", "SearchMode", "chunk_document",
         "load_document"
     },
     "agentica.memory": {

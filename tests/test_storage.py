@@ -14,7 +14,7 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from agentica.storage import (
 from agentica.storage._sqlschema import VERSION_TABLE, metadata
 from agentica.storage.base import merge_state
 from agentica.storage.jsonfile import file_name
-from tests.postgres import Cluster, throwaway_cluster, why_no_postgres
+from tests.postgres import Cluster
 from tests.records import every_kind_run, realistic_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,16 +52,6 @@ BACKENDS = ["memory", "sqlite", "jsonfiles", "postgresql"]
 
 
 # -- fixtures --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[Cluster]:
-    reason = why_no_postgres()
-    if reason:
-        pytest.skip(reason)
-    with throwaway_cluster() as cluster:
-        cluster.create_database("conformance")
-        yield cluster
 
 
 async def execute(url: str, statement: str, **params: Any) -> list[Any]:

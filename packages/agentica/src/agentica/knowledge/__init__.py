@@ -6,7 +6,7 @@
   headings, paragraphs and code blocks (chunking.py)
 - ``Embedder``, ``MiniLM`` (offline, numpy), ``OpenAIEmbeddings`` (embedders.py)
 - ``KnowledgeStore``, ``SQLiteKnowledgeStore`` (sqlite-vec + FTS5) (stores.py);
-  ``QdrantKnowledgeStore`` (qdrant_store.py), ``LanceKnowledgeStore`` (lance_store.py)
+  ``QdrantKnowledgeStore``, ``LanceKnowledgeStore``, ``PostgresKnowledgeStore`` (*_store.py)
 - ``KnowledgeTools``: the ``search_knowledge_base`` tool (tool.py)
 
 The heavy parts (numpy, the model, sqlite-vec) are the ``knowledge`` extra, imported on use.
@@ -16,6 +16,7 @@ from agentica.knowledge.base import Hit, IndexReport, Knowledge, SearchMode
 from agentica.knowledge.chunking import Chunk, Document, chunk_document, load_document
 from agentica.knowledge.embedders import Embedder, MiniLM, OpenAIEmbeddings
 from agentica.knowledge.lance_store import LanceKnowledgeStore
+from agentica.knowledge.postgres_store import PostgresKnowledgeStore
 from agentica.knowledge.qdrant_store import QdrantKnowledgeStore
 from agentica.knowledge.stores import KnowledgeStore, SQLiteKnowledgeStore
 from agentica.knowledge.tool import KnowledgeTools
@@ -32,6 +33,7 @@ __all__ = [
     "LanceKnowledgeStore",
     "MiniLM",
     "OpenAIEmbeddings",
+    "PostgresKnowledgeStore",
     "QdrantKnowledgeStore",
     "SQLiteKnowledgeStore",
     "SearchMode",
