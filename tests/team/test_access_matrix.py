@@ -30,6 +30,9 @@ STUDENT_COURSE_ROUTES = frozenset(
         ("GET", "/api/courses/{course_id}"),
         ("GET", "/api/courses/{course_id}/remaining"),
         ("GET", "/api/courses/{course_id}/usage"),
+        ("GET", "/api/courses/{course_id}/knowledge"),
+        ("GET", "/api/courses/{course_id}/knowledge/search"),
+        ("GET", "/api/courses/{course_id}/shared-answers"),
     }
 )
 # Operations that answer without credentials (everything else is a 401 for an anonymous caller).
@@ -199,6 +202,8 @@ def path_ids(room: Classroom) -> dict[str, str]:
         "budget_id": room.s1_budget_id,
         "path": SESSION_FILE.lstrip("/"),
         "op_id": "op1",  # an operation of S1's session (the id its lanes would give)
+        "name": "syllabus.md",  # course A's material
+        "answer_id": "a_shared",  # course A's shared answer (the id need not exist)
     }
 
 

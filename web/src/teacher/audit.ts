@@ -69,6 +69,10 @@ export const KNOWN_KINDS = [
   "budget_deleted",
   "course_created",
   "course_changed",
+  "knowledge_added",
+  "knowledge_removed",
+  "answer_shared",
+  "answer_unshared",
   "executor_connected",
   "executor_disconnected",
 ] as const;

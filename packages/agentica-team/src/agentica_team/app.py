@@ -69,11 +69,11 @@ def create_app(settings: TeamSettings | None = None, *, team: Team | None = None
 
 def _add_routers(app: FastAPI) -> None:
     from agentica_team import gateway
-    from agentica_team.api import accounts, audit, courses, executors, server, sessions
+    from agentica_team.api import accounts, audit, courses, executors, knowledge, server, sessions
 
     # the gateway first: its routes are matched first (FastAPI tries the routes in order)
     routers = (gateway.router, accounts.router, courses.router, audit.router, sessions.router)
-    for router in (*routers, executors.router, server.router):
+    for router in (*routers, knowledge.router, executors.router, server.router):
         app.include_router(router)
 
 

@@ -25,6 +25,7 @@ from agentica_team.accounts import Accounts, User
 from agentica_team.audit import Audit
 from agentica_team.budgets import Budgets
 from agentica_team.cluster import Cluster
+from agentica_team.course_knowledge import CourseKnowledge
 from agentica_team.course_models import CourseModels
 from agentica_team.db import Database
 from agentica_team.errors import BadRequest
@@ -132,6 +133,7 @@ class Team:
     models: CourseModels
     supervisor: Supervisor
     executors: Executors
+    knowledge: CourseKnowledge
     first_admin: FirstAdmin | None = field(default=None)
     _sweeper: asyncio.Task[None] | None = field(default=None)
 
@@ -162,6 +164,7 @@ class Team:
             )
             models = CourseModels(settings, accounts, budgets, audit)
             executors = Executors()
+            knowledge = CourseKnowledge(settings, db, audit)
             cluster = _cluster(settings)
             supervisor = Supervisor(
                 db,
@@ -173,8 +176,11 @@ class Team:
                 workbench=_workbench(settings, executors),
                 cluster=cluster,
                 prefers=lambda user_id: executors.pick(user_id) is not None,
+                knowledge=knowledge,
             )
-            team = cls(settings, db, audit, budgets, accounts, models, supervisor, executors)
+            team = cls(
+                settings, db, audit, budgets, accounts, models, supervisor, executors, knowledge
+            )
             created = await accounts.ensure_admin()
             if created is not None:
                 team.first_admin = FirstAdmin(*created)
@@ -220,6 +226,7 @@ class Team:
                 await self._sweeper
         try:
             await self.supervisor.aclose()
+            await self.knowledge.aclose()
             await self.models.aclose()
             await self.audit.aclose()
         finally:

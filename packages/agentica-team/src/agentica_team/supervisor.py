@@ -27,14 +27,18 @@ from agentica.deep.backends import StoreBackend
 from agentica.deep.files import FileTools, WorkspaceOverview
 from agentica.deep.todos import Todos
 from agentica.errors import AgenticaError, RunCancelled
+from agentica.knowledge import KnowledgeTools
 from agentica.limits import RunLimits
 from agentica.models.base import Model
+from agentica.run.capability import Capability
 from agentica.run.events import ContextCompacted, RunEvent, ToolCallCompleted, ToolCallStarted
 from agentica.run.repetition import RepetitionGuard
 from agentica.storage.sql import SQLStorage
 from agentica.tools.commands import CommandBackend
 from agentica.tools.files import FileBackend
+from agentica.tools.toolkit import ToolLike
 from agentica_team.cluster import BusMessage, Cluster
+from agentica_team.course_knowledge import CourseKnowledge, SharedAnswers
 from agentica_team.errors import TeamError
 from agentica_team.security import redact
 from agentica_team.sessions import (
@@ -469,8 +473,10 @@ class Supervisor:
         prefers: Callable[[str], bool] | None = None,
         sweep_every: float = 1.0,
         affinity_delay: float = 0.2,
+        knowledge: CourseKnowledge | None = None,
     ) -> None:
         self.db = db
+        self.knowledge = knowledge
         self.accounts = accounts
         self.models = models
         self.budgets = budgets
@@ -723,12 +729,19 @@ class Supervisor:
     async def _new_agent(self, session: AgentSession) -> Agent[str]:
         model = await self._new_model(session)
         files = FileTools(self.workbench_of(session).files)
+        tools: list[ToolLike] = [files]
+        capabilities: list[Capability] = [WorkspaceOverview(files), Todos(), RepetitionGuard()]
+        if self.knowledge is not None:  # what the course's teacher shared, nothing else
+            if await self.knowledge.materials(session.course_id):
+                base = await self.knowledge.base(session.course_id)
+                tools.append(KnowledgeTools(base, max_results=5))
+            capabilities.append(SharedAnswers(self.knowledge, session.course_id))
         return Agent(
             model=model,
             name="assistant",
             instructions=INSTRUCTIONS,
-            tools=[files],
-            capabilities=[WorkspaceOverview(files), Todos(), RepetitionGuard()],
+            tools=tools,
+            capabilities=capabilities,
             storage=self.storage,
             user_id=session.user_id,
             session_id=session.id,

@@ -28,6 +28,7 @@ __all__ = [
     "rate_windows",
     "reservations",
     "session_events",
+    "shared_answers",
     "tokens",
     "usage_daily",
     "users",
@@ -244,4 +245,19 @@ session_events = sa.Table(
     sa.Column("state", sa.String(16), nullable=True),  # messages: pending | running | done | ...
     sa.Column("data", sa.Text(), nullable=False),
     sa.Index("ix_team_session_events_pending", "kind", "state"),
+)
+
+shared_answers = sa.Table(
+    "team_shared_answers",
+    metadata,
+    _id(primary_key=True),
+    _id("course_id", sa.ForeignKey("team_courses.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("question", sa.Text(), nullable=False),
+    sa.Column("answer", sa.Text(), nullable=False),
+    sa.Column("tokens", sa.BigInteger(), nullable=False),  # what writing the answer again costs
+    _id("shared_by", nullable=False),
+    sa.Column("created_at", sa.Double(), nullable=False),
+    sa.Column("offered", sa.BigInteger(), nullable=False, server_default="0"),
+    sa.Column("tokens_saved", sa.BigInteger(), nullable=False, server_default="0"),
+    sa.Index("ix_team_shared_answers_course", "course_id", "created_at"),
 )

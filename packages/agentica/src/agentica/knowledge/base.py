@@ -22,6 +22,7 @@ from agentica.knowledge.chunking import (
     Chunk,
     Document,
     chunk_document,
+    document_from_bytes,
     load_document,
 )
 from agentica.knowledge.embedders import Embedder
@@ -154,6 +155,23 @@ class Knowledge:
     def _chunks_of(self, path: Path, source: str) -> list[Chunk]:
         """The file's chunks (on a worker thread: parsing a PDF or HTML takes a while)."""
         document = load_document(path, source=source)
+        return chunk_document(document, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
+
+    async def add_bytes(self, source: str, data: bytes, *, name: str | None = None) -> int:
+        """Index a file's content (an upload) as ``source``, its kind told by ``name``'s
+        suffix (default: ``source``'s); again only if it changed. Returns the chunks written
+        (0: unchanged)."""
+        await self._open()
+        content_hash = self._hash(data)
+        if (await self.store.sources()).get(source) == content_hash:
+            return 0
+        chunks = await asyncio.to_thread(self._chunks_of_bytes, name or source, data, source)
+        vectors = await self.embedder.embed([c.for_embedding() for c in chunks])
+        await self.store.replace(source, content_hash, chunks, vectors)
+        return len(chunks)
+
+    def _chunks_of_bytes(self, name: str, data: bytes, source: str) -> list[Chunk]:
+        document = document_from_bytes(name, data, source=source)
         return chunk_document(document, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
 
     async def add_text(self, source: str, text: str) -> int:

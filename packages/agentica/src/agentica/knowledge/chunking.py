@@ -10,13 +10,21 @@ headings above it.
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentica.errors import UsageError
 
-__all__ = ["TEXT_SUFFIXES", "Chunk", "Document", "chunk_document", "load_document"]
+__all__ = [
+    "TEXT_SUFFIXES",
+    "Chunk",
+    "Document",
+    "chunk_document",
+    "document_from_bytes",
+    "load_document",
+]
 
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ""})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
@@ -62,19 +70,33 @@ def load_document(path: str | Path, *, source: str | None = None) -> Document:
     Raises ``UsageError`` for a kind of file not handled, one too large, or a PDF when
     ``pypdf`` is missing."""
     path = Path(path)
-    name = source if source is not None else str(path)
-    suffix = path.suffix.lower()
-    if suffix not in TEXT_SUFFIXES:
-        raise UsageError(f"{path}: {suffix} files are not loaded (text, Markdown, HTML, PDF, code)")
+    _check_kind(path.name)
     if path.stat().st_size > MAX_FILE_BYTES:
         raise UsageError(f"{path} is larger than {MAX_FILE_BYTES // 1_000_000} MB; split it first")
+    return document_from_bytes(path.name, path.read_bytes(), source=source or str(path))
+
+
+def _check_kind(name: str) -> str:
+    suffix = Path(name).suffix.lower()
+    if suffix not in TEXT_SUFFIXES:
+        raise UsageError(f"{name}: {suffix or 'extensionless'} files are not loaded (text, "
+                         "Markdown, HTML, PDF, code)")  # fmt: skip
+    return suffix
+
+
+def document_from_bytes(name: str, data: bytes, *, source: str | None = None) -> Document:
+    """A document from a file's bytes, its kind told by ``name``'s suffix (an upload)."""
+    suffix = _check_kind(name)
+    if len(data) > MAX_FILE_BYTES:
+        raise UsageError(f"{name} is larger than {MAX_FILE_BYTES // 1_000_000} MB; split it first")
+    source = source if source is not None else name
     if suffix == ".pdf":
-        return Document(name, "pdf", tuple(_pdf_pages(path)))
-    text = path.read_bytes().decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return Document(source, "pdf", tuple(_pdf_pages(data)))
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
     if suffix in HTML_SUFFIXES:
         text = _html_to_markdown(text)
     kind = "code" if suffix in CODE_SUFFIXES else "markdown"
-    return Document(name, kind, (text,))
+    return Document(source, kind, (text,))
 
 
 def _html_to_markdown(html: str) -> str:
@@ -89,12 +111,16 @@ def _html_to_markdown(html: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
-def _pdf_pages(path: Path) -> list[str]:
+def _pdf_pages(data: bytes) -> list[str]:
     try:
         from pypdf import PdfReader
+        from pypdf.errors import PdfReadError
     except ImportError:
         raise UsageError("PDF files need pypdf: pip install 'agentica[knowledge]'") from None
-    reader = PdfReader(str(path))
+    try:
+        reader = PdfReader(io.BytesIO(data))
+    except (PdfReadError, ValueError) as exc:
+        raise UsageError(f"not a PDF file that can be read: {exc}") from None
     return [(page.extract_text() or "").replace("\r\n", "\n") for page in reader.pages]
 
 
