@@ -93,8 +93,8 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.knowledge": {
         "Chunk", "Document", "Embedder", "Hit", "IndexReport", "Knowledge", "KnowledgeStore",
         "KnowledgeTools", "LanceKnowledgeStore", "MiniLM", "OpenAIEmbeddings",
-        "PostgresKnowledgeStore", "QdrantKnowledgeStore", "SQLiteKnowledgeStore", "SearchMode", "chunk_document",
-        "load_document"
+        "PostgresKnowledgeStore", "QdrantKnowledgeStore", "SQLiteKnowledgeStore", "SearchMode",
+        "chunk_document", "load_document"
     },
     "agentica.memory": {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"
