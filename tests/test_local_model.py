@@ -285,3 +285,28 @@ async def test_a_required_tool_choice_makes_the_model_call_that_tool(model: Loca
     unknown = ModelSettings(max_tokens=64, temperature=0.0, tool_choice="no_such_tool")
     body = model.build_body(ModelRequest(messages=ask, tools=tools, settings=unknown), stream=False)
     assert body["prompt"].endswith("<|im_start|>assistant\n")  # left to the model
+
+
+async def test_deep_research_on_the_embedded_model_cites_its_sources(
+    model: LocalModel, tmp_path: Path
+) -> None:
+    """Issue 23: a small question over local documents, every step on the 0.5B model."""
+    pytest.importorskip("sqlite_vec", reason="the knowledge extra is not installed")
+    from agentica.deep.research import DeepResearch
+    from agentica.knowledge import Knowledge
+
+    (tmp_path / "handbook.md").write_text(
+        "# Handbook\n\n## Leave\n\nEvery employee has 25 days of paid leave a year.\n\n"
+        "## Laptops\n\nLaptops are replaced every three years.\n"
+    )
+    async with Knowledge(tmp_path / "k.db") as kb:
+        await kb.add(tmp_path / "handbook.md", root=tmp_path)
+        research = DeepResearch(
+            kb, model=model, max_subtasks=2, sources_per_subtask=2,
+            model_settings=ModelSettings(max_tokens=200, temperature=0.0),
+        )  # fmt: skip
+        report = await research.run("How many days of paid leave does an employee get?")
+    assert report.citations.cited >= 1, report.markdown
+    assert report.citations.invalid == [], report.markdown
+    assert "25" in report.markdown
+    assert "(`evidence.research." in report.markdown  # the sources list

@@ -6,12 +6,14 @@ import asyncio
 import math
 import os
 import re
+import subprocess
 import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web  # noqa: F401  (imported at collection, not by the fake server in a test's loop)
 import pytest
 
 from agentica.deep.research import DeepResearch, Evidence, check_citations
@@ -226,25 +228,26 @@ async def test_the_cli_prints_the_report_and_its_citation_check(
     docs.mkdir()
     (docs / "handbook.md").write_text(HANDBOOK)
     server = await fake_openai(_cli_responder)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentica.cli.main", "research", "How much leave do I get?",
-        "--knowledge", "docs", "--db", str(tmp_path / "k.db"), "--model", "fake",
-        "--base-url", server.base_url, "--out", str(tmp_path / "report.md"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=tmp_path,
+    # (spawned from a worker thread: forking this process can hold the event loop)
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentica.cli.main", "research", "How much leave do I get?",
+         "--knowledge", "docs", "--db", str(tmp_path / "k.db"), "--model", "fake",
+         "--base-url", server.base_url, "--out", str(tmp_path / "report.md")],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
         env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()
-    text = out.decode()
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
     assert "· plan: 1 sub-questions" in text
     assert "1 of 1 claims cite evidence that exists (100%)" in text
     report = (tmp_path / "report.md").read_text()
     assert report.startswith("# Leave\n\nEvery employee has 25 days of paid leave a year [")
     assert "## Sources\n\n[1] docs/handbook.md, lines " in report
-    missing = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentica.cli.main", "research", "x", "--db",
-        str(tmp_path / "none.db"), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    missing = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "agentica.cli.main", "research", "x", "--db",
+         str(tmp_path / "none.db")],
+        capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    _, err = await asyncio.wait_for(missing.communicate(), 60)
-    assert missing.returncode == 2 and "give --knowledge DIR" in err.decode()
+    assert missing.returncode == 2 and "give --knowledge DIR" in missing.stderr

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from agentica.agent import Agent
 from agentica.errors import AgenticaError, UsageError
 from agentica.knowledge.base import Hit, Knowledge
-from agentica.models.base import Model
+from agentica.models.base import Model, ModelSettings
 from agentica.run.capability import Capability
 from agentica.storage.base import Storage
 from agentica.storage.memory import InMemoryStorage
@@ -206,6 +206,7 @@ class DeepResearch:
         max_parallel: sub-questions analysed at once.
         sources_per_subtask: search results given to each analysis.
         storage: where the plan, blocks and evidence are kept (default: in memory).
+        model_settings: the settings of every model call (temperature, max_tokens).
         capabilities: more capabilities for the analysis agents (``Web()`` to let them read
             pages; their tool outputs are archived as evidence too).
         on_event: called with a short line whenever a step starts or ends (progress).
@@ -220,6 +221,7 @@ class DeepResearch:
         max_parallel: int = 3,
         sources_per_subtask: int = 4,
         storage: Storage | None = None,
+        model_settings: ModelSettings | None = None,
         capabilities: Sequence[Capability] = (),
         on_event: Callable[[str], None] | None = None,
     ) -> None:
@@ -231,6 +233,7 @@ class DeepResearch:
         self.max_parallel = max_parallel
         self.sources_per_subtask = sources_per_subtask
         self.storage = storage if storage is not None else InMemoryStorage()
+        self.model_settings = model_settings
         self.capabilities = list(capabilities)
         self.on_event = on_event
 
@@ -240,7 +243,7 @@ class DeepResearch:
 
     def _agent(self, instructions: str, session: str) -> Agent[str]:
         return Agent(model=self.model, instructions=instructions, storage=self.storage,
-                     user_id="research", session_id=session,
+                     user_id="research", session_id=session, model_settings=self.model_settings,
                      capabilities=list(self.capabilities))  # fmt: skip
 
     async def run(self, question: str, *, session: str = "research") -> ResearchReport:
