@@ -96,8 +96,14 @@ async def test_code_files_and_agents_without_a_tool_to_compute_are_left_alone() 
 async def test_the_nudges_are_bounded_per_run() -> None:
     first = tool_calls(call("run_python", code="print(82.5)"))
     model = ScriptedModel([first, "It is 1234.", "It is 1235.", "It is 1236."])
-    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=2)])
+    check = NumberCheck(max_nudges=2, max_retries=0)
+    agent = Agent(model=model, tools=[run_python], capabilities=[check])
     assert (await agent.run("Guess a number")).content == "It is 1236."
+    # by default: the nudges and the retries quoting what the code printed, together
+    answers = [f"It is {n}." for n in range(1234, 1239)]
+    model = ScriptedModel([first, *answers])
+    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("Guess a number")).content == "It is 1238."
     model = ScriptedModel([first, "It is 1234."])
     agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck(max_nudges=0)])
     assert (await agent.run("Guess a number")).content == "It is 1234."
@@ -131,14 +137,20 @@ async def test_an_answer_after_failed_code_is_sent_back_to_fix_the_code() -> Non
     assert isinstance(retry, UserMessage)
     assert retry.text.startswith("Your answer says 80.5, but your last run_python call failed")
     assert model.requests[6].settings.tool_choice == "run_python"
-    # code that ran: no more send-backs once the nudges are spent
+    # code that ran and printed a number: the answer goes back quoting it (seen: run_python
+    # printed 3 twice, and the model answered its 10 again each time)
     model = ScriptedModel([
-        tool_calls(call("run_python", code="print(1)")), "It is 1234.", "It is 1235.",
-        "It is 1236.",
+        tool_calls(call("run_python", code="print(len(pending))")), "There are 10.",
+        "There are 3.",
     ])  # fmt: skip
     agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
-    calls = iter(["1"] * 3)
-    assert (await agent.run("Guess a number")).content == "It is 1236."
+    calls = iter(["exit code 0\n3\n"])
+    assert (await agent.run("How many are pending?")).content == "There are 3."
+    quoted = model.requests[2].messages[-1]
+    assert isinstance(quoted, UserMessage)
+    assert quoted.text.startswith(
+        "Your answer says 10, but your last run_python call printed: 3. If that is the value"
+    )
 
 
 @pytest.mark.parametrize(
@@ -283,4 +295,6 @@ async def test_a_number_a_tool_only_echoed_from_its_arguments_is_not_seen() -> N
     await agent.run("How many orders in orders.csv are still pending?")
     nudge = model.requests[4].messages[-1]
     assert isinstance(nudge, UserMessage)
-    assert nudge.text.startswith("Your answer says 10 and 14, but no tool output showed them.")
+    assert nudge.text.startswith(
+        "Your answer says 10 and 14, but your last run_python call printed: 14 13 12."
+    )

@@ -334,6 +334,12 @@ _AGGREGATE = re.compile(
     re.I,
 )
 _AGGREGATE_NAMES = {"how many": "count", "number of": "count"}
+PRINTED_PROMPT = (
+    "Your answer says {numbers}, but your last {tool} call printed: {printed}. If that is the "
+    "value the task asks for, answer with it; if not, compute the value asked for with {tool} "
+    "and answer with what it prints."
+)
+_PRINTED_CHARS = 80  # a computing call's output short enough to quote back
 
 # Where a written number must come from a tool: reports and data, not code or configuration
 # (a port or a version there is the model's to choose).
@@ -488,6 +494,8 @@ class NumberCheck(Capability):
             if call.name in _COMPUTE_TOOLS:
                 failed = returned_error(call)
                 ctx.state[f"{self.name}.failed"] = call.name if failed else ""
+                printed = _printed(call.content_without_notes) if not failed else ""
+                ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
                 if not failed:
                     ctx.state[f"{self.name}.computed"] = True
 
@@ -498,11 +506,17 @@ class NumberCheck(Capability):
         unseen = self._sources(ctx).unseen(text)
         if not unseen:
             return self._compute(ctx)
+        retries = int(ctx.state.get(f"{self.name}.retries", 0))
+        printed = ctx.state.get(f"{self.name}.printed")
+        if printed and retries < self.max_retries and self.max_nudges:
+            # seen: run_python printed 3 twice, and the model answered its 10 again each time
+            ctx.state[f"{self.name}.retries"] = retries + 1
+            tool, output = printed
+            return PRINTED_PROMPT.format(tool=tool, printed=output, **_list(unseen))
         tool = self._spend(ctx)
         if tool is not None:
             return NUMBER_PROMPT.format(tool=tool, **_list(unseen))
         failed = str(ctx.state.get(f"{self.name}.failed") or "")
-        retries = int(ctx.state.get(f"{self.name}.retries", 0))
         if not failed or retries >= self.max_retries or self.max_nudges == 0:
             return None
         ctx.state[f"{self.name}.retries"] = retries + 1
@@ -523,6 +537,18 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.choice"] = tool
         word = asked.group(1).lower()
         return COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
+
+
+def _printed(output: str) -> str:
+    """A computing call's output worth quoting back: short, with a number ("3", "82.5\n");
+    the "exit code 0" line the shell tools put first is left out."""
+    text = output.strip()
+    first, _, rest = text.partition("\n")
+    if first.startswith("exit code 0"):
+        text = rest.strip()
+    if not text or len(text) > _PRINTED_CHARS or not _NUMBER.search(text):
+        return ""
+    return " ".join(text.split())
 
 
 def _list(numbers: list[str]) -> dict[str, str]:
