@@ -479,6 +479,10 @@ async def test_a_file_with_text_is_overwritten_only_after_this_run_read_it(tmp_p
         # what one run read does not let another run overwrite
         with pytest.raises(ToolError, match="you have not read it"):
             await tools.write_file(other, "/setup.cfg", "version = 2\n")
+    # a file read_file cannot show (binary) is not refused: reading it first is no remedy
+    (tmp_path / "blob.bin").write_bytes(b"\x00\xff\x00binary")
+    await FileTools(FilesystemBackend(tmp_path)).write_file(context(), "/blob.bin", "text\n")
+    assert (tmp_path / "blob.bin").read_text() == "text\n"
     # the check can be turned off
     backend = StateBackend()
     await backend.write("/a.txt", "keep")

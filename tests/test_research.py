@@ -153,7 +153,9 @@ async def test_a_block_with_stray_citations_is_sent_back_once_then_fails_alone(
         ["How many days of paid leave are there?", "Which class is train travel booked in?",
          "How often are laptops replaced?"],
         cite={
-            "leave": ["- 25 days [99].", "- Every employee has 25 days [1]."],
+            # (a stray number in the conclusion counts as much as one in a finding)
+            "leave": ["- 25 days [1].\nConclusion: plenty [99].",
+                      "- Every employee has 25 days [1]."],
             "train": ["- Second class.", "- Second class [42]."],
             "laptops": ["error"],
         },

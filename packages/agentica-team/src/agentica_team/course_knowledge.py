@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
+import logging
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +31,7 @@ from agentica.knowledge.embedders import Embedder
 from agentica.run.capability import Capability
 from agentica.tools.context import RunContext
 from agentica_team.db.schema import new_id, shared_answers
-from agentica_team.errors import BadRequest, NotFound
+from agentica_team.errors import BadRequest, NotFound, TeamError
 
 if TYPE_CHECKING:
     from agentica.knowledge.stores import KnowledgeStore
@@ -44,11 +47,14 @@ __all__ = [
     "check_material_name",
 ]
 
+log = logging.getLogger(__name__)
+
 MAX_MATERIAL_BYTES = 5_000_000
 MAX_QUESTION_CHARS = 2_000
 MAX_ANSWER_CHARS = 20_000
 SIMILAR = 0.7  # the cosine similarity from which a shared answer is offered (MiniLM)
-_NAME = re.compile(r"^[\w][\w .()\-]{0,150}\.(md|markdown|txt|rst|html|htm|pdf|py|json|csv)$")
+MAX_OPEN = 64  # knowledge bases kept open (least recently used closed beyond)
+_NAME = re.compile(r"^\w[\w .()\-]{0,150}\.(md|markdown|txt|rst|html|htm|pdf|py|json|csv)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +108,20 @@ class CourseKnowledge:
         self.db = db
         self.audit = audit
         self._embedder = embedder
-        self._bases: dict[tuple[str, str], Knowledge] = {}
+        self._bases: OrderedDict[tuple[str, str], Knowledge] = OrderedDict()
         self._lock = asyncio.Lock()
+        self._pool: Any = None  # PostgreSQL: one pool for every course's tables
+
+    @staticmethod
+    def missing() -> str | None:
+        """What this server lacks for course knowledge (the ``knowledge`` extra), or ``None``."""
+        for module in ("numpy", "safetensors", "tokenizers", "sqlite_vec", "pysqlite3"):
+            if importlib.util.find_spec(module) is None:
+                return (
+                    f"course knowledge needs the agentica[knowledge] extra on the server "
+                    f"({module} is not installed)"
+                )
+        return None
 
     def _embedder_or_default(self) -> Embedder:
         if self._embedder is None:
@@ -112,28 +130,46 @@ class CourseKnowledge:
             self._embedder = MiniLM()
         return self._embedder
 
-    def _store(self, course_id: str, kind: str) -> KnowledgeStore:
+    async def _store(self, course_id: str, kind: str) -> KnowledgeStore:
         digest = hashlib.sha256(course_id.encode()).hexdigest()[:20]
         if self.db.dialect == "postgresql":
+            import asyncpg  # type: ignore[import-untyped]
+
             from agentica.knowledge import PostgresKnowledgeStore
 
             url = self.settings.database.replace("+asyncpg", "")
-            return PostgresKnowledgeStore(url, table=f"team_kb_{kind[0]}_{digest}")
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(url, min_size=1, max_size=4)
+            return PostgresKnowledgeStore(url, table=f"team_kb_{kind[0]}_{digest}",
+                                          pool=self._pool)  # fmt: skip
         from agentica.knowledge import SQLiteKnowledgeStore
 
         return SQLiteKnowledgeStore(self.settings.data_dir / "knowledge" / f"{digest}-{kind}.db")
 
     async def base(self, course_id: str, kind: str = "material") -> Knowledge:
-        """The course's knowledge base of ``kind`` (``material`` or ``answers``)."""
+        """The course's knowledge base of ``kind`` (``material`` or ``answers``), opened; the
+        least recently used are closed beyond ``MAX_OPEN`` (``BadRequest`` when this server
+        cannot hold course knowledge)."""
+        if (why := self.missing()) is not None:
+            raise BadRequest(why)
+        key = (course_id, kind)
         async with self._lock:
-            key = (course_id, kind)
-            if key not in self._bases:
-                try:
-                    store = self._store(course_id, kind)
-                    self._bases[key] = Knowledge(store, embedder=self._embedder_or_default())
-                except UsageError as exc:
-                    raise BadRequest(f"course knowledge is not available here: {exc}") from None
-            return self._bases[key]
+            if key in self._bases:
+                self._bases.move_to_end(key)
+                return self._bases[key]
+            try:
+                kb = Knowledge(await self._store(course_id, kind),
+                               embedder=self._embedder_or_default())  # fmt: skip
+                await kb.sources()  # (opens it: a failure is said here, once)
+            except UsageError as exc:
+                raise BadRequest(f"course knowledge is not available here: {exc}") from None
+            self._bases[key] = kb
+            closing = []
+            while len(self._bases) > MAX_OPEN:
+                closing.append(self._bases.popitem(last=False)[1])
+        for old in closing:
+            await old.aclose()
+        return kb
 
     # -- material ------------------------------------------------------------------------------
 
@@ -184,7 +220,6 @@ class CourseKnowledge:
         shared = SharedAnswer(new_id("a"), course_id, question, answer,
                               estimate_tokens(answer), actor_id, time.time())  # fmt: skip
         kb = await self.base(course_id, "answers")
-        await kb.add_text(shared.id, question)  # (questions are matched with questions)
         async with self.db.write() as conn:
             await conn.execute(shared_answers.insert().values(
                 id=shared.id, course_id=course_id, question=question, answer=answer,
@@ -193,17 +228,27 @@ class CourseKnowledge:
             await self.audit.record_in(conn, "answer_shared", actor_id=actor_id,
                                        course_id=course_id, subject=shared.id,
                                        data={"question": question[:200]})  # fmt: skip
+        try:  # (the row first: an index entry without its row would hide others)
+            await kb.add_text(shared.id, question)  # questions are matched with questions
+        except BaseException:
+            where = shared_answers.c.id == shared.id
+            async with self.db.write() as conn:
+                await conn.execute(shared_answers.delete().where(where))
+            raise
         return shared
 
     async def unshare(self, course_id: str, actor_id: str, answer_id: str) -> None:
         where = (shared_answers.c.id == answer_id) & (shared_answers.c.course_id == course_id)
+        async with self.db.read() as conn:
+            if await conn.scalar(sa.select(shared_answers.c.id).where(where)) is None:
+                raise NotFound(f"no shared answer {answer_id!r} in this course")
+        await (await self.base(course_id, "answers")).remove(answer_id)  # (the index first)
         async with self.db.write() as conn:
             gone = await conn.execute(shared_answers.delete().where(where))
             if not gone.rowcount:
                 raise NotFound(f"no shared answer {answer_id!r} in this course")
             await self.audit.record_in(conn, "answer_unshared", actor_id=actor_id,
                                        course_id=course_id, subject=answer_id)  # fmt: skip
-        await (await self.base(course_id, "answers")).remove(answer_id)
 
     async def answers(self, course_id: str) -> list[SharedAnswer]:
         query = (
@@ -222,16 +267,19 @@ class CourseKnowledge:
         kb = await self.base(course_id, "answers")
         if not await kb.sources():
             return None
-        [vector] = await kb.embedder.embed([question])
-        found = await kb.store.vector_search(vector, 1)
-        if not found or found[0][1] < SIMILAR:
+        [vector] = await kb.embedder.embed([question[:MAX_QUESTION_CHARS]])
+        close = [
+            c.source for c, score in await kb.store.vector_search(vector, 5) if score >= SIMILAR
+        ]
+        if not close:
             return None
-        answer_id = found[0][0].source
-        where = (shared_answers.c.id == answer_id) & (shared_answers.c.course_id == course_id)
+        mine = (shared_answers.c.id.in_(close)) & (shared_answers.c.course_id == course_id)
         async with self.db.write() as conn:
-            row = (await conn.execute(sa.select(shared_answers).where(where))).first()
+            rows = {r.id: r for r in await conn.execute(sa.select(shared_answers).where(mine))}
+            row = next((rows[i] for i in close if i in rows), None)  # (the closest with a row)
             if row is None:
                 return None
+            where = shared_answers.c.id == row.id
             await conn.execute(
                 shared_answers.update().where(where).values(
                     offered=shared_answers.c.offered + 1,
@@ -242,9 +290,12 @@ class CourseKnowledge:
 
     async def aclose(self) -> None:
         async with self._lock:
-            bases, self._bases = list(self._bases.values()), {}
+            bases, self._bases = list(self._bases.values()), OrderedDict()
+            pool, self._pool = self._pool, None
         for kb in bases:
             await kb.aclose()
+        if pool is not None:
+            await pool.close()
 
 
 OFFER = (
@@ -266,7 +317,11 @@ class SharedAnswers(Capability):
 
     async def system_slot(self, ctx: RunContext[Any]) -> str | None:
         if self.name not in ctx.state:
-            found = await self.knowledge.offer(self.course_id, ctx.input)
+            try:
+                found = await self.knowledge.offer(self.course_id, ctx.input)
+            except TeamError as exc:  # (the run goes on without an offer)
+                log.warning("no shared answer offered in %s: %s", self.course_id, exc)
+                found = None
             ctx.state[self.name] = (
                 OFFER.format(question=found.question, answer=found.answer) if found else ""
             )

@@ -731,11 +731,15 @@ class Supervisor:
         files = FileTools(self.workbench_of(session).files)
         tools: list[ToolLike] = [files]
         capabilities: list[Capability] = [WorkspaceOverview(files), Todos(), RepetitionGuard()]
-        if self.knowledge is not None:  # what the course's teacher shared, nothing else
-            if await self.knowledge.materials(session.course_id):
-                base = await self.knowledge.base(session.course_id)
-                tools.append(KnowledgeTools(base, max_results=5))
-            capabilities.append(SharedAnswers(self.knowledge, session.course_id))
+        if self.knowledge is not None and self.knowledge.missing() is None:
+            # what the course's teacher shared, nothing else (a failure here costs only that)
+            try:
+                if await self.knowledge.materials(session.course_id):
+                    base = await self.knowledge.base(session.course_id)
+                    tools.append(KnowledgeTools(base, max_results=5))
+                capabilities.append(SharedAnswers(self.knowledge, session.course_id))
+            except TeamError as exc:
+                log.warning("course knowledge of %s is unavailable: %s", session.course_id, exc)
         return Agent(
             model=model,
             name="assistant",

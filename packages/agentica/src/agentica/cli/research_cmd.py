@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.text import Text
 
 from agentica.errors import UsageError
 
@@ -63,7 +64,7 @@ async def _research(args: argparse.Namespace, console: Console) -> int:
         research = DeepResearch(
             kb, model=model, max_subtasks=args.subtasks, max_parallel=args.parallel,
             capabilities=capabilities,
-            on_event=lambda line: console.print(f"[dim]· {line}[/]", markup=True),
+            on_event=lambda line: console.print(Text(f"· {line}", style="dim")),
         )  # fmt: skip
         result = await research.run(args.question)
     console.print()
@@ -75,7 +76,7 @@ async def _research(args: argparse.Namespace, console: Console) -> int:
         f"{result.seconds:.0f} s"
     )
     for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}", markup=True)
+        console.print(Text.assemble(("note: ", "yellow"), note))
     if args.out is not None:
         args.out.write_text(result.markdown + "\n")
         console.print(f"saved {args.out}")

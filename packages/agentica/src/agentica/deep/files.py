@@ -212,6 +212,15 @@ def _not_found(path: str, text: str, old_string: str) -> str:
     )
 
 
+async def _text_or_none(backend: FileBackend, path: str) -> str | None:
+    """The file's text, or ``None`` when the backend will not read it as text (binary, too
+    large, not UTF-8): read_file could not show it either, so reading first is no remedy."""
+    try:
+        return await backend.read(path)
+    except BackendError:
+        return None
+
+
 class FileTools(Tool):
     """File tools over a ``FileBackend``: ls, read_file, write_file, edit_file, glob, grep.
 
@@ -372,13 +381,13 @@ class FileTools(Tool):
         existing = await backend.stat(path)
         if existing is None or existing.is_dir or existing.size == 0:
             return
-        if numbered and _numbered_copy(await backend.read(path), content):
+        if numbered and _numbered_copy(await _text_or_none(backend, path) or "", content):
             raise ToolError(
                 f"this is {existing.path} as it is now with a line number in front of each line "
                 "(read_file shows line numbers; they are not in the file), so nothing was "
                 "written. Write a file only to change it, without line numbers"
             )
-        if existing.path not in self._known(ctx):
+        if existing.path not in self._known(ctx) and await _text_or_none(backend, path):
             raise ToolError(
                 f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
                 "it in this task, so writing it would replace what is in it with text from your "

@@ -159,6 +159,12 @@ def check_citations(markdown: str, evidence: dict[int, Evidence]) -> CitationChe
     return check
 
 
+def _numbers_in(text: str) -> tuple[int, ...]:
+    """The source numbers cited in ``text`` (``[2]``, ``[1, 3]``), in order."""
+    return tuple(int(n) for group in _CITATION.findall(text)
+                 for n in re.split(r"\s*[,;]\s*", group))  # fmt: skip
+
+
 def _parse_plan(text: str, question: str, limit: int) -> list[str]:
     lines = []
     for line in text.splitlines():
@@ -185,8 +191,7 @@ def _parse_block(text: str, subtask: str) -> tuple[AnalysisBlock, list[str]]:
         if not _BULLET.match(stripped):
             continue
         claim = _BULLET.sub("", stripped).strip()
-        numbers = tuple(int(n) for group in _CITATION.findall(claim)
-                        for n in re.split(r"\s*[,;]\s*", group))  # fmt: skip
+        numbers = _numbers_in(claim)
         if not numbers:
             problems.append(f"the finding {claim[:60]!r} cites no source")
             continue
@@ -320,8 +325,10 @@ class DeepResearch:
             result.attempts = attempt
             reply = str((await agent.run(prompt)).content or "")
             block, problems = _parse_block(reply, result.subtask)
-            for finding in block.findings:
-                stray = [c for c in finding.citations if c not in allowed]
+            cited = [f.citations for f in block.findings]
+            cited.append(_numbers_in(block.conclusion))
+            for given in cited:
+                stray = [c for c in given if c not in allowed]
                 if stray:
                     problems.append(f"{', '.join(f'[{c}]' for c in stray)} is not a source here")
             if not problems and block.findings:
@@ -333,9 +340,8 @@ class DeepResearch:
                 await self.storage.set_variable("research", session, f"research.block.{n + 1}",
                                                 value, summary=result.subtask[:60])  # fmt: skip
                 return
-            numbers = sorted(allowed)
-            prompt = STRICTER.format(problems="; ".join(problems), first=numbers[0],
-                                     last=numbers[-1])  # fmt: skip
+            first, last = min(allowed), max(allowed)
+            prompt = STRICTER.format(problems="; ".join(problems), first=first, last=last)
         result.error = "its findings did not cite the sources after a second try: " + "; ".join(
             problems
         )
@@ -374,8 +380,7 @@ class DeepResearch:
                     + (f"invalid citations {check.invalid}" if check.invalid else "no citations")
                     + "; the report is assembled from the checked findings"
                 )
-        cited = sorted({c for r in valid if r.block for f in r.block.findings
-                        for c in f.citations})  # fmt: skip
+        cited = sorted(n for n in set(_numbers_in(markdown)) if n in evidence)
         if cited:
             markdown += "\n\n## Sources\n\n" + "\n".join(
                 f"[{n}] {evidence[n].citation} (`{evidence[n].key}`)" for n in cited

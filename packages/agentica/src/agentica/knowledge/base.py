@@ -18,12 +18,12 @@ from typing import Literal
 
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import (
+    MAX_FILE_BYTES,
     TEXT_SUFFIXES,
     Chunk,
     Document,
     chunk_document,
     document_from_bytes,
-    load_document,
 )
 from agentica.knowledge.embedders import Embedder
 from agentica.knowledge.stores import KnowledgeStore, SQLiteKnowledgeStore
@@ -130,20 +130,7 @@ class Knowledge:
         report = IndexReport()
         known = await self.store.sources()
         for done, (source, path) in enumerate(files.items(), start=1):
-            data = await _read_bytes(path)
-            content_hash = self._hash(data)
-            if known.get(source) == content_hash:
-                report.unchanged.append(source)
-            else:
-                try:
-                    chunks = await asyncio.to_thread(self._chunks_of, path, source)
-                except UsageError as exc:
-                    report.skipped[source] = str(exc)
-                else:
-                    vectors = await self.embedder.embed([c.for_embedding() for c in chunks])
-                    await self.store.replace(source, content_hash, chunks, vectors)
-                    (report.updated if source in known else report.added).append(source)
-                    report.chunks += len(chunks)
+            await self._index_file(source, path, known, report)
             if progress is not None:
                 progress(source, done, len(files))
         for source in known:
@@ -152,10 +139,29 @@ class Knowledge:
                 report.removed.append(source)
         return report
 
-    def _chunks_of(self, path: Path, source: str) -> list[Chunk]:
-        """The file's chunks (on a worker thread: parsing a PDF or HTML takes a while)."""
-        document = load_document(path, source=source)
-        return chunk_document(document, max_chars=self.max_chars, overlap_chars=self.overlap_chars)
+    async def _index_file(
+        self, source: str, path: Path, known: dict[str, str], report: IndexReport
+    ) -> None:
+        """Index one file unless its content is as ``known`` says; what happened goes into
+        ``report`` (an unreadable or unloadable file is skipped with the reason)."""
+        try:
+            data = await _read_bytes(path)
+        except (OSError, UsageError) as exc:
+            report.skipped[source] = str(exc)
+            return
+        content_hash = self._hash(data)
+        if known.get(source) == content_hash:
+            report.unchanged.append(source)
+            return
+        try:
+            chunks = await asyncio.to_thread(self._chunks_of_bytes, path.name, data, source)
+        except UsageError as exc:
+            report.skipped[source] = str(exc)
+            return
+        vectors = await self.embedder.embed([c.for_embedding() for c in chunks])
+        await self.store.replace(source, content_hash, chunks, vectors)
+        (report.updated if source in known else report.added).append(source)
+        report.chunks += len(chunks)
 
     async def add_bytes(self, source: str, data: bytes, *, name: str | None = None) -> int:
         """Index a file's content (an upload) as ``source``, its kind told by ``name``'s
@@ -181,10 +187,9 @@ class Knowledge:
         content_hash = self._hash(text.encode())
         if (await self.store.sources()).get(source) == content_hash:
             return 0
-        chunks = chunk_document(
-            Document(source, "markdown", (text,)),
-            max_chars=self.max_chars,
-            overlap_chars=self.overlap_chars,
+        document = Document(source, "markdown", (text,))
+        chunks = await asyncio.to_thread(
+            chunk_document, document, max_chars=self.max_chars, overlap_chars=self.overlap_chars
         )
         vectors = await self.embedder.embed([c.for_embedding() for c in chunks])
         await self.store.replace(source, content_hash, chunks, vectors)
@@ -219,6 +224,8 @@ class Knowledge:
         return hits[:k]
 
     async def aclose(self) -> None:
+        """Close the store (a later call opens it again)."""
+        self._opened = False
         await self.store.aclose()
 
     async def __aenter__(self) -> Knowledge:
@@ -263,7 +270,8 @@ def _collect(
     for given in paths:
         path = Path(given).resolve()
         if path.is_dir():
-            folders.append(_name(path, base) + "/")
+            named = _name(path, base)
+            folders.append("" if named == "." else named + "/")  # ("": the root, all of it)
             for found in sorted(path.rglob("*")):
                 if found.is_file() and _wanted(found, path):
                     files[_name(found, base)] = found
@@ -289,4 +297,11 @@ def _wanted(path: Path, folder: Path) -> bool:
 
 
 async def _read_bytes(path: Path) -> bytes:
-    return await asyncio.to_thread(path.read_bytes)
+    """The file's bytes (``UsageError`` for one larger than a document may be, unread)."""
+
+    def read() -> bytes:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise UsageError(f"larger than {MAX_FILE_BYTES // 1_000_000} MB; split it first")
+        return path.read_bytes()
+
+    return await asyncio.to_thread(read)

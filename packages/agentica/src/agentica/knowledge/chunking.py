@@ -26,7 +26,7 @@ __all__ = [
     "load_document",
 ]
 
-MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ""})
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".rst", ".txt", ".csv", ".tsv", ""})
 HTML_SUFFIXES = frozenset({".html", ".htm"})
 CODE_SUFFIXES = frozenset({
     ".py", ".js", ".ts", ".tsx", ".jsx", ".java", ".c", ".h", ".cpp", ".hpp", ".cc", ".go",
@@ -114,14 +114,13 @@ def _html_to_markdown(html: str) -> str:
 def _pdf_pages(data: bytes) -> list[str]:
     try:
         from pypdf import PdfReader
-        from pypdf.errors import PdfReadError
     except ImportError:
         raise UsageError("PDF files need pypdf: pip install 'agentica[knowledge]'") from None
     try:
         reader = PdfReader(io.BytesIO(data))
-    except (PdfReadError, ValueError) as exc:
-        raise UsageError(f"not a PDF file that can be read: {exc}") from None
-    return [(page.extract_text() or "").replace("\r\n", "\n") for page in reader.pages]
+        return [(page.extract_text() or "").replace("\r\n", "\n") for page in reader.pages]
+    except Exception as exc:  # (encrypted, malformed: pypdf raises many kinds)
+        raise UsageError(f"this PDF cannot be read ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass
@@ -256,26 +255,33 @@ def _markdown_blocks_plain(text: str) -> list[_Block]:
 
 
 def _split_long(block: _Block, max_chars: int) -> list[_Block]:
-    """A block longer than ``max_chars`` as pieces of whole lines (a line longer than that is
-    cut)."""
+    """A block longer than ``max_chars`` as pieces of whole lines, in order (a line longer than
+    that is cut into pieces of its own)."""
     if len(block.text) <= max_chars:
         return [block]
     pieces: list[_Block] = []
     lines: list[str] = []
     first = block.first
+
+    def flush(last: int) -> None:
+        nonlocal lines
+        if lines:
+            pieces.append(_Block("\n".join(lines), first, last, block.heading))
+            lines = []
+
     for offset, line in enumerate(block.text.split("\n")):
-        while len(line) > max_chars:
-            pieces.append(_Block(line[:max_chars], block.first + offset, block.first + offset,
-                                 block.heading))  # fmt: skip
-            line = line[max_chars:]
-        if lines and sum(len(x) + 1 for x in lines) + len(line) > max_chars:
-            pieces.append(_Block("\n".join(lines), first, block.first + offset - 1, block.heading))
-            lines, first = [], block.first + offset
+        number = block.first + offset
+        if len(line) > max_chars:
+            flush(number - 1)
+            while len(line) > max_chars:
+                pieces.append(_Block(line[:max_chars], number, number, block.heading))
+                line = line[max_chars:]
+        elif lines and sum(len(x) + 1 for x in lines) + len(line) > max_chars:
+            flush(number - 1)
         if not lines:
-            first = block.first + offset
+            first = number
         lines.append(line)
-    if lines:
-        pieces.append(_Block("\n".join(lines), first, block.last, block.heading))
+    flush(block.last)
     if pieces:
         pieces[0].starts_section = block.starts_section
     return pieces

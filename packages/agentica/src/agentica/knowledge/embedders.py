@@ -202,8 +202,10 @@ class OpenAIEmbeddings:
         model: the embedding model's name on the server.
         dimensions: the length of its vectors.
         base_url: the API's base URL, ending in ``/v1``.
-        api_key: the key; default: ``$OPENAI_API_KEY`` (none for a local server).
+        api_key: the key; default: ``$OPENAI_API_KEY`` for OpenAI's own API, none for any
+            other server (a key is never sent where it was not meant to go).
         batch_size: texts per request.
+        timeout: seconds per request.
     """
 
     def __init__(
@@ -214,31 +216,33 @@ class OpenAIEmbeddings:
         base_url: str = "https://api.openai.com/v1",
         api_key: str | None = None,
         batch_size: int = 64,
+        timeout: float = 60.0,
     ) -> None:
         self.name = model
         self.dimensions = dimensions
         self.base_url = base_url.rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        openai = self.base_url.startswith("https://api.openai.com/")
+        default = os.environ.get("OPENAI_API_KEY", "") if openai else ""
+        self.api_key = api_key if api_key is not None else default
         self.batch_size = batch_size
+        self.timeout = timeout
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         import aiohttp
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         out: list[list[float]] = []
-        async with aiohttp.ClientSession(headers=headers) as http:
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with aiohttp.ClientSession(headers=headers, timeout=timeout) as http:
             for start in range(0, len(texts), self.batch_size):
                 batch = list(texts[start : start + self.batch_size])
-                body = {"model": self.name, "input": batch}
-                async with http.post(f"{self.base_url}/embeddings", json=body) as reply:
-                    if reply.status != 200:
-                        detail = (await reply.text())[:300]
-                        raise ModelError(
-                            f"the embeddings endpoint {self.base_url} answered HTTP "
-                            f"{reply.status}: {detail}"
-                        )
-                    data = await reply.json()
-                rows = sorted(data.get("data", []), key=lambda row: row.get("index", 0))
+                data = await self._post(http, {"model": self.name, "input": batch})
+                rows = data.get("data") if isinstance(data, dict) else None
+                if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                    raise ModelError(
+                        f"the embeddings endpoint {self.base_url} answered without a data list"
+                    )
+                rows = sorted(rows, key=lambda row: row.get("index", 0))
                 if len(rows) != len(batch):
                     raise ModelError(
                         f"the embeddings endpoint returned {len(rows)} vectors for {len(batch)} "
@@ -247,6 +251,21 @@ class OpenAIEmbeddings:
                 for row in rows:
                     out.append(_unit(row["embedding"], self.dimensions, self.base_url))
         return out
+
+    async def _post(self, http: Any, body: dict[str, Any]) -> Any:
+        import aiohttp
+
+        try:
+            async with http.post(f"{self.base_url}/embeddings", json=body) as reply:
+                if reply.status != 200:
+                    detail = (await reply.text())[:300]
+                    raise ModelError(f"the embeddings endpoint {self.base_url} answered HTTP "
+                                     f"{reply.status}: {detail}")  # fmt: skip
+                return await reply.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise ModelError(
+                f"the embeddings endpoint {self.base_url} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _unit(vector: Sequence[float], dimensions: int, where: str) -> list[float]:

@@ -33,16 +33,26 @@ class PostgresKnowledgeStore:
     """Args:
     url: the database (``postgresql://user:password@host:5432/db``).
     table: the prefix of the store's tables (several bases can share a database).
-    pgvector: use the pgvector extension: ``None`` (default) when the server has it.
+    pgvector: use the pgvector extension: ``None`` (default) when the server has it and this
+        user may create it.
+    pool: an asyncpg pool to use (shared by several stores; not closed by ``aclose``).
     """
 
-    def __init__(self, url: str, *, table: str = "knowledge", pgvector: bool | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str = "knowledge",
+        pgvector: bool | None = None,
+        pool: Any = None,
+    ) -> None:
         if not table.isidentifier():
             raise UsageError(f"table must be a plain identifier like 'knowledge', not {table!r}")
         self.dsn = _dsn(url)
         self.table = table
         self.pgvector = pgvector
-        self._pool: Any = None
+        self._pool: Any = pool
+        self._own_pool = pool is None
         self._dimensions = 0
         self._open_lock = asyncio.Lock()
 
@@ -57,6 +67,7 @@ class PostgresKnowledgeStore:
         async with self._open_lock:
             if self._pool is None:
                 self._pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4)
+                self._own_pool = True
             async with self._pool.acquire() as db, db.transaction():
                 await db.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.table)
                 await self._create(db, embedder, dimensions)
@@ -81,9 +92,15 @@ class PostgresKnowledgeStore:
             )
             if self.pgvector and not available:
                 raise UsageError("pgvector=True, but the server has no 'vector' extension")
-            self.pgvector = bool(available)
+            wanted, self.pgvector = self.pgvector, bool(available)
             if self.pgvector:
-                await db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                try:
+                    async with db.transaction():  # (a savepoint: a refusal leaves the rest)
+                        await db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except Exception as exc:  # (no right to create it: arrays instead)
+                    if wanted:
+                        raise UsageError(f"pgvector=True, but: {exc}") from None
+                    self.pgvector = False
         column = f"vector({int(dimensions)})" if self.pgvector else "real[]"
         await db.execute(
             f"CREATE TABLE {t}_chunks (id bigserial PRIMARY KEY, source text NOT NULL, "
@@ -185,4 +202,5 @@ class PostgresKnowledgeStore:
     async def aclose(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.close()
+            if self._own_pool:
+                await pool.close()

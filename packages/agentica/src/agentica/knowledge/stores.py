@@ -267,7 +267,7 @@ class SQLiteKnowledgeStore:
             rows = db.execute(
                 "SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? "
                 "ORDER BY distance",
-                (blob, int(k)),
+                (blob, max(1, min(int(k), 4096))),  # (sqlite-vec's largest k)
             ).fetchall()
             return self._chunks(db, [(rowid, 1.0 - distance) for rowid, distance in rows])
 
