@@ -11,6 +11,7 @@ import sys
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -331,3 +332,75 @@ def test_the_cli_indexes_with_a_report_and_searches(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert missing.returncode == 2 and "agentica knowledge add DIR" in missing.stderr
+
+
+async def test_files_that_cannot_be_indexed_are_skipped_and_the_rest_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review findings: an encrypted or broken PDF aborted the whole add, a huge file was read
+    whole first, and `add .` never removed files that were gone."""
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nnot really a pdf")
+    (tmp_path / "notes.md").write_text("# Notes\n\nPears are green.\n")
+    (tmp_path / "table.csv").write_text("fruit,colour\npear,green\n")
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as out:
+        out.truncate(21_000_000)  # (sparse: no 21 MB written)
+    monkeypatch.chdir(tmp_path)
+    async with Knowledge(tmp_path / "k.db", embedder=Words()) as kb:
+        report = await kb.add(".")
+        assert sorted(report.added) == ["notes.md", "table.csv"]
+        assert "cannot be read" in report.skipped["broken.pdf"]
+        assert "larger than 20 MB" in report.skipped["huge.txt"]
+        (tmp_path / "notes.md").unlink()
+        assert (await kb.add(".")).removed == ["notes.md"]
+
+
+def test_a_line_longer_than_a_chunk_keeps_the_text_in_order() -> None:
+    text = "first line\nsecond line\n" + "X" * 250 + "\nlast"
+    chunks = chunk_document(Document("x.md", "markdown", (text,)), max_chars=100, overlap_chars=0)
+    assert [c.location for c in chunks] == ["lines 1-2", "line 3", "line 3", "lines 3-4"]
+    assert "".join(c.text.replace("\n", "") for c in chunks) == text.replace("\n", "")
+
+
+async def test_an_openai_compatible_embeddings_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiohttp import web
+
+    from agentica.errors import ModelError
+    from agentica.knowledge import OpenAIEmbeddings
+
+    seen: list[dict[str, Any]] = []
+
+    async def embeddings(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append({"auth": request.headers.get("Authorization"), **body})
+        if body["model"] == "broken":
+            return web.json_response({"error": {"message": "no such model"}}, status=404)
+        rows = [{"index": n, "embedding": [3.0, 4.0 + n]} for n in range(len(body["input"]))]
+        return web.json_response({"data": list(reversed(rows))})  # (any order: by index)
+
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", embeddings)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}/v1"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-for-this-server")
+    try:
+        local = OpenAIEmbeddings("m", dimensions=2, base_url=base, batch_size=2)
+        vectors = await local.embed(["a", "b", "c"])
+        assert vectors[0] == pytest.approx([0.6, 0.8])
+        assert vectors[1] == pytest.approx([3 / math.hypot(3, 5), 5 / math.hypot(3, 5)])
+        assert [len(s["input"]) for s in seen] == [2, 1]
+        assert all(s["auth"] is None for s in seen)  # the environment's key stays home
+        await OpenAIEmbeddings("m", dimensions=2, base_url=base, api_key="k").embed(["a"])
+        assert seen[-1]["auth"] == "Bearer k"
+        with pytest.raises(ModelError, match="answered HTTP 404"):
+            await OpenAIEmbeddings("broken", dimensions=2, base_url=base).embed(["a"])
+        with pytest.raises(ModelError, match="returned 2 dimensions, not 3"):
+            await OpenAIEmbeddings("m", dimensions=3, base_url=base).embed(["a"])
+        with pytest.raises(ModelError, match="failed: ClientConnectorError"):
+            await OpenAIEmbeddings("m", dimensions=2, base_url="http://127.0.0.1:9/v1").embed(["a"])
+    finally:
+        await runner.cleanup()
