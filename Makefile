@@ -6,7 +6,7 @@ UV := $(PYTHON) -m uv
 VENV := .venv
 RUN := $(UV) run --frozen
 
-.PHONY: install lint typecheck layers web web-test test test-fast bench demo demo-lanes serve clean
+.PHONY: install lint typecheck layers web web-test test test-fast bench demo demo-lanes demo-research serve clean
 
 $(VENV)/.installed: uv.lock pyproject.toml packages/agentica/pyproject.toml packages/agentica-team/pyproject.toml
 	@$(UV) --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
@@ -71,6 +71,9 @@ bench: install web $(MCP_PEERS)  # the framework core, MCP, then the team servic
 
 demo: install
 	$(RUN) agentica demo
+
+demo-research: install  # deep research over the team service's docs on the embedded model
+	$(RUN) agentica research "How does the team service keep the provider key away from students?" --knowledge docs/team.md --db .bench-out/research.db --out .bench-out/research.md
 
 demo-lanes: install  # the team service's lanes scenario on the embedded model (a few minutes)
 	$(RUN) python demos/team_lanes.py

@@ -170,6 +170,83 @@ async def scale(kind: str, size: int, folder: Path, vocabulary: list[str]) -> di
     }  # fmt: skip
 
 
+RESEARCH_QUESTIONS = [
+    "How does the team service keep the provider key away from students?",
+    "How are per-student budgets set and enforced?",
+    "What does a student's computer do when it connects to the server?",
+]
+
+
+async def research_parallel(folder: Path, latency: float = 0.5) -> dict[str, Any]:
+    """DeepResearch's orchestration alone: a scripted model answering every call after
+    ``latency`` seconds, three sub-questions analysed at once and one at a time."""
+    from agentica.deep.research import DeepResearch
+    from agentica.knowledge.stores import words as _words
+    from agentica.testing import FunctionModel
+
+    class Hashed:
+        name, dimensions = "hashed", 64
+
+        async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+            out = []
+            for text in texts:
+                vector = [0.0] * 64
+                for word in _words(text):
+                    vector[hash(word) % 64] += 1.0
+                norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+                out.append([v / norm for v in vector])
+            return out
+
+    async def reply(messages: list[Any], request: Any) -> str:
+        await asyncio.sleep(latency)
+        system = str(messages[0].content)
+        if "You plan" in system:
+            return "\n".join(RESEARCH_QUESTIONS)
+        if "You write" in system:
+            return "# Report\n\nThe findings are cited [1]."
+        return "- The documents answer it [1]."
+
+    figures: dict[str, Any] = {"latency_s": latency}
+    async with Knowledge(folder / "research.db", embedder=Hashed()) as kb:
+        await kb.add(ROOT / "docs" / "team.md", root=ROOT)
+        for label, parallel in (("parallel", 3), ("sequential", 1)):
+            research = DeepResearch(kb, model=FunctionModel(reply), max_parallel=parallel)
+            started = time.perf_counter()
+            await research.run("How does the team service work?")
+            figures[f"{label}_s"] = time.perf_counter() - started
+    return figures
+
+
+async def research_on_model(model_name: str) -> dict[str, Any]:
+    """DeepResearch on a real model over docs/team.md: each question's claims and how many
+    cite evidence that exists."""
+    from agentica.deep.research import DeepResearch
+    from agentica.models import ModelSettings
+    from agentica.models.registry import resolve_model
+
+    model = resolve_model(model_name)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Knowledge(Path(tmp) / "team.db") as kb:
+            await kb.add(ROOT / "docs" / "team.md", root=ROOT)
+            for question in RESEARCH_QUESTIONS:
+                research = DeepResearch(kb, model=model, max_subtasks=2,
+                                        model_settings=ModelSettings(temperature=0.0,
+                                                                     max_tokens=400))  # fmt: skip
+                report = await research.run(question)
+                rows.append({"question": question, "claims": report.citations.claims,
+                             "cited": report.citations.cited,
+                             "invalid": len(report.citations.invalid),
+                             "failed_subtasks": sum(1 for r in report.subtasks if r.error),
+                             "assembled": any("assembled" in n for n in report.notes),
+                             "seconds": report.seconds})  # fmt: skip
+                console.print(f"  {question[:50]}: {rows[-1]}")
+    close = getattr(model, "aclose", None)
+    if close is not None:
+        await close()
+    return {"model": model_name, "questions": rows}
+
+
 def plot(result: dict[str, Any]) -> None:
     import matplotlib
 
@@ -219,6 +296,27 @@ def markdown(result: dict[str, Any]) -> str:
         f"\nA query's embedding (MiniLM, one short text) takes {result['query_embed_ms']:.1f} ms "
         "p50 on top of a hybrid search.\n\n![Recall and MRR per search mode](img/knowledge.png)"
     )
+    if "research_parallel" in result:
+        r = result["research_parallel"]
+        text += (
+            f"\n\nDeep research, orchestration alone (a scripted model answering every call after "
+            f"{r['latency_s']} s; a plan, 3 sub-questions, a writer): {r['parallel_s']:.2f} s with "
+            f"the analyses in parallel, {r['sequential_s']:.2f} s one at a time "
+            f"({r['sequential_s'] / r['parallel_s']:.1f}x)."
+        )
+    if "research_model" in result:
+        rows = result["research_model"]["questions"]
+        claims = sum(r["claims"] for r in rows)
+        cited = sum(r["cited"] for r in rows)
+        text += (
+            f"\n\nDeep research on `{result['research_model']['model']}` over docs/team.md, "
+            f"{len(rows)} questions: {cited} of {claims} report claims cite evidence that exists "
+            f"({cited / claims if claims else 0:.0%}); invalid citations "
+            f"{sum(r['invalid'] for r in rows)}; sub-questions failed "
+            f"{sum(r['failed_subtasks'] for r in rows)}; reports assembled from the findings "
+            f"{sum(1 for r in rows if r['assembled'])}; mean "
+            f"{statistics.mean(r['seconds'] for r in rows):.0f} s per question."
+        )
     return text
 
 
@@ -248,6 +346,10 @@ async def main_async(args: argparse.Namespace) -> None:
                 figures = await scale(kind, size, folder, vocabulary)
                 console.print(f"  {kind} {size}: {figures}")
                 result["scale"].append(figures)
+        result["research_parallel"] = await research_parallel(folder)
+        console.print(f"  research orchestration: {result['research_parallel']}")
+    if args.research_model:
+        result["research_model"] = await research_on_model(args.research_model)
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2))
     plot(result)
@@ -264,6 +366,8 @@ def main() -> None:
                         choices=["sqlite", "lancedb", "qdrant"])  # fmt: skip
     parser.add_argument("--max-other", type=int, default=10_000,
                         help="the largest size for the stores other than SQLite")  # fmt: skip
+    parser.add_argument("--research-model", metavar="MODEL",
+                        help="also run DeepResearch on this model (e.g. local)")  # fmt: skip
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 
