@@ -490,7 +490,7 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "with open('orders.csv') as f: lines = f.readlines() count = 0 for line in lines: "
             "count += 1 print(count)",
             "SyntaxError",
-            "The code is all on one line, but with, for, if and def need lines of their own",
+            "by four spaces, like this: {\"code\": \"import csv\\nwith open('data.csv') as f:",
         ),
         (
             # seen: people.json read with read_file, then used as a variable in run_python

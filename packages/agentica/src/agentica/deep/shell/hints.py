@@ -95,7 +95,9 @@ _PYTHON_ERRORS = tuple(
             r"(?:for|if|while|with|def|print|return)\b)[^\n]*\n(?:[^\n]*\n)?SyntaxError",
             "The code is all on one line, but with, for, if and def need lines of their own: "
             "put each statement on its own line (a newline, \\n in the JSON string) and indent "
-            "the lines inside each block by four spaces.",
+            "the lines inside each block by four spaces, like this: "
+            '{{"code": "import csv\\nwith open(\'data.csv\') as f:\\n    rows = '
+            'list(csv.reader(f))\\nprint(len(rows))"}}',
         ),
         (
             r"SyntaxError",
