@@ -1,5 +1,5 @@
-// /teach/:courseId: the course's title and its tabs (Roster, Usage, Activity, Audit,
-// Settings), each a route of its own so a tab can be linked to and reloaded.
+// /teach/:courseId: the course's title and its tabs (Roster, Usage, Activity, Knowledge,
+// Audit, Settings), each a route of its own so a tab can be linked to and reloaded.
 import { useTranslation } from "react-i18next";
 import { useEffect } from "react";
 import { Link, NavLink, Outlet, useLocation, useParams } from "react-router";
@@ -7,7 +7,7 @@ import { ErrorBox, Loading, PageTitle } from "../components/common";
 import { teaches } from "./CoursesPage";
 import { type CourseContext, useCourse } from "./queries";
 
-const TABS = ["roster", "usage", "activity", "audit", "settings"] as const;
+const TABS = ["roster", "usage", "activity", "knowledge", "audit", "settings"] as const;
 
 export function CoursePage() {
   const { t } = useTranslation("teacher");

@@ -1,5 +1,5 @@
 // The teacher view (/teach): the courses one teaches, and per course the tabs Roster, Usage,
-// Activity, Audit and Settings. Loaded as its own chunk (with the chart library).
+// Activity, Knowledge, Audit and Settings. Loaded as its own chunk (with the chart library).
 import { Navigate, Route, Routes } from "react-router";
 import { useTranslation } from "react-i18next";
 import { isStaff, useAuth } from "../auth";
@@ -8,6 +8,7 @@ import { ActivityTab } from "./ActivityTab";
 import { AuditTab } from "./AuditTab";
 import { CoursePage } from "./CoursePage";
 import { CoursesPage } from "./CoursesPage";
+import { KnowledgeTab } from "./KnowledgeTab";
 import { RosterTab } from "./RosterTab";
 import { SettingsTab } from "./SettingsTab";
 import { UsageTab } from "./UsageTab";
@@ -33,6 +34,7 @@ export default function TeacherRoutes() {
         <Route path="roster" element={<RosterTab />} />
         <Route path="usage" element={<UsageTab />} />
         <Route path="activity" element={<ActivityTab />} />
+        <Route path="knowledge" element={<KnowledgeTab />} />
         <Route path="audit" element={<AuditTab />} />
         <Route path="settings" element={<SettingsTab />} />
         <Route path="*" element={<Navigate to="roster" replace />} />

@@ -35,7 +35,7 @@ describe("teacher strings", () => {
 
   it("has the keys built from values", () => {
     const built = [
-      ...["roster", "usage", "activity", "audit", "settings"].map((tab) => `tabs.${tab}`),
+      ...["roster", "usage", "activity", "knowledge", "audit", "settings"].map((tab) => `tabs.${tab}`),
       ...["teacher", "student", "admin"].map((role) => `roles.${role}`),
       ...["day", "week", "course"].map((period) => `budgets.periods.${period}`),
       ...["maxTokens", "maxCostUsd", "requestsPerMinute", "maxConcurrent"].map(

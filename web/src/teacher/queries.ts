@@ -19,6 +19,8 @@ export const keys = {
     ["course", id, "sessions", userId, limit] as const,
   audit: (id: string, query: object) => ["course", id, "audit", query] as const,
   verify: (id: string) => ["course", id, "audit-verify"] as const,
+  material: (id: string) => ["course", id, "knowledge"] as const,
+  answers: (id: string) => ["course", id, "shared-answers"] as const,
   server: ["server"] as const,
 };
 

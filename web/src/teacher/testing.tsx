@@ -12,7 +12,9 @@ export interface Call {
   method: string;
   path: string;
   query: URLSearchParams;
+  /** A JSON body parsed, any other body as its text. */
   body: unknown;
+  contentType: string | null;
 }
 
 type Handler = (call: Call) => { status?: number; body?: unknown } | undefined;
@@ -26,11 +28,13 @@ export function fakeService(routes: Record<string, unknown | Handler>) {
     const request = input instanceof Request ? input : new Request(String(input), init);
     const url = new URL(request.url, "http://localhost");
     const text = request.method === "GET" ? "" : await request.text();
+    const contentType = request.headers.get("Content-Type");
     const call: Call = {
       method: request.method,
       path: url.pathname,
       query: url.searchParams,
-      body: text ? JSON.parse(text) : undefined,
+      body: text ? (contentType?.includes("json") ? JSON.parse(text) : text) : undefined,
+      contentType,
     };
     calls.push(call);
     const route = routes[`${call.method} ${call.path}`];
