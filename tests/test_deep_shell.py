@@ -397,6 +397,24 @@ async def test_run_python_runs_code_and_explains_shell_commands(tmp_path: Path) 
     ]  # fmt: skip
 
 
+async def test_run_python_adds_a_missing_standard_library_import_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """As measured on the 1.5B model: csv.reader with no `import csv`, the same failing call
+    sent four times (NameError each time) before the run ended on an answer from its head."""
+    (tmp_path / "t.csv").write_text("person,hours\nPriya,7.5\nPriya,6\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    code = "rows = list(csv.reader(open('t.csv')))[1:]\nprint(sum(float(r[1]) for r in rows))"
+    out = await shell.run_python(code)
+    assert "exit code 0" in out and "13.5" in out
+    assert "used csv without importing it; it was run with `import csv` added as line 1" in out
+    # a name the code defines itself, and code that imports it, are left alone
+    for own in ("csv = 1\nprint(csv.real)", "import csv\nprint(csv.QUOTE_ALL)"):
+        assert "without importing" not in await shell.run_python(own)
+    undefined = await shell.run_python("print(pandas.DataFrame)")  # (not the standard library)
+    assert "NameError" in undefined and "without importing" not in undefined
+
+
 async def test_run_python_puts_a_mistyped_closing_bracket_right_and_says_so(
     tmp_path: Path,
 ) -> None:
@@ -490,7 +508,7 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
             "with open('orders.csv') as f: lines = f.readlines() count = 0 for line in lines: "
             "count += 1 print(count)",
             "SyntaxError",
-            "by four spaces, like this: {\"code\": \"import csv\\nwith open('data.csv') as f:",
+            'by four spaces, like this: {"code": "import csv\\nwith open(\'data.csv\') as f:',
         ),
         (
             # seen: people.json read with read_file, then used as a variable in run_python

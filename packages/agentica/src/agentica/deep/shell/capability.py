@@ -20,6 +20,7 @@ from agentica.deep.shell.hints import (
     check_command,
     check_python,
     hint,
+    missing_imports,
     repair_brackets,
     workspace_paths,
 )
@@ -361,6 +362,7 @@ class Shell(Capability):
         if (problem := check_python(code)) is not None:
             raise ToolError(problem)
         code, repairs = repair_brackets(code)
+        code, imported = missing_imports(code)
         moved: list[str] = []
         if self.root is not None:  # (a backend elsewhere has its own machine to look at)
             code, moved = await asyncio.to_thread(workspace_paths, code, self.root)
@@ -380,6 +382,13 @@ class Shell(Capability):
             result += (
                 f"\n(Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the "
                 "right bracket yourself next time.)"
+            )
+        if imported:
+            names = ", ".join(imported)
+            result += (
+                f"\n(Your code used {names} without importing it; it was run with "
+                f"`import {names}` added as line 1, so error line numbers count that line. "
+                "Write the import yourself next time.)"
             )
         return result
 

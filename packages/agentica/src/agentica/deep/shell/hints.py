@@ -1,6 +1,6 @@
 """What the model is told about its commands: refused input (``check_command``,
-``check_python``), advice after a failure (``hint``), and mistyped brackets put right in Python
-code (``repair_brackets``)."""
+``check_python``), advice after a failure (``hint``), and Python code put right before it runs:
+mistyped brackets (``repair_brackets``), missing standard-library imports (``missing_imports``)."""
 
 from __future__ import annotations
 
@@ -198,6 +198,48 @@ def repair_brackets(code: str) -> tuple[str, list[str]]:
         else:
             return (fixed, notes) if notes else (code, [])
     return code, []
+
+
+# Standard-library modules small models use without importing them (seen: csv.reader with no
+# `import csv`, the same failing call sent four times)
+_STDLIB_MODULES = frozenset({
+    "csv", "json", "math", "re", "os", "sys", "statistics", "collections", "datetime",
+    "itertools", "functools", "random", "string", "time", "pathlib", "decimal", "fractions",
+    "heapq", "bisect", "operator", "textwrap", "shutil", "glob",
+})  # fmt: skip
+
+
+def missing_imports(code: str) -> tuple[str, list[str]]:
+    """``code`` with ``import m`` added as its first line for each standard-library module
+    ``m`` it uses as ``m.name`` without importing or defining it, and those modules' names.
+    Code that does not parse, or needs nothing, is returned unchanged. Parsing only."""
+    if len(code) > _MAX_REPAIR:
+        return code, []
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return code, []
+    used: set[str] = set()
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            used.add(node.value.id)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            defined.add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            defined.add(node.name)
+    missing = sorted((used & _STDLIB_MODULES) - defined)
+    if not missing:
+        return code, []
+    if code.startswith("from __future__"):  # (it must stay first)
+        return code, []
+    return f"import {', '.join(missing)}\n{code}", missing
 
 
 def workspace_paths(code: str, root: Path) -> tuple[str, list[str]]:
