@@ -404,3 +404,19 @@ async def test_an_openai_compatible_embeddings_endpoint(monkeypatch: pytest.Monk
             await OpenAIEmbeddings("m", dimensions=2, base_url="http://127.0.0.1:9/v1").embed(["a"])
     finally:
         await runner.cleanup()
+
+
+async def test_a_reranker_reorders_the_hybrid_candidates(tmp_path: Path) -> None:
+    (tmp_path / "guide.md").write_text(GUIDE)
+    asked: list[tuple[str, int]] = []
+
+    async def last_first(query: str, hits: list[Any]) -> list[Any]:
+        asked.append((query, len(hits)))
+        return list(reversed(hits))
+
+    async with Knowledge(tmp_path / "k.db", embedder=Words(), reranker=last_first) as kb:
+        await kb.add(tmp_path / "guide.md", root=tmp_path)
+        plain = await kb.search("budgets per student", 3, mode="bm25")
+        reranked = await kb.search("budgets per student", 3)
+    assert asked == [("budgets per student", 3)]  # (hybrid only, all fused candidates)
+    assert reranked[-1].chunk.heading == "Guide > Budgets" == plain[0].chunk.heading
