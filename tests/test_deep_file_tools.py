@@ -490,6 +490,30 @@ async def test_a_file_with_text_is_overwritten_only_after_this_run_read_it(tmp_p
     assert await backend.read("/a.txt") == "new"
 
 
+async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -> None:
+    """As measured on the 1.5B model: after reading setup.cfg it called edit_file with
+    old_string="version = '1.4.2'" (the file has no quotes), then wrote an invented file."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    original = "[metadata]\nname = weather-cli\nversion = 1.4.2\n"
+    await backend.write("/setup.cfg", original)
+    await tools.read_file(ctx, "/setup.cfg")
+    out = await tools.edit_file(ctx, "/setup.cfg", "version = '1.4.2'", "version = '1.5.0'")
+    assert out.startswith("edited /setup.cfg: replaced 1 occurrence at line 3; old_string matched")
+    assert await backend.read("/setup.cfg") == original.replace("1.4.2", "1.5.0")
+    # quotes the file has stay; a different number of quotes in new_string is not guessed at
+    await backend.write("/a.py", "name = 'x'\n")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(ctx, "/a.py", "name = x", "name = y")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(ctx, "/setup.cfg", "name = 'weather-cli'", "name = cli")
+    # every line of the file replaced: the result says so (a note, the write is done)
+    out = await tools.write_file(ctx, "/setup.cfg", "version = '1.5.0'\n[tool.poetry]\n")
+    assert "[check] None of the 3 lines /setup.cfg had are in it now." in out
+    kept = await tools.write_file(ctx, "/setup.cfg", "version = '1.5.0'\n[tool.poetry]\nx\n")
+    assert "[check]" not in kept  # (two lines before: too few to say)
+
+
 async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is() -> None:
     """As measured on the 1.5B model: asked how many hours a person logged, it read
     timesheet.csv and wrote it back with "1," in front of each line."""

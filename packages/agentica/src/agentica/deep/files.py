@@ -189,6 +189,29 @@ def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, 
     return plain_old, new_string if plain_new is None else plain_new
 
 
+def _all_lines_gone(before: str, after: str) -> int:
+    """How many lines ``before`` had, when it had three or more and none is in ``after`` (a
+    file rewritten from scratch: seen, setup.cfg replaced by an invented one); else 0."""
+    old = {line.strip() for line in before.splitlines() if line.strip()}
+    new = {line.strip() for line in after.splitlines() if line.strip()}
+    return len(old) if len(old) >= 3 and not old & new else 0
+
+
+_QUOTES = re.compile(r"""['"]""")
+
+
+def _without_added_quotes(text: str, old_string: str, new_string: str) -> tuple[str, str] | None:
+    """(old, new) without the quotes the model put around values, when ``old_string`` is not
+    in ``text`` but is, once, without its quotes, and ``new_string`` has the same number of
+    them (seen: ``version = '1.4.2'`` for the line ``version = 1.4.2``); else None."""
+    plain_old = _QUOTES.sub("", old_string)
+    if plain_old == old_string or not plain_old.strip() or text.count(plain_old) != 1:
+        return None
+    if len(_QUOTES.findall(new_string)) != len(_QUOTES.findall(old_string)):
+        return None
+    return plain_old, _QUOTES.sub("", new_string)
+
+
 def _not_found(path: str, text: str, old_string: str) -> str:
     """Why ``old_string`` is not in the file, with the line it most likely meant."""
     if old_string.strip() and old_string.strip() in text:
@@ -371,29 +394,30 @@ class FileTools(Tool):
 
     async def _check_overwrite(
         self, ctx: RunContext[Any], backend: FileBackend, path: str, content: str
-    ) -> None:
+    ) -> str | None:
         """Refuse to overwrite a file with text that this run never saw, or to write a file back
-        with line numbers in front (see the class). A file's own content is read only when what
-        is written starts with a line number."""
-        numbered = _LEADING_NUMBER.match(content) is not None
-        if not numbered and normalize_path(path) in self._known(ctx):
-            return
+        with line numbers in front (see the class); the file's text before (``None``: a new,
+        empty or binary file)."""
         existing = await backend.stat(path)
         if existing is None or existing.is_dir or existing.size == 0:
-            return
-        if numbered and _numbered_copy(await _text_or_none(backend, path) or "", content):
+            return None
+        current = await _text_or_none(backend, path)
+        if current is None:  # (binary: read_file could not show it, so reading is no remedy)
+            return None
+        if _LEADING_NUMBER.match(content) and _numbered_copy(current, content):
             raise ToolError(
                 f"this is {existing.path} as it is now with a line number in front of each line "
                 "(read_file shows line numbers; they are not in the file), so nothing was "
                 "written. Write a file only to change it, without line numbers"
             )
-        if existing.path not in self._known(ctx) and await _text_or_none(backend, path):
+        if existing.path not in self._known(ctx) and current.strip():
             raise ToolError(
                 f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
                 "it in this task, so writing it would replace what is in it with text from your "
                 f"head. Call read_file('{existing.path}') first; then change it with edit_file, "
                 "or call write_file again with the whole new content"
             )
+        return current
 
     @tool(exclusive=True)
     async def write_file(self, ctx: RunContext[Any], path: str, content: str) -> str:
@@ -414,10 +438,17 @@ class FileTools(Tool):
                 f"this JSON (check it):\n{shown}"
             )
         backend = self.resolve(ctx)
+        before = None
         if self.read_before_overwrite:
-            await self._check_overwrite(ctx, backend, path, written)
+            before = await self._check_overwrite(ctx, backend, path, written)
         info = await backend.write(path, written)
         self._saw(ctx, info.path)
+        if before is not None and (gone := _all_lines_gone(before, written)):
+            note += (
+                f"\n[check] None of the {gone} lines {info.path} had are in it now. If the task "
+                "asked to change a part of the file, the rest is lost: write the whole file "
+                "again with the other lines kept, or change only that part with edit_file."
+            )
         problem = _parse_problem(info.path, written)
         return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
             f"\n{problem}" if problem else ""
@@ -462,6 +493,14 @@ class FileTools(Tool):
                 old_string = crlf
                 new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
                 count = text.count(old_string)
+        unquoted = ""
+        if count == 0 and (plain := _without_added_quotes(text, old_string, new_string)):
+            old_string, new_string = plain  # ("version = '1.4.2'" for "version = 1.4.2")
+            count = 1
+            unquoted = (
+                "; old_string matched without the quotes you put around its value (the file "
+                "has none), so new_string was written without them too"
+            )
         if count == 0:
             raise ToolError(_not_found(path, text, old_string))
         if count > 1 and not replace_all:
@@ -481,7 +520,7 @@ class FileTools(Tool):
         info = await backend.write(path, updated)
         self._saw(ctx, info.path)
         if count == 1:
-            return f"edited {info.path}: replaced 1 occurrence at line {first_line}"
+            return f"edited {info.path}: replaced 1 occurrence at line {first_line}{unquoted}"
         return f"edited {info.path}: replaced {count} occurrences"
 
     @tool
