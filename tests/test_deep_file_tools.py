@@ -563,6 +563,24 @@ async def test_a_json_or_python_file_that_does_not_parse_gets_a_note() -> None:
         assert "Note" not in await tools.write_file(CTX, path, text)
 
 
+async def test_an_edit_that_leaves_a_setting_without_its_name_gets_a_note() -> None:
+    """As measured on the 1.5B model: "Turn off debug mode" became edit_file(old="debug",
+    new="", replace_all=True), leaving " = true" in config.ini."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    await backend.write("/config.ini", "[app]\nname = shop\ndebug = true\n")
+    out = await tools.edit_file(ctx, "/config.ini", "debug", "", replace_all=True)
+    assert out.endswith(
+        "Note: line 3 of /config.ini ('= true') has a value but no setting name: the name was "
+        "removed. Put the name back (name = value)."
+    )
+    fine = await tools.edit_file(ctx, "/config.ini", " = true", "debug = false")
+    assert "Note" not in fine
+    toml = await tools.write_file(ctx, "/pyproject.toml", "[project]\nname = shop\n")
+    assert "Note: /pyproject.toml is not valid TOML" in toml
+    assert "Note" not in await tools.write_file(ctx, "/ok.toml", '[project]\nname = "shop"\n')
+
+
 @pytest.mark.parametrize(
     ("content", "stored"),
     [

@@ -16,6 +16,7 @@ import difflib
 import json
 import re
 import time
+import tomllib
 from collections.abc import Callable
 from typing import Any, Literal, TypeAlias
 
@@ -151,11 +152,15 @@ def _json_from_mapping_lines(path: str, text: str) -> str | None:
         return None  # (not YAML either, or values JSON has no form for: a date)
 
 
+_KEYLESS = re.compile(r"^\s*[=:]\s*\S")  # "= true": a setting whose name was deleted
+
+
 def _parse_problem(path: str, text: str) -> str | None:
-    """Why a ``.json`` or ``.py`` file just written does not parse (seen: config.json written
-    as ``name: agentica``), or ``None``."""
+    """Why a ``.json``, ``.py``, ``.toml`` or INI-style file just written or edited does not
+    parse (seen: config.json written as ``name: agentica``; ``debug = true`` edited into
+    `` = true``), or ``None``."""
     suffix = path.rsplit(".", 1)[-1].lower() if "." in path else ""
-    if suffix not in ("json", "py") or len(text) > _PARSE_LIMIT:
+    if len(text) > _PARSE_LIMIT:
         return None
     if suffix == "json":
         try:
@@ -165,6 +170,22 @@ def _parse_problem(path: str, text: str) -> str | None:
                 f"Note: {path} is not valid JSON ({exc}); JSON looks like "
                 '{"key": "text", "number": 1}. Write it again as JSON.'
             )
+        return None
+    if suffix == "toml":
+        try:
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            return f"Note: {path} is not valid TOML ({exc}); fix it."
+        return None
+    if suffix in ("ini", "cfg", "conf", "properties", "env"):
+        for number, line in enumerate(text.splitlines(), start=1):
+            if _KEYLESS.match(line):
+                return (
+                    f"Note: line {number} of {path} ({line.strip()[:60]!r}) has a value but no "
+                    "setting name: the name was removed. Put the name back (name = value)."
+                )
+        return None
+    if suffix != "py":
         return None
     try:
         ast.parse(text)
@@ -519,9 +540,13 @@ class FileTools(Tool):
         updated = text.replace(old_string, new_string)
         info = await backend.write(path, updated)
         self._saw(ctx, info.path)
+        problem = _parse_problem(info.path, updated)
+        after = f"\n{problem}" if problem else ""
         if count == 1:
-            return f"edited {info.path}: replaced 1 occurrence at line {first_line}{unquoted}"
-        return f"edited {info.path}: replaced {count} occurrences"
+            return (
+                f"edited {info.path}: replaced 1 occurrence at line {first_line}{unquoted}{after}"
+            )
+        return f"edited {info.path}: replaced {count} occurrences{after}"
 
     @tool
     async def glob(self, ctx: RunContext[Any], pattern: str, path: str = "/") -> str:
