@@ -224,6 +224,11 @@ async def test_a_value_worked_out_from_data_by_reading_is_sent_back_once_to_comp
         """Read a file."""
         return files[path]
 
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\nInes Duarte\n"
+
     model = ScriptedModel([
         tool_calls(call("read_file", path="people.json")),
         "The oldest person is Marta Koval, born in 1948.",
@@ -298,3 +303,26 @@ async def test_a_number_a_tool_only_echoed_from_its_arguments_is_not_seen() -> N
     assert nudge.text.startswith(
         "Your answer says 10 and 14, but your last run_python call printed: 14 13 12."
     )
+
+
+async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoting_it() -> None:
+    """As measured on the 1.5B model: asked to compute the word count, run_python printed 13,
+    and the model answered 1 (the line number it had written) again."""
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\n13\n"
+
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="notes.txt")),
+        "There is 1 word.",
+        tool_calls(call("run_python", code="print(len(open('notes.txt').read().split()))")),
+        "There is 1 word.",
+        "There are 13 words.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("Count the words in notes.txt")).content == "There are 13 words."
+    quoted = model.requests[4].messages[-1]
+    assert isinstance(quoted, UserMessage)
+    assert quoted.text.startswith("Your answer says 1, but your last run_python call printed: 13.")

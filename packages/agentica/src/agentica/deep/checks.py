@@ -336,8 +336,9 @@ _AGGREGATE = re.compile(
 _AGGREGATE_NAMES = {"how many": "count", "number of": "count"}
 PRINTED_PROMPT = (
     "Your answer says {numbers}, but your last {tool} call printed: {printed}. If that is the "
-    "value the task asks for, answer with it; if not, compute the value asked for with {tool} "
-    "and answer with what it prints."
+    "value the task asks for, answer with it (and write it where the task says, if it asks "
+    "for a file); if not, compute the value asked for with {tool} and answer with what it "
+    "prints."
 )
 _PRINTED_CHARS = 80  # a computing call's output short enough to quote back
 
@@ -504,10 +505,20 @@ class NumberCheck(Capability):
             return None  # an answer from what the model knows ("The Wall fell in 1989.")
         text = _FENCE.sub(" ", message.content or "")
         unseen = self._sources(ctx).unseen(text)
-        if not unseen:
-            return self._compute(ctx)
         retries = int(ctx.state.get(f"{self.name}.retries", 0))
         printed = ctx.state.get(f"{self.name}.printed")
+        if not unseen and printed and ctx.state.get(f"{self.name}.compute"):
+            # the value the task asks for was computed when asked to, and the answer does not
+            # say it (seen: run_python printed 13 words, the model answered 1 again)
+            said = {t for _, parts in _numbers(text) for t in parts}
+            wanted = [t for _, parts in _numbers(printed[1]) for t in parts]
+            if wanted and not said & set(wanted) and retries < self.max_retries:
+                ctx.state[f"{self.name}.retries"] = retries + 1
+                numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
+                return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1],
+                                             **_list(numbers))  # fmt: skip
+        if not unseen:
+            return self._compute(ctx)
         if printed and retries < self.max_retries and self.max_nudges:
             # seen: run_python printed 3 twice, and the model answered its 10 again each time
             ctx.state[f"{self.name}.retries"] = retries + 1
