@@ -442,7 +442,7 @@ class FileTools(Tool):
 
     @tool(exclusive=True)
     async def write_file(self, ctx: RunContext[Any], path: str, content: str) -> str:
-        """Create a text file, or overwrite one you have read.
+        """Create or overwrite a text file.
 
         Args:
             path: the file, e.g. "/notes.md".
