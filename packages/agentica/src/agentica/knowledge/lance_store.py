@@ -20,6 +20,8 @@ from agentica.knowledge.chunking import Chunk
 
 __all__ = ["LanceKnowledgeStore"]
 
+OPTIMIZE_AFTER = 2000  # rows added since the index was brought up to date, before it is again
+
 
 def _quoted(text: str) -> str:
     """``text`` as a SQL string literal of LanceDB's filter language."""
@@ -51,6 +53,7 @@ class LanceKnowledgeStore:
         self._sources: Any = None
         self._dimensions = 0
         self._indexed = False
+        self._unindexed = 0
         self._lock = asyncio.Lock()
 
     async def open(self, embedder: str, dimensions: int) -> None:
@@ -130,6 +133,10 @@ class LanceKnowledgeStore:
 
                 await table.create_index("words", config=FTS(with_position=False))
                 self._indexed = True
+            self._unindexed += len(rows)
+            if self._unindexed >= OPTIMIZE_AFTER:  # (rows not in the index are scanned)
+                await table.optimize()
+                self._unindexed = 0
 
     async def remove(self, source: str) -> None:
         table, sources = self._open()
