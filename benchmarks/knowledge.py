@@ -354,8 +354,8 @@ async def main_async(args: argparse.Namespace) -> None:
     OUT.write_text(json.dumps(result, indent=2))
     plot(result)
     if args.write_docs:
-        write_section("knowledge", "uv run python benchmarks/knowledge.py --write-docs",
-                      markdown(result), heading="Knowledge (RAG)")  # fmt: skip
+        command = "uv run python " + " ".join(["benchmarks/knowledge.py", *sys.argv[1:]])
+        write_section("knowledge", command, markdown(result), heading="Knowledge (RAG)")
     console.print(markdown(result))
 
 
