@@ -19,6 +19,15 @@ def quiet() -> Console:
     return Console(quiet=True)
 
 
+# what the subagent runs: the totals computed from the file (numbers a script only prints from
+# its own source do not count as computed: NumberCheck)
+TOTALS_CODE = (
+    "import csv\ntotals = {}\nfor row in csv.DictReader(open('sales.csv')):\n"
+    "    totals[row['region']] = totals.get(row['region'], 0) + int(row['amount'])\n"
+    "print(', '.join(f'{k} {v}' for k, v in totals.items()))"
+)
+
+
 async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path) -> None:
     root = prepare_workspace(str(tmp_path))
     assert "TODO" in (root / "report.md").read_text()
@@ -27,7 +36,7 @@ async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path
         tool_calls(call("write_todos", todos=steps)),
         tool_calls(call("task", description="Compute the totals per region")),
         # the subagent (same model): runs Python, reports
-        tool_calls(call("run_python", code="print('north 165, south 180, east 90')")),
+        tool_calls(call("run_python", code=TOTALS_CODE)),
         "north 165, south 180, east 90",
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=ROWS)),
         tool_calls(call("read_file", path="report.md")),
@@ -58,19 +67,21 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
     root = prepare_workspace(str(tmp_path))
     wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
     model = ScriptedModel([
+        tool_calls(call("run_python", code="print(open('sales.csv').read())")),
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
         tool_calls(call("read_file", path="report.md")),
         "done", "done",
         tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
                         new_string="| north | 165 |")),
         tool_calls(call("read_file", path="report.md")),
-        "fixed", "fixed",
+        "fixed", "fixed", "fixed",  # (the answer check, then the heartbeat's checkpoint)
     ])  # fmt: skip
     result = await run_demo(model, root, quiet())
     assert result is not None and result.problem is None and len(result.responses) == 2
     follow_up = next(
-        m for m in model.requests[4].messages if isinstance(m, UserMessage) and "checked" in m.text
-    )
+        m for r in model.requests for m in r.messages
+        if isinstance(m, UserMessage) and "checked" in m.text
+    )  # fmt: skip
     assert "north" in follow_up.text and "165" not in follow_up.text
 
 

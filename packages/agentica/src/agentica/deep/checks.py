@@ -353,6 +353,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _COMPUTE_TOOLS = ("run_python", "execute", "calculator")
+_DELEGATING_TOOLS = ("task",)  # a subagent's work counts as computed (the demo's design)
 
 
 def _numbers(text: str) -> list[tuple[str, list[str]]]:
@@ -492,6 +493,8 @@ class NumberCheck(Capability):
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
             # (without the notes: a note may quote the number)
             sources.add(call.content_without_notes, echoed=call.call.arguments)
+            if call.name in _DELEGATING_TOOLS and not returned_error(call):
+                ctx.state[f"{self.name}.computed"] = True  # (a subagent worked on it)
             if call.name in _COMPUTE_TOOLS:
                 failed = returned_error(call)
                 ctx.state[f"{self.name}.failed"] = call.name if failed else ""
