@@ -507,6 +507,10 @@ async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -
         await tools.edit_file(ctx, "/a.py", "name = x", "name = y")
     with pytest.raises(ToolError, match="not found"):
         await tools.edit_file(ctx, "/setup.cfg", "name = 'weather-cli'", "name = cli")
+    # text inside another string is no bare value (seen in a test: 'hello' in 'hello, world')
+    await backend.write("/hello.py", "print('hello, world')\n")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(ctx, "/hello.py", "'hello'", "'hello, world'")
     # every line of the file replaced: the result says so (a note, the write is done)
     out = await tools.write_file(ctx, "/setup.cfg", "version = '1.5.0'\n[tool.poetry]\n")
     assert "[check] None of the 3 lines /setup.cfg had are in it now." in out

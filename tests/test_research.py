@@ -253,3 +253,25 @@ async def test_the_cli_prints_the_report_and_its_citation_check(
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert missing.returncode == 2 and "give --knowledge DIR" in missing.stderr
+
+
+def test_a_finding_without_its_number_is_attributed_only_to_the_source_that_holds_it() -> None:
+    """As measured on the 0.5B model: "The handbook states that every employee has 25 days of
+    paid leave" with no [n], twice; the words are in one source, which the finding now cites."""
+    from agentica.deep.research import _parse_block
+
+    sources = [
+        Evidence(1, "evidence.research.1", "h.md", "lines 1-3", "", "Laptops are replaced."),
+        Evidence(2, "evidence.research.2", "h.md", "lines 5-7", "",
+                 "Every employee has 25 days of paid leave a year."),
+    ]  # fmt: skip
+    block, problems = _parse_block(
+        "- The handbook states that every employee has 25 days of paid leave.\n"
+        "- Something the sources never say about bicycles and trains.",
+        "q",
+        sources,
+    )
+    assert [f.citations for f in block.findings] == [(2,)]
+    assert block.findings[0].claim.endswith("paid leave. [2]")
+    assert problems == ["the finding 'Something the sources never say about bicycles and trains.' "
+                        "cites no source"]  # fmt: skip

@@ -230,6 +230,10 @@ def _without_added_quotes(text: str, old_string: str, new_string: str) -> tuple[
         return None
     if len(_QUOTES.findall(new_string)) != len(_QUOTES.findall(old_string)):
         return None
+    at = text.index(plain_old)
+    around = text[at - 1 : at] + text[at + len(plain_old) : at + len(plain_old) + 1]
+    if _QUOTES.search(around):  # (quotes there: the text is inside another string, not bare)
+        return None
     return plain_old, _QUOTES.sub("", new_string)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from agentica.agent import Agent
 from agentica.errors import AgenticaError, UsageError
 from agentica.knowledge.base import Hit, Knowledge
+from agentica.knowledge.stores import words
 from agentica.models.base import Model, ModelSettings
 from agentica.run.capability import Capability
 from agentica.storage.base import Storage
@@ -63,6 +64,7 @@ WRITER = (
     "the findings have them; add no claim without one, and no number that is not there."
 )
 
+ATTRIBUTE = 0.6  # the share of a finding's words one source must hold to be its source
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
@@ -175,9 +177,29 @@ def _parse_plan(text: str, question: str, limit: int) -> list[str]:
     return unique or [question]
 
 
-def _parse_block(text: str, subtask: str) -> tuple[AnalysisBlock, list[str]]:
+def _source_of(claim: str, sources: Sequence[Evidence]) -> int | None:
+    """The one source that holds most of ``claim``'s words (at least ``ATTRIBUTE``), for a
+    finding written without its number; ``None`` when no source, or more than one, does."""
+    wanted = {w for w in words(claim) if len(w) > 3}
+    if len(wanted) < 3:
+        return None
+    shares = sorted(
+        ((len(wanted & set(words(e.text))) / len(wanted), e.number) for e in sources),
+        reverse=True,
+    )
+    if not shares or shares[0][0] < ATTRIBUTE:
+        return None
+    if len(shares) > 1 and shares[1][0] == shares[0][0]:
+        return None
+    return shares[0][1]
+
+
+def _parse_block(
+    text: str, subtask: str, sources: Sequence[Evidence] = ()
+) -> tuple[AnalysisBlock, list[str]]:
     """The findings of an analyst's reply, and what is wrong with their citations (numbers
-    are checked by the caller)."""
+    are checked by the caller). A finding without a number whose words are in one source is
+    attributed to it (``_source_of``): found in the text, not invented."""
     findings: list[Finding] = []
     conclusion = ""
     problems: list[str] = []
@@ -192,6 +214,8 @@ def _parse_block(text: str, subtask: str) -> tuple[AnalysisBlock, list[str]]:
             continue
         claim = _BULLET.sub("", stripped).strip()
         numbers = _numbers_in(claim)
+        if not numbers and (found := _source_of(claim, sources)) is not None:
+            claim, numbers = f"{claim.rstrip()} [{found}]", (found,)
         if not numbers:
             problems.append(f"the finding {claim[:60]!r} cites no source")
             continue
@@ -324,7 +348,7 @@ class DeepResearch:
         for attempt in (1, 2):
             result.attempts = attempt
             reply = str((await agent.run(prompt)).content or "")
-            block, problems = _parse_block(reply, result.subtask)
+            block, problems = _parse_block(reply, result.subtask, result.evidence)
             cited = [f.citations for f in block.findings]
             cited.append(_numbers_in(block.conclusion))
             for given in cited:
