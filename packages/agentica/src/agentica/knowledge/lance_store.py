@@ -17,6 +17,7 @@ from typing import Any
 
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
+from agentica.knowledge.stores import check_batch, check_query, other_embedder, words
 
 __all__ = ["LanceKnowledgeStore"]
 
@@ -67,13 +68,8 @@ class LanceKnowledgeStore:
                 meta = await self._db.open_table("meta")
                 rows = await meta.query().to_list()
                 found = {row["key"]: row["value"] for row in rows}
-                if (found.get("embedder"), found.get("dimensions")) != (embedder, str(dimensions)):
-                    raise UsageError(
-                        f"this knowledge base was built with the embedder "
-                        f"{found.get('embedder')} ({found.get('dimensions')} dimensions), not "
-                        f"{embedder} ({dimensions}): its vectors are not comparable. Use that "
-                        "embedder, or another folder"
-                    )
+                if refusal := other_embedder(found, embedder, dimensions, "another folder"):
+                    raise UsageError(refusal)
             else:
                 await self._db.create_table("meta", data=[
                     {"key": "embedder", "value": embedder},
@@ -111,10 +107,7 @@ class LanceKnowledgeStore:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise UsageError(f"{len(chunks)} chunks but {len(vectors)} vectors for {source}")
-        if any(len(v) != self._dimensions for v in vectors):
-            raise UsageError(f"every vector must have {self._dimensions} dimensions")
+        check_batch(source, chunks, vectors, self._dimensions)
         table, sources = self._open()
         rows = [
             {"source": source, "position": c.position, "location": c.location,
@@ -150,8 +143,7 @@ class LanceKnowledgeStore:
                      row["heading"])  # fmt: skip
 
     async def vector_search(self, vector: Sequence[float], k: int) -> list[tuple[Chunk, float]]:
-        if len(vector) != self._dimensions:
-            raise UsageError(f"the query vector must have {self._dimensions} dimensions")
+        check_query(vector, self._dimensions)
         table, _ = self._open()
         query = await table.search(list(vector), vector_column_name="vector")
         rows = await query.distance_type("cosine").limit(int(k)).to_list()
@@ -159,8 +151,6 @@ class LanceKnowledgeStore:
 
     async def text_search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
         from lancedb.query import MatchQuery
-
-        from agentica.knowledge.stores import words
 
         table, _ = self._open()
         terms = " ".join(dict.fromkeys(words(query)))

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
-from agentica.knowledge.stores import words
+from agentica.knowledge.stores import check_batch, check_query, other_embedder, words
 
 __all__ = ["PostgresKnowledgeStore"]
 
@@ -78,12 +78,8 @@ class PostgresKnowledgeStore:
         await db.execute(f"CREATE TABLE IF NOT EXISTS {t}_meta (key text PRIMARY KEY, value text)")
         found = dict(await db.fetch(f"SELECT key, value FROM {t}_meta"))
         if found:
-            if (found.get("embedder"), found.get("dimensions")) != (embedder, str(dimensions)):
-                raise UsageError(
-                    f"this knowledge base was built with the embedder {found.get('embedder')} "
-                    f"({found.get('dimensions')} dimensions), not {embedder} ({dimensions}): "
-                    "its vectors are not comparable. Use that embedder, or another table"
-                )
+            if refusal := other_embedder(found, embedder, dimensions, "another table"):
+                raise UsageError(refusal)
             self.pgvector = found.get("pgvector") == "yes"
             return
         if self.pgvector is not False:
@@ -131,10 +127,7 @@ class PostgresKnowledgeStore:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise UsageError(f"{len(chunks)} chunks but {len(vectors)} vectors for {source}")
-        if any(len(v) != self._dimensions for v in vectors):
-            raise UsageError(f"every vector must have {self._dimensions} dimensions")
+        check_batch(source, chunks, vectors, self._dimensions)
         t = self.table
         cast = "::vector" if self.pgvector else ""
         rows = [
@@ -165,8 +158,7 @@ class PostgresKnowledgeStore:
         return Chunk(row["source"], row["position"], row["text"], row["location"], row["heading"])
 
     async def vector_search(self, vector: Sequence[float], k: int) -> list[tuple[Chunk, float]]:
-        if len(vector) != self._dimensions:
-            raise UsageError(f"the query vector must have {self._dimensions} dimensions")
+        check_query(vector, self._dimensions)
         t = self.table
         if self.pgvector:
             sql = (

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
-from agentica.knowledge.stores import words
+from agentica.knowledge.stores import check_batch, check_query, other_embedder, words
 
 __all__ = ["QdrantKnowledgeStore"]
 
@@ -102,12 +102,8 @@ class QdrantKnowledgeStore:
         if client.collection_exists(self.sources_collection):
             [meta] = client.retrieve(self.sources_collection, [_META_ID]) or [None]
             found = meta.payload if meta is not None else {}
-            if (found.get("embedder"), found.get("dimensions")) != (embedder, dimensions):
-                raise UsageError(
-                    f"this knowledge base was built with the embedder {found.get('embedder')} "
-                    f"({found.get('dimensions')} dimensions), not {embedder} ({dimensions}): "
-                    "its vectors are not comparable. Use that embedder, or another collection"
-                )
+            if refusal := other_embedder(found, embedder, dimensions, "another collection"):
+                raise UsageError(refusal)
             return
         client.create_collection(
             self.collection,
@@ -159,10 +155,7 @@ class QdrantKnowledgeStore:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise UsageError(f"{len(chunks)} chunks but {len(vectors)} vectors for {source}")
-        if any(len(v) != self._dimensions for v in vectors):
-            raise UsageError(f"every vector must have {self._dimensions} dimensions")
+        check_batch(source, chunks, vectors, self._dimensions)
         models = self._models()
         points = []
         for chunk, vector in zip(chunks, vectors, strict=True):
@@ -216,8 +209,7 @@ class QdrantKnowledgeStore:
                      payload["location"], payload["heading"])  # fmt: skip
 
     async def vector_search(self, vector: Sequence[float], k: int) -> list[tuple[Chunk, float]]:
-        if len(vector) != self._dimensions:
-            raise UsageError(f"the query vector must have {self._dimensions} dimensions")
+        check_query(vector, self._dimensions)
 
         def work(client: Any) -> list[tuple[Chunk, float]]:
             found = client.query_points(

@@ -20,7 +20,15 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
 
-__all__ = ["KnowledgeStore", "SQLiteKnowledgeStore", "fts_query", "words"]
+__all__ = [
+    "KnowledgeStore",
+    "SQLiteKnowledgeStore",
+    "check_batch",
+    "check_query",
+    "fts_query",
+    "other_embedder",
+    "words",
+]
 
 T = TypeVar("T")
 
@@ -68,6 +76,35 @@ class KnowledgeStore(Protocol):
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def check_batch(
+    source: str, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]], dimensions: int
+) -> None:
+    """``UsageError`` unless there is one vector of ``dimensions`` floats per chunk (every
+    store's ``replace`` checks this first)."""
+    if len(chunks) != len(vectors):
+        raise UsageError(f"{len(chunks)} chunks but {len(vectors)} vectors for {source}")
+    if any(len(v) != dimensions for v in vectors):
+        raise UsageError(f"every vector must have {dimensions} dimensions")
+
+
+def check_query(vector: Sequence[float], dimensions: int) -> None:
+    if len(vector) != dimensions:
+        raise UsageError(f"the query vector must have {dimensions} dimensions")
+
+
+def other_embedder(found: dict[str, Any], embedder: str, dimensions: int, instead: str) -> str:
+    """The refusal of a store made for another embedder (``found``: its ``embedder`` and
+    ``dimensions``), or ``""`` when it was made for this one; ``instead`` says what else to
+    use ("a new knowledge base file")."""
+    if (str(found.get("embedder")), str(found.get("dimensions"))) == (embedder, str(dimensions)):
+        return ""
+    return (
+        f"this knowledge base was built with the embedder {found.get('embedder')} "
+        f"({found.get('dimensions')} dimensions), not {embedder} ({dimensions}): its vectors "
+        f"are not comparable. Use that embedder, or {instead}"
+    )
 
 
 def words(text: str) -> list[str]:
@@ -135,15 +172,9 @@ class SQLiteKnowledgeStore:
     def _create(db: Any, embedder: str, dimensions: int) -> None:
         db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         found = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        if found and (found.get("embedder"), found.get("dimensions")) != (
-            embedder,
-            str(dimensions),
-        ):
-            raise UsageError(
-                f"this knowledge base was built with the embedder {found.get('embedder')} "
-                f"({found.get('dimensions')} dimensions), not {embedder} ({dimensions}): its "
-                "vectors are not comparable. Use that embedder, or a new knowledge base file"
-            )
+        if found and (refusal := other_embedder(found, embedder, dimensions,
+                                                "a new knowledge base file")):  # fmt: skip
+            raise UsageError(refusal)
         db.execute("BEGIN IMMEDIATE")
         try:
             db.executemany(
@@ -183,10 +214,7 @@ class SQLiteKnowledgeStore:
         chunks: Sequence[Chunk],
         vectors: Sequence[Sequence[float]],
     ) -> None:
-        if len(chunks) != len(vectors):
-            raise UsageError(f"{len(chunks)} chunks but {len(vectors)} vectors for {source}")
-        if any(len(v) != self._dimensions for v in vectors):
-            raise UsageError(f"every vector must have {self._dimensions} dimensions")
+        check_batch(source, chunks, vectors, self._dimensions)
         import sqlite_vec
 
         blobs = [sqlite_vec.serialize_float32(list(v)) for v in vectors]
@@ -257,8 +285,7 @@ class SQLiteKnowledgeStore:
         return [(by_id[rowid], score) for rowid, score in scored if rowid in by_id]
 
     async def vector_search(self, vector: Sequence[float], k: int) -> list[tuple[Chunk, float]]:
-        if len(vector) != self._dimensions:
-            raise UsageError(f"the query vector must have {self._dimensions} dimensions")
+        check_query(vector, self._dimensions)
         import sqlite_vec
 
         blob = sqlite_vec.serialize_float32(list(vector))
