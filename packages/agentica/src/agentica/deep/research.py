@@ -8,7 +8,8 @@ and an analysis agent writes a chain-of-analysis block, findings that each end w
 of the sources they rest on. A block whose citations do not resolve is sent back once with a
 stricter instruction, then its sub-question fails with the reason (no citation is invented).
 A writer turns the valid blocks into the report; the checker counts the report's claims and the
-citations that resolve, and a report with none is assembled from the blocks instead.
+citations that resolve; a report with a stray citation, or citing too few of its claims, is
+assembled from the blocks instead.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ WRITER = (
 )
 
 ATTRIBUTE = 0.6  # the share of a finding's words one source must hold to be its source
+WRITER_SHARE = 0.8  # the share of its claims a writer's report must cite to be used
 _CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
@@ -396,14 +398,13 @@ class DeepResearch:
                 written = ""
                 notes.append(f"the writer failed ({exc}); the report is assembled from the blocks")
             check = check_citations(written, evidence)
-            if written and check.cited and not check.invalid:
+            if written and not check.invalid and check.share >= WRITER_SHARE:
                 markdown = written.strip()
             elif written:
-                notes.append(
-                    "the writer's report had "
-                    + (f"invalid citations {check.invalid}" if check.invalid else "no citations")
-                    + "; the report is assembled from the checked findings"
-                )
+                why = (f"invalid citations {check.invalid}" if check.invalid else
+                       f"{check.cited} of {check.claims} claims cited")  # fmt: skip
+                notes.append(f"the writer's report had {why}; the report is assembled from the "
+                             "checked findings")  # fmt: skip
         cited = sorted(n for n in set(_numbers_in(markdown)) if n in evidence)
         if cited:
             markdown += "\n\n## Sources\n\n" + "\n".join(
