@@ -66,7 +66,12 @@ async def _research(args: argparse.Namespace, console: Console) -> int:
             capabilities=capabilities,
             on_event=lambda line: console.print(Text(f"· {line}", style="dim")),
         )  # fmt: skip
-        result = await research.run(args.question)
+        try:
+            result = await research.run(args.question)
+        finally:
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()  # (its connection pool, and the embedded model's server)
     console.print()
     console.print(Markdown(result.markdown))
     check = result.citations
