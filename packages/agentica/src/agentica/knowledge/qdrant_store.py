@@ -11,7 +11,6 @@ while a source is replaced may see part of its old chunks.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 import zlib
 from collections import Counter
@@ -21,7 +20,13 @@ from typing import Any, TypeVar
 
 from agentica.errors import UsageError
 from agentica.knowledge.chunking import Chunk
-from agentica.knowledge.stores import check_batch, check_query, other_embedder, words
+from agentica.knowledge.stores import (
+    ThreadedClient,
+    check_batch,
+    check_query,
+    other_embedder,
+    words,
+)
 
 __all__ = ["QdrantKnowledgeStore"]
 
@@ -61,8 +66,7 @@ class QdrantKnowledgeStore:
         self.api_key = api_key
         self.collection = collection
         self.sources_collection = f"{collection}_sources"
-        self._client: Any = None
-        self._lock = asyncio.Lock()
+        self._thread = ThreadedClient()
         self._dimensions = 0
 
     def _models(self) -> Any:
@@ -71,17 +75,13 @@ class QdrantKnowledgeStore:
         return models
 
     async def _run(self, work: Callable[[Any], T]) -> T:
-        async with self._lock:
-            if self._client is None:
-                raise UsageError("the knowledge store is not open: call open() first")
-            return await asyncio.to_thread(work, self._client)
+        return await self._thread.run(work)
 
     async def open(self, embedder: str, dimensions: int) -> None:
-        async with self._lock:
-            if self._client is None:
-                self._client = await asyncio.to_thread(self._connect)
-            await asyncio.to_thread(self._create, self._client, embedder, dimensions)
-            self._dimensions = dimensions
+        await self._thread.open(
+            self._connect, lambda client: self._create(client, embedder, dimensions)
+        )
+        self._dimensions = dimensions
 
     def _connect(self) -> Any:
         try:
@@ -239,7 +239,4 @@ class QdrantKnowledgeStore:
         return int(await self._run(lambda client: client.count(self.collection).count))
 
     async def aclose(self) -> None:
-        async with self._lock:
-            if self._client is not None:
-                client, self._client = self._client, None
-                await asyncio.to_thread(client.close)
+        await self._thread.aclose()

@@ -23,6 +23,7 @@ from agentica.knowledge.chunking import Chunk
 __all__ = [
     "KnowledgeStore",
     "SQLiteKnowledgeStore",
+    "ThreadedClient",
     "check_batch",
     "check_query",
     "fts_query",
@@ -76,6 +77,34 @@ class KnowledgeStore(Protocol):
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class ThreadedClient:
+    """A blocking client (a database connection, Qdrant's local client) used from worker
+    threads, one call at a time: ``open`` connects once, ``run(work)`` calls ``work(client)``,
+    ``aclose`` closes it. The SQLite and Qdrant stores share it."""
+
+    def __init__(self) -> None:
+        self.client: Any = None
+        self._lock = asyncio.Lock()
+
+    async def open(self, connect: Callable[[], Any], prepare: Callable[[Any], None]) -> None:
+        async with self._lock:
+            if self.client is None:
+                self.client = await asyncio.to_thread(connect)
+            await asyncio.to_thread(prepare, self.client)
+
+    async def run(self, work: Callable[[Any], T]) -> T:
+        async with self._lock:
+            if self.client is None:
+                raise UsageError("the knowledge store is not open: call open() first")
+            return await asyncio.to_thread(work, self.client)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self.client is not None:
+                client, self.client = self.client, None
+                await asyncio.to_thread(client.close)
 
 
 def check_batch(
@@ -132,22 +161,15 @@ class SQLiteKnowledgeStore:
 
     def __init__(self, path: str | Path = "knowledge.db") -> None:
         self.path = str(path)
-        self._db: Any = None
-        self._lock = asyncio.Lock()
+        self._thread = ThreadedClient()
         self._dimensions = 0
 
     async def _run(self, work: Callable[[Any], T]) -> T:
-        async with self._lock:
-            if self._db is None:
-                raise UsageError("the knowledge store is not open: call open() first")
-            return await asyncio.to_thread(work, self._db)
+        return await self._thread.run(work)
 
     async def open(self, embedder: str, dimensions: int) -> None:
-        async with self._lock:
-            if self._db is None:
-                self._db = await asyncio.to_thread(self._connect)
-            await asyncio.to_thread(self._create, self._db, embedder, dimensions)
-            self._dimensions = dimensions
+        await self._thread.open(self._connect, lambda db: self._create(db, embedder, dimensions))
+        self._dimensions = dimensions
 
     def _connect(self) -> Any:
         try:
@@ -320,7 +342,4 @@ class SQLiteKnowledgeStore:
         return int(row[0])
 
     async def aclose(self) -> None:
-        async with self._lock:
-            if self._db is not None:
-                db, self._db = self._db, None
-                await asyncio.to_thread(db.close)
+        await self._thread.aclose()
