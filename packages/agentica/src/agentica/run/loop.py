@@ -31,7 +31,7 @@ from agentica.errors import (
 from agentica.limits import RunBudget, RunLimits
 from agentica.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from agentica.models.base import ModelRequest, ModelResponse, ModelSettings, ResponseDone
-from agentica.run import records
+from agentica.run import records, timeline
 from agentica.run.approval import Decision, approvals, resumable_run, resumed_calls
 from agentica.run.events import (
     AnswerSentBack,
@@ -208,8 +208,9 @@ async def _call_model(
     # this turn's notes, and the last turns' (a model may echo a checkpoint a turn later)
     current = tuple(m.content for m in slots if isinstance(m.content, str))
     run.notes = tuple(dict.fromkeys((*current, *run.notes)))[:_KEPT_NOTES]
+    preparing = time.time()
     request, prepared = await _request(run, slots)
-    compacted = _compacted(run, prepared, "soft")
+    compacted = _compacted(run, prepared, "soft", preparing)
     if compacted is not None:
         yield compacted
     window = run.window.budget
@@ -219,21 +220,29 @@ async def _call_model(
         context_limit=window.usable if window is not None else None,
         final_only=prepared.final_only,
     )
+    span = timeline.model_call(
+        run.trace, agent.model.id, agent.model.provider, run.turn, prepared.tokens
+    )
     response: ModelResponse | None = None
-    async with aclosing(_model_reply(agent, run, request, slots)) as model_events:
-        async for event in model_events:
-            if isinstance(event, ResponseDone):
-                response = event.response
-            else:
-                yield event
-    if response is None:
-        raise ModelResponseError(
-            f"the stream of model {agent.model.id!r} ended without a final reply",
-            provider=agent.model.provider,
-            model=agent.model.id,
-            retryable=True,
-        )
+    try:
+        async with aclosing(_model_reply(agent, run, request, slots)) as model_events:
+            async for event in model_events:
+                if isinstance(event, ResponseDone):
+                    response = event.response
+                else:
+                    yield event
+        if response is None:
+            raise ModelResponseError(
+                f"the stream of model {agent.model.id!r} ended without a final reply",
+                provider=agent.model.provider,
+                model=agent.model.id,
+                retryable=True,
+            )
+    except BaseException as exc:
+        timeline.model_failed(span, exc)
+        raise
     message = _record_reply(run, response)
+    timeline.model_replied(span, message)
     yield ModelResponseReceived(message=message, turn=run.turn)
 
 
@@ -317,12 +326,14 @@ async def _request(
 
 
 def _compacted(
-    run: ActiveRun, prepared: Prepared, trigger: Literal["soft", "overflow"]
+    run: ActiveRun, prepared: Prepared, trigger: Literal["soft", "overflow"], started: float
 ) -> ContextCompacted | None:
+    """The event of the compaction ``prepared`` did, if it did one (recorded in the timeline
+    from ``started``, when the request's preparation began)."""
     done = prepared.compaction
     if done is None:
         return None
-    return ContextCompacted(
+    event = ContextCompacted(
         turn=run.turn,
         trigger=trigger,
         before=done.before,
@@ -331,6 +342,8 @@ def _compacted(
         summarized=done.summarized,
         summary_error=done.summary_error,
     )
+    timeline.compaction(run.trace, event, started)
+    return event
 
 
 async def _model_reply(
@@ -356,8 +369,9 @@ async def _model_reply(
             ):
                 raise
             overflows += 1
+            preparing = time.time()
             request, prepared = await _request(run, slots, overflow=True)
-            compacted = _compacted(run, prepared, "overflow")
+            compacted = _compacted(run, prepared, "overflow", preparing)
             if compacted is None:
                 raise
             yield compacted
@@ -437,6 +451,7 @@ async def _run_tools(
 ) -> AsyncGenerator[RunEvent, None]:
     """The three-phase protocol; the first ``StopRun`` a call returned is kept on the reply."""
     calls = step.calls
+    timeline.tool_calls(run.trace, calls, run.turn)
     for call in calls:  # phase 1: started events, in call order
         yield ToolCallStarted(call=call)
     work = _within(  # phase 2: all calls concurrently (not those already decided)
@@ -455,6 +470,7 @@ async def _run_tools(
     for capability in agent.capabilities:
         await capability.after_tools(run.ctx, calls)
     run.window.evict(calls)
+    timeline.tools_done(calls)
     stop = _record_results(run, calls)  # phase 3: results, in call order
     for call in calls:
         yield ToolCallCompleted(call=call)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentica.context import repair_tool_pairs
 from agentica.errors import RunCancelled
 from agentica.messages import Message
+from agentica.run import timeline
 from agentica.run.approval import PendingCall
 from agentica.run.result import RunResponse
 from agentica.run.state import ActiveRun
@@ -44,11 +45,12 @@ def _record(
     approvals: list[str] | None = None,
 ) -> RunRecord:
     """The record of ``run`` ending with ``status`` (``messages``: what it added, by default)."""
+    timeline.close_run(run.trace, run.usage, duration, error)
     return RunRecord(
         run_id=run.run_id, messages=run.new_messages if messages is None else messages,
         usage=run.usage, status=status, started_at=run.started_at, duration=duration,
         error=error, output=output, model=run.model_id, tool_calls=_tool_records(run.calls),
-        approvals=approvals or [],
+        approvals=approvals or [], trace=run.trace,
     )  # fmt: skip
 
 

@@ -29,8 +29,8 @@ from agentica.models.base import Model, ModelResponse, ModelSettings, ToolChoice
 from agentica.models.pricing import ModelPrice, cost_of, price_for
 from agentica.run.steps import RunState
 from agentica.run.window import ContextWindow
-from agentica.storage.records import RunRecord
-from agentica.tools.call import FunctionCall
+from agentica.storage.records import RunRecord, SpanRecord
+from agentica.tools.call import FunctionCall, running_call
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
 
@@ -65,6 +65,8 @@ class ActiveRun(RunState):
         pinned: messages compaction never drops (the task).
         charge: counts a model reply of this run (a summary's too), in the run and its tree.
         calls: every tool call of the run, in order.
+        trace: the run's timeline (model calls, compactions, tool calls); a run started by a
+            tool call is also recorded under that call's span.
         ended: the run's record was built (a failure after that is not recorded twice).
     """
 
@@ -83,6 +85,7 @@ class ActiveRun(RunState):
     window: ContextWindow
     pinned: list[Message]
     charge: Callable[[ModelResponse], None]
+    trace: SpanRecord
     calls: list[FunctionCall] = field(default_factory=list)
     ended: bool = False
     tool_choice: ToolChoice | None = None
@@ -208,12 +211,30 @@ async def start_run(
     )  # fmt: skip
     task = resuming.messages[0] if resuming is not None and resuming.messages else user
     request_tools = tuple(f.definition for f in functions.values())
+    started_at = time.time()
     return ActiveRun(
         limits=limits, usage=usage, model_id=agent.model.id, provider=agent.model.provider,
         output=output, started=time.monotonic(), run_id=run_id, ctx=ctx, budget=budget,
         settings=settings, stream=stream, request_tools=request_tools, tools=request_tools,
-        offered=functions, started_at=time.time(),
+        offered=functions, started_at=started_at,
         deadline=_deadline(limits, budget), messages=messages,
         new_messages=[user] if resuming is None else [], window=window, pinned=[task],
-        charge=charge,
+        charge=charge, trace=_run_span(agent, run_id, started_at),
     )  # fmt: skip
+
+
+def _run_span(agent: Agent[Any], run_id: str, started_at: float) -> SpanRecord:
+    """The run's span; under the tool call that started the run, if a tool did."""
+    span = SpanRecord(
+        kind="run", name=agent.name, start=started_at,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name,
+            "gen_ai.request.model": agent.model.id, "gen_ai.provider.name": agent.model.provider,
+            "gen_ai.conversation.id": agent.session_id, "agentica.run_id": run_id,
+        },
+    )  # fmt: skip
+    caller = running_call()
+    if caller is not None and caller.span is not None:
+        span.attributes["agentica.parent_call"] = caller.id
+        caller.span.children.append(span)
+    return span

@@ -1,8 +1,9 @@
 """Storage: durable sessions and variable spaces, keyed by (user, session).
 
 - ``Storage``: the async protocol every backend implements; ``merge_state`` (base.py)
-- ``RunRecord``, ``ToolCallRecord``, ``SessionInfo``, ``SessionData``: what is stored
-  (records.py), in a versioned JSON format (``encode_run`` / ``decode_run``, codec.py)
+- ``RunRecord``, ``ToolCallRecord``, ``SpanRecord`` (a run's timeline), ``SessionInfo``,
+  ``SessionData``: what is stored (records.py), in a versioned JSON format (``encode_run`` /
+  ``decode_run``, codec.py)
 - backends: ``InMemoryStorage`` (memory.py), ``SQLStorage`` / ``SQLiteStorage`` (sql.py, schema
   managed by alembic), ``JSONFileStorage`` (jsonfile.py, for debugging)
 - ``open_storage``: a backend from ``"memory"``, a URL, a ``.db`` path or a directory (factory.py)
@@ -22,7 +23,13 @@ from agentica.storage.codec import RUN_FORMAT_VERSION, decode_run, dump_run, enc
 from agentica.storage.factory import open_storage
 from agentica.storage.jsonfile import JSONFileStorage
 from agentica.storage.memory import InMemoryStorage
-from agentica.storage.records import RunRecord, SessionData, SessionInfo, ToolCallRecord
+from agentica.storage.records import (
+    RunRecord,
+    SessionData,
+    SessionInfo,
+    SpanRecord,
+    ToolCallRecord,
+)
 from agentica.storage.sql import SQLiteStorage, SQLStorage, default_sqlite_path
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "SessionData",
     "SessionInfo",
     "SessionNotFound",
+    "SpanRecord",
     "Storage",
     "ToolCallRecord",
     "Variable",

@@ -2,6 +2,7 @@
 
 ``RunRecord`` is one run as stored: its messages (the user input first), every tool call with
 arguments, result or error and timing, the final output, usage, status and timing.
+``SpanRecord`` is the run's timeline (model calls, compactions, tool calls, subagent runs).
 ``SessionInfo`` describes a stored session; ``SessionData`` is everything needed to resume one.
 These types are what ``agentica.storage.codec`` serialises (versioned) and what every storage
 backend reads and writes.
@@ -9,14 +10,53 @@ backend reads and writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentica.messages import Message, RunUsage, UserMessage
 
-__all__ = ["RunRecord", "RunStatus", "SessionData", "SessionInfo", "ToolCallRecord"]
+__all__ = [
+    "RunRecord",
+    "RunStatus",
+    "SessionData",
+    "SessionInfo",
+    "SpanAttribute",
+    "SpanRecord",
+    "ToolCallRecord",
+]
 
 RunStatus = Literal["completed", "failed", "cancelled", "paused"]
+SpanAttribute = str | int | float | bool | list[str] | None
+
+
+@dataclass(slots=True, kw_only=True)
+class SpanRecord:
+    """One timed step of a run: the run itself (``kind="run"``), a model call (``"model"``), a
+    compaction of its conversation (``"compaction"``) or a tool call (``"tool"``); a run a tool
+    started (a subagent's) is a child of that tool call.
+
+    Attributes:
+        name: the model, the tool or the agent.
+        start: wall-clock start (``time.time()``); ``duration`` in seconds.
+        error: what went wrong (``"ExceptionType: message"`` or the tool's error), else ``None``.
+        attributes: OpenTelemetry GenAI attribute names (``gen_ai.usage.input_tokens``, ...) and
+            ``agentica.*`` ones, as ``agentica.tracing`` exports them.
+    """
+
+    kind: Literal["run", "model", "compaction", "tool"]
+    name: str
+    start: float
+    duration: float = 0.0
+    error: str | None = None
+    attributes: dict[str, SpanAttribute] = field(default_factory=dict)
+    children: list[SpanRecord] = field(default_factory=list)
+
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, SpanRecord]]:
+        """This span and its descendants, depth first, with their depth."""
+        yield depth, self
+        for child in self.children:
+            yield from child.walk(depth + 1)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,6 +87,7 @@ class RunRecord:
     model: str | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)  # of a paused run: ids awaiting a decision
+    trace: SpanRecord | None = None  # the run's timeline (None: stored before it was recorded)
 
     @property
     def input(self) -> str:

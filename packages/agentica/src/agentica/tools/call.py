@@ -6,7 +6,8 @@ result the model reads (so one failure cannot cancel or lose its siblings). So d
 ``BaseException``s a tool raises itself (``SystemExit`` from a library, a ``CancelledError`` or
 ``GeneratorExit`` of its own, custom ones); only signals to the run propagate: the run's task being
 cancelled, the coroutine being closed, and ``KeyboardInterrupt`` (Ctrl-C means stop). Control
-values (``StopRun``, ``Retry``) returned by the tool are kept in ``control``.
+values (``StopRun``, ``Retry``) returned by the tool are kept in ``control``. While it runs,
+``running_call()`` (a context variable) names it: a run started by the tool nests under it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pydantic_core
 
 from agentica.errors import GuardrailTripped, ToolError
 from agentica.messages import ToolCall, ToolMessage
+from agentica.storage.records import SpanRecord
 from agentica.tools.context import RunContext
 from agentica.tools.control import Retry, StopRun
 from agentica.tools.function import ArgumentsError, Function
@@ -34,7 +36,16 @@ from agentica.tools.guardrails import (
     run_guardrails,
 )
 
-__all__ = ["FunctionCall", "render_result"]
+__all__ = ["FunctionCall", "render_result", "running_call"]
+
+_RUNNING: contextvars.ContextVar[FunctionCall | None] = contextvars.ContextVar(
+    "agentica_running_call", default=None
+)
+
+
+def running_call() -> FunctionCall | None:
+    """The tool call the current task runs, if any (a subagent's run is recorded under it)."""
+    return _RUNNING.get()
 
 
 def _describe(exc: BaseException) -> str:
@@ -135,6 +146,7 @@ class FunctionCall:
             the model receives.
         replacement: the text the model receives instead of the result, when the result was
             too large for the context (a preview and where the full text was saved).
+        span: the call's step in the run's timeline (``SpanRecord``), when the run records one.
     """
 
     __slots__ = (
@@ -148,6 +160,7 @@ class FunctionCall:
         "ref",
         "replacement",
         "result",
+        "span",
         "status",
         "tripped",
     )
@@ -165,6 +178,7 @@ class FunctionCall:
         self.duration = 0.0
         self.notes: list[str] = []
         self.replacement: str | None = None
+        self.span: SpanRecord | None = None
 
     @property
     def id(self) -> str:
@@ -215,10 +229,14 @@ class FunctionCall:
     ) -> None:
         """Run the tool and record its outcome. Raises only when the run must stop: the task's
         cancellation (``asyncio.CancelledError``), ``GeneratorExit``, ``KeyboardInterrupt``."""
+        if self.span is not None:
+            self.span.start = time.time()
         started = time.perf_counter()
+        token = _RUNNING.set(self)
         try:
             await self._execute(ctx, executor, default_timeout, known_tools, guardrails)
         finally:
+            _RUNNING.reset(token)
             self.duration = time.perf_counter() - started
 
     async def _execute(
