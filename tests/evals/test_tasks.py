@@ -342,11 +342,12 @@ def test_setup_refuses_symbolic_links_out_of_the_workspace(tmp_path: Path) -> No
     with pytest.raises(UsageError, match=r"'inside/b\.txt' goes through the symbolic link inside"):
         task.setup(tmp_path / "w1")
     assert not (source / "sub" / "b.txt").exists()
-    (source / "outside").symlink_to(tmp_path)
     task = EvalTask(id="s", prompt="p", source=source, check=AnswerCheck("x"))
-    with pytest.raises(UsageError, match="holds the symbolic link outside pointing outside it"):
-        task.setup(tmp_path / "w2")
-    (source / "outside").unlink()
+    for name, target in [("outside", tmp_path), ("absolute", source / "sub")]:
+        (source / name).symlink_to(target)  # the second would lead back to the source
+        with pytest.raises(UsageError, match=f"holds the symbolic link {name} pointing outside"):
+            task.setup(tmp_path / "w2")
+        (source / name).unlink()
     root = workspace(tmp_path, task)
     assert (root / "inside" / "a.txt").read_text() == "a" and (root / "inside").is_symlink()
 

@@ -20,7 +20,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -246,7 +246,7 @@ class SWEBenchCheck:
     pass_to_pass: tuple[str, ...] = ()
     base_commit: str = ""
     timeout: float = 900.0
-    python: str = field(default=sys.executable)
+    python: str = sys.executable
 
     def __call__(self, workspace: Path, answer: str) -> CheckResult:
         if not workspace.is_dir():

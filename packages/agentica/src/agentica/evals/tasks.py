@@ -70,11 +70,11 @@ class EvalTask:
 
     id: str
     prompt: str
-    files: Mapping[str, str | bytes] = field(default_factory=dict)
+    files: Mapping[str, str | bytes] = field(default_factory=dict, hash=False)
     source: Path | None = None
     revision: str | None = None
-    check: Check
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    check: Check = field(hash=False)
+    metadata: Mapping[str, Any] = field(default_factory=dict, hash=False)
     solution: str | None = None
 
     def setup(self, workspace: Path) -> None:
@@ -165,14 +165,19 @@ def _copy_source(task: EvalTask, workspace: Path) -> None:
     for folder, dirs, names in os.walk(source):
         for name in [*dirs, *names]:
             link = Path(folder, name)
-            if link.is_symlink() and not (link.parent / os.readlink(link)).resolve().is_relative_to(
-                root
-            ):
+            if link.is_symlink() and not _stays_inside(link, root):
                 raise UsageError(
                     f"task {task.id!r}: the source {source} holds the symbolic link "
-                    f"{link.relative_to(source)} pointing outside it; replace it with a copy"
+                    f"{link.relative_to(source)} pointing outside it (or by an absolute path); "
+                    "replace it with a copy or a relative link"
                 )
     shutil.copytree(source, workspace, symlinks=True, dirs_exist_ok=True)
+
+
+def _stays_inside(link: Path, root: Path) -> bool:
+    """Whether the symbolic link ``link`` is relative and leads to a place inside ``root``."""
+    target = os.readlink(link)
+    return not os.path.isabs(target) and (link.parent / target).resolve().is_relative_to(root)
 
 
 def _git(task: EvalTask, args: list[str], cwd: Path, doing: str) -> None:
@@ -250,10 +255,10 @@ def load_tasks(
 
     ``format="auto"`` tells the format from ``path``: a folder with ``metadata.jsonl`` is GAIA;
     a ``.json`` or ``.jsonl`` file whose first object has ``instance_id`` holds SWE-bench
-    instances (``task_id`` and ``Question``: GAIA's ``metadata.jsonl``); another ``.jsonl``
-    file is agentica's format. ``repos`` (SWE-bench only; default: the environment variable
-    ``AGENTICA_SWEBENCH_REPOS``) is the folder of the instances' git repositories, named
-    ``owner__name``. Blocking.
+    instances; a ``.jsonl`` file whose first object has ``task_id`` and ``Question`` is GAIA's
+    ``metadata.jsonl``; another ``.jsonl`` file is agentica's format. ``repos`` (SWE-bench
+    only; default: the environment variable ``AGENTICA_SWEBENCH_REPOS``) is the folder of the
+    instances' git repositories, named ``owner__name``. Blocking.
 
     Raises ``UsageError`` naming the file, the line (or item) and what is wrong.
     """
@@ -270,7 +275,9 @@ def load_tasks(
     elif chosen == "swebench":
         loaded = _load_swebench(where, _repos_folder(repos))
     else:
-        raise UsageError(f"unknown format {format!r}: {', '.join(get_args(TaskFormat))}")
+        raise UsageError(
+            f"unknown format {format!r}; the formats are {', '.join(get_args(TaskFormat))}"
+        )
     tasks: list[EvalTask] = []
     seen: dict[str, str] = {}
     for place, task in loaded:
