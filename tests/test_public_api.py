@@ -81,6 +81,13 @@ SUBPACKAGES: dict[str, set[str]] = {
         "OutputValidationError", "RunCancelled", "SessionConflictError", "SessionFormatError",
         "StorageError", "ToolError", "UsageError"
     },
+    "agentica.evals": {
+        "AllChecks", "Attempt", "Check", "CheckResult", "CommandCheck", "Comparison", "EvalConfig",
+        "EvalTask", "ExpectedAnswer", "NoReferenceCheck", "SWEBenchCheck", "Summary", "ablations",
+        "answers_match", "compare", "load_config", "load_tasks", "markdown", "mcnemar", "run_eval",
+        "speedups", "summarize", "task_set", "task_sets", "threshold_sweep", "wilson",
+        "write_report"
+    },
     "agentica.guardrails": {
         "GuardrailOutput", "InputGuardrail", "OutputGuardrail", "ToolCallInfo",
         "ToolInputGuardrail", "ToolOutputGuardrail", "input_guardrail", "output_guardrail",
@@ -122,7 +129,8 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.storage": {
         "InMemoryStorage", "JSONFileStorage", "MAX_VARIABLE_BYTES", "RUN_FORMAT_VERSION",
         "RunRecord", "SQLStorage", "SQLiteStorage", "SessionData", "SessionInfo",
-        "SessionNotFound", "Storage", "ToolCallRecord", "Variable", "VariableInfo", "decode_run",
+        "SessionNotFound", "SpanRecord", "Storage", "ToolCallRecord", "Variable", "VariableInfo",
+        "decode_run",
         "default_sqlite_path", "dump_run", "encode_run", "load_run", "open_storage"
     },
     "agentica.testing": {
@@ -145,6 +153,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "CappedOutput", "CommandBackend", "CommandHandle", "CommandResult", "CommandStatus"
     },
     "agentica.tools.files": {"BackendError", "FileBackend", "FileInfo", "GrepLine"},
+    "agentica.tracing": {"OpenTelemetry", "export_trace", "otlp_provider", "span_name"},
 }  # fmt: skip
 
 INTERNAL = {"agentica.cli", "agentica.storage.migrations", "agentica.storage.migrations.versions"}

@@ -45,9 +45,10 @@ def _lead(storage: Any = None, capabilities: Sequence[Any] = ()) -> Agent[str]:
     model = ScriptedModel(
         [
             tool_calls(
-                call("lookup", city="Lima"), call("broken", x=1),
+                call("lookup", city="Lima"),
+                call("broken", x=1),
                 call("researcher", task="Oslo's population?"),
-            ),  # fmt: skip
+            ),
             text("Lima 1,000, Oslo 1,000."),
         ]
     )

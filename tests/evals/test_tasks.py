@@ -19,18 +19,18 @@ import pytest
 from agentica.errors import UsageError
 from agentica.evals import (
     AllChecks,
-    AnswerCheck,
     CheckResult,
     CommandCheck,
     EvalTask,
+    ExpectedAnswer,
     NoReferenceCheck,
     SWEBenchCheck,
     answers_match,
     load_tasks,
-    normalize_answer,
     task_set,
     task_sets,
 )
+from agentica.evals.checks import normalize_answer
 
 DATA = Path(__file__).parent.parent / "data" / "evals"
 SHIPPED = [task for name in ("files", "docs") for task in load_tasks(task_set(name))]
@@ -133,7 +133,7 @@ def test_normalize_answer_drops_case_whitespace_and_punctuation() -> None:
     ],
 )
 def test_answer_check_finds_the_answer_in_prose(answer: str, passed: bool) -> None:
-    result = AnswerCheck("Canberra")(Path("."), answer)
+    result = ExpectedAnswer("Canberra")(Path("."), answer)
     assert result.passed is passed
     assert passed or "expected 'Canberra'" in result.detail
 
@@ -160,7 +160,7 @@ def test_command_check_times_out_and_background_processes_do_not_hold_it(tmp_pat
 
 
 def test_all_checks_must_pass_and_no_reference_never_does(tmp_path: Path) -> None:
-    both = AllChecks([CommandCheck("test -f a.txt"), AnswerCheck("7")])
+    both = AllChecks([CommandCheck("test -f a.txt"), ExpectedAnswer("7")])
     assert not both(tmp_path, "7").passed
     write(tmp_path / "a.txt", "")
     assert both(tmp_path, "7").passed
@@ -179,7 +179,7 @@ def test_the_shipped_sets() -> None:
     files, docs = load_tasks(task_set("files")), load_tasks(task_set("docs"))
     assert len(files) == len(docs) == 8
     assert {t.metadata["kind"] for t in files} == {"answer", "edit", "script", "fix", "multi"}
-    assert all(isinstance(t.check, AnswerCheck) for t in docs)
+    assert all(isinstance(t.check, ExpectedAnswer) for t in docs)
     with pytest.raises(UsageError, match=r"no task set 'gaia'.*the sets are: docs, files"):
         task_set("gaia")
 
@@ -249,7 +249,7 @@ def test_gaia_test_split_loads_without_answers(tmp_path: Path) -> None:
 
 def test_auto_detection(tmp_path: Path, acme: tuple[Path, Path]) -> None:
     instances, repos = acme
-    assert isinstance(load_tasks(task_set("docs"), limit=2)[0].check, AnswerCheck)
+    assert isinstance(load_tasks(task_set("docs"), limit=2)[0].check, ExpectedAnswer)
     assert len(load_tasks(task_set("files"), limit=3)) == 3
     gaia = load_tasks(DATA / "gaia")
     assert gaia[0].id == "0d6f7e6a-1c1e-4a51-9b0e-5a0b7f4c2a01"
@@ -326,7 +326,7 @@ def test_agentica_tasks_with_both_checks_and_numbers_as_answers(tmp_path: Path) 
 def test_setup_refuses_paths_leaving_the_workspace(
     tmp_path: Path, path: str, complaint: str
 ) -> None:
-    task = EvalTask(id="escape", prompt="p", files={path: "x"}, check=AnswerCheck("x"))
+    task = EvalTask(id="escape", prompt="p", files={path: "x"}, check=ExpectedAnswer("x"))
     with pytest.raises(UsageError, match=f"task 'escape': the file path '{path}' {complaint}"):
         task.setup(tmp_path / "workspace")
     assert not (tmp_path / "x").exists()
@@ -337,12 +337,12 @@ def test_setup_refuses_symbolic_links_out_of_the_workspace(tmp_path: Path) -> No
     write(source / "sub" / "a.txt", "a")
     (source / "inside").symlink_to("sub")
     task = EvalTask(
-        id="s", prompt="p", source=source, files={"inside/b.txt": "b"}, check=AnswerCheck("x")
+        id="s", prompt="p", source=source, files={"inside/b.txt": "b"}, check=ExpectedAnswer("x")
     )
     with pytest.raises(UsageError, match=r"'inside/b\.txt' goes through the symbolic link inside"):
         task.setup(tmp_path / "w1")
     assert not (source / "sub" / "b.txt").exists()
-    task = EvalTask(id="s", prompt="p", source=source, check=AnswerCheck("x"))
+    task = EvalTask(id="s", prompt="p", source=source, check=ExpectedAnswer("x"))
     for name, target in [("outside", tmp_path), ("absolute", source / "sub")]:
         (source / name).symlink_to(target)  # the second would lead back to the source
         with pytest.raises(UsageError, match=f"holds the symbolic link {name} pointing outside"):

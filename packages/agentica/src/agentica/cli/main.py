@@ -25,24 +25,28 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentica import __version__
 from agentica.agent import Agent
 from agentica.cli import acp_cmd as acp_command
 from agentica.cli import demo as demo_command
+from agentica.cli import eval_cmd as eval_command
 from agentica.cli import knowledge_cmd as knowledge_command
 from agentica.cli import mcp_cmd as mcp_command
 from agentica.cli import models_cmd as models_command
 from agentica.cli import research_cmd as research_command
 from agentica.cli import sessions_cmd as sessions_command
+from agentica.cli import trace_cmd as trace_command
 from agentica.errors import AgenticaError, UsageError
 from agentica.limits import RunLimits
 from agentica.models.base import Model, ModelSettings
 from agentica.models.openai import OpenAILike
 from agentica.models.registry import model_from_string, resolve_model
 from agentica.run.approval import Decision, HumanApproval, PendingCall
+from agentica.run.capability import Capability
+from agentica.tracing import OpenTelemetry
 
 __all__ = ["build_model", "load_tool", "main"]
 
@@ -88,7 +92,10 @@ async def _run(args: argparse.Namespace) -> int:
     sys.path.insert(0, os.getcwd())
     model = build_model(args.model, args.base_url, args.api_key)
     storage = sessions_command.storage_from(args) if args.session else None
-    approval = [HumanApproval(dict.fromkeys(args.approve, True))] if args.approve else []
+    approval: list[Capability] = (
+        [HumanApproval(dict.fromkeys(args.approve, True))] if args.approve else []
+    )
+    tracing = _tracing(args.otlp)
     servers = [mcp_command.server_from_spec(spec) for spec in args.mcp]
     agent = Agent(
         model=model,
@@ -99,7 +106,7 @@ async def _run(args: argparse.Namespace) -> int:
         storage=storage,
         user_id=args.user,
         session_id=args.session,
-        capabilities=approval,
+        capabilities=[*approval, *([tracing] if tracing else [])],
     )
     printer = EventPrinter(console, show_reasoning=args.reasoning)
     try:
@@ -122,7 +129,14 @@ async def _run(args: argparse.Namespace) -> int:
             await server.aclose()
         if storage is not None:
             await storage.aclose()
+        if tracing is not None:
+            await asyncio.to_thread(tracing.shutdown)
     return 0
+
+
+def _tracing(endpoint: str | None) -> OpenTelemetry | None:
+    """``--otlp URL`` (or the environment: ``AGENTICA_OTLP_ENDPOINT``) turns tracing on."""
+    return OpenTelemetry(endpoint=endpoint) if endpoint else OpenTelemetry.from_env()
 
 
 async def _ask(console: Any, pending: PendingCall) -> Decision:
@@ -183,6 +197,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TOOL",
         help="ask before each call of this tool (repeatable)",
     )
+    run.add_argument(
+        "--otlp", metavar="URL",
+        help="send the run's spans to this OTLP/HTTP collector (default: $AGENTICA_OTLP_ENDPOINT)",
+    )  # fmt: skip
     sessions_command.add_storage_options(run)
     demo_command.add_parser(commands)
     mcp_command.add_parser(commands)
@@ -191,6 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     sessions_command.add_parser(commands)
     knowledge_command.add_parser(commands)
     research_command.add_parser(commands)
+    trace_command.add_parser(commands)
+    eval_command.add_parser(commands)
     for name, plugin in _plugins().items():
         if name not in commands.choices:
             plugin.add_parser(commands)
@@ -214,25 +234,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the command in ``argv`` and exit with its status: 0 on success, 1 when the run
     failed, 2 on bad usage, 130 when interrupted."""
     args = _parser().parse_args(argv)
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {
+        "run": lambda a: asyncio.run(_run(a)),
+        "demo": demo_command.run, "mcp": mcp_command.run, "acp": acp_command.run,
+        "models": models_command.run, "sessions": sessions_command.run,
+        "knowledge": knowledge_command.run, "research": research_command.run,
+        "trace": trace_command.run, "eval": eval_command.run,
+    }  # fmt: skip
     try:
-        if args.command == "run":
-            code = asyncio.run(_run(args))
-        elif args.command == "demo":
-            code = demo_command.run(args)
-        elif args.command == "mcp":
-            code = mcp_command.run(args)
-        elif args.command == "acp":
-            code = acp_command.run(args)
-        elif args.command == "models":
-            code = models_command.run(args)
-        elif args.command == "sessions":
-            code = sessions_command.run(args)
-        elif args.command == "knowledge":
-            code = knowledge_command.run(args)
-        elif args.command == "research":
-            code = research_command.run(args)
-        else:
-            code = int(args.plugin_run(args))
+        command = commands.get(args.command)
+        code = command(args) if command is not None else int(args.plugin_run(args))
     except UsageError as exc:
         print(f"agentica: {exc}", file=sys.stderr)
         code = 2

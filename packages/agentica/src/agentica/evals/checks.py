@@ -1,7 +1,7 @@
 """Checks: how an evaluation task decides, after the run, whether the agent solved it.
 
 A check is a blocking callable ``(workspace, answer) -> CheckResult`` (the runner calls it in a
-worker thread): ``CommandCheck`` runs a shell command in the workspace, ``AnswerCheck`` compares
+worker thread): ``CommandCheck`` runs a shell command in the workspace, ``ExpectedAnswer`` compares
 the final answer with the expected one the way GAIA's scorer does (``answers_match``),
 ``AllChecks`` combines checks, ``NoReferenceCheck`` stands in when a task has no reference
 answer, and ``SWEBenchCheck`` runs a SWE-bench instance's tests on a copy of the workspace.
@@ -29,10 +29,10 @@ from agentica.evals._process import Completed, run, tail
 __all__ = [
     "ANSWER_VARIABLE",
     "AllChecks",
-    "AnswerCheck",
     "Check",
     "CheckResult",
     "CommandCheck",
+    "ExpectedAnswer",
     "NoReferenceCheck",
     "SWEBenchCheck",
     "answer_candidates",
@@ -158,7 +158,7 @@ _WRAPPING = "*_`\"' "
 
 
 def answer_candidates(answer: str) -> list[str]:
-    """The parts of a final answer that ``AnswerCheck`` compares, in order: the whole answer,
+    """The parts of a final answer that ``ExpectedAnswer`` compares, in order: the whole answer,
     the text after the last ``FINAL ANSWER:`` or ``Answer:`` (to the end of that line, or the
     next non-empty line), and the last non-empty line. Each is also tried without Markdown
     emphasis or quotes around it (``**42**`` -> ``42``)."""
@@ -175,7 +175,7 @@ def answer_candidates(answer: str) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
-class AnswerCheck:
+class ExpectedAnswer:
     """The final answer states ``expected``, compared with GAIA's scorer (``answers_match``).
 
     The agent may write prose around the answer: the check passes when any of

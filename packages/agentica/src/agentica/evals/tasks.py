@@ -25,9 +25,9 @@ from agentica.errors import UsageError
 from agentica.evals._process import run, tail
 from agentica.evals.checks import (
     AllChecks,
-    AnswerCheck,
     Check,
     CommandCheck,
+    ExpectedAnswer,
     NoReferenceCheck,
     SWEBenchCheck,
 )
@@ -420,7 +420,7 @@ def _agentica_check(obj: dict[str, Any], place: str) -> Check:
     if command is not None:
         checks.append(CommandCheck(command))
     if answer is not None:
-        checks.append(AnswerCheck(answer))
+        checks.append(ExpectedAnswer(answer))
     if not checks:
         raise UsageError(
             f"{place}: a task needs 'check' (a shell command that exits with 0 when the task "
@@ -467,7 +467,7 @@ def _gaia_task(obj: dict[str, Any], folder: Path, place: str) -> EvalTask:
         )
         solution = None
     else:
-        check, solution = AnswerCheck(expected), f"printf '%s\\n' {shlex.quote(expected)}"
+        check, solution = ExpectedAnswer(expected), f"printf '%s\\n' {shlex.quote(expected)}"
     return EvalTask(
         id=task_id, prompt=prompt, source=source, check=check, metadata=metadata, solution=solution
     )
