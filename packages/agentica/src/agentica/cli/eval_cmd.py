@@ -30,6 +30,7 @@ from agentica.evals import (
     markdown,
     run_eval,
     task_set,
+    task_sets,
     threshold_sweep,
     write_report,
 )
@@ -90,10 +91,15 @@ def _configs(args: argparse.Namespace) -> list[EvalConfig]:
 
 
 def _tasks_path(spec: str) -> Path:
+    """A shipped set by its bare name (``./docs`` for a folder of that name), else the path."""
+    if spec in task_sets():
+        return task_set(spec)
     path = Path(spec)
-    if path.exists():
-        return path
-    return task_set(spec)
+    if not path.exists():
+        raise UsageError(
+            f"no task set {spec!r}: give a file or folder, or one of {', '.join(task_sets())}"
+        )
+    return path
 
 
 async def _evaluate(args: argparse.Namespace, err: Console) -> list[Attempt]:
