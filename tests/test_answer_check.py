@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agentica import Agent, tool
-from agentica.deep import AnswerCheck
+from agentica.deep import AnswerCheck, DeepAgent
 from agentica.errors import ToolError
 from agentica.messages import ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -279,3 +279,29 @@ async def test_a_file_the_task_names_is_used_with_the_file_tools(
     check = model.requests[2].messages[-1]
     assert isinstance(check, UserMessage) and check.text.startswith("The task names totals.json")
     assert model.requests[2].settings.tool_choice == choice
+
+
+async def test_a_question_about_the_folders_documents_answered_unread_is_sent_to_read(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "handbook.md").write_text("Everyone gets 27 days of paid vacation a year.\n")
+    (tmp_path / "faq.md").write_text("Ask the people team.\n")
+    model = ScriptedModel([
+        "3",  # a guess: nothing was read (seen on the 1.5B model)
+        tool_calls(call("read_file", path="handbook.md")),
+        "27",
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    response = await agent.run(
+        "Use the documents in this folder to answer. How many days of paid vacation does an "
+        "employee get each year?"
+    )
+    assert response.content == "27"
+    check = model.requests[1].messages[-1]
+    assert isinstance(check, UserMessage)
+    assert "- handbook.md" in check.text and "- faq.md" in check.text
+    assert model.requests[1].settings.tool_choice == "read_file"
+    # a question that is not about the folder is answered as it is, files or not
+    model = ScriptedModel(["4"])
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    assert (await agent.run("What is 2 + 2?")).content == "4" and len(model.requests) == 1

@@ -326,3 +326,35 @@ async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoti
     quoted = model.requests[4].messages[-1]
     assert isinstance(quoted, UserMessage)
     assert quoted.text.startswith("Your answer says 1, but your last run_python call printed: 13.")
+
+
+async def test_a_count_the_file_states_is_not_sent_back_to_compute() -> None:
+    """Seen on the 1.5B model (agentica eval docs): "How many days of paid vacation ...?" read
+    from "Everyone gets 27 days ..." was sent back to compute a count nobody needs to count."""
+    texts = {
+        "handbook.md": "Everyone gets 27 days of paid vacation a year.",
+        "orders.csv": "id,status\n1,pending\n2,done\n3,pending\n",
+    }
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return texts[path]
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\n2\n"
+
+    model = ScriptedModel([tool_calls(call("read_file", path="handbook.md")), "27"])
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("How many days of vacation do we get?")).content == "27"
+    assert len(model.requests) == 2
+    # a count over rows is still worked out (3 is an id here, not a stated count of orders)
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="orders.csv")), "3",
+        tool_calls(call("run_python", code="...")), "2",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("How many orders are pending?")).content == "2"
+    assert "asks for the count," in str(model.requests[2].messages[-1].content)

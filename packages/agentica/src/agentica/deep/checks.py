@@ -133,12 +133,13 @@ class AnswerCheck(Capability):
         unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
         # no tool used: check only a task about files ("Create config.json ...", "What is in
         # notes.txt?" when it exists), not a question that names Node.js or setup.py
-        if (
-            self.only_after_tools
-            and ctx.usage.tool_calls == 0
-            and not (unused and (_WRITING.search(ctx.input) or await _any_exists(ctx, unused)))
-        ):
-            return None
+        if self.only_after_tools and ctx.usage.tool_calls == 0:
+            if unused and (_WRITING.search(ctx.input) or await _any_exists(ctx, unused)):
+                pass  # a task about named files, answered without touching them
+            elif _HERE.search(ctx.input):
+                return await self._unread_folder(ctx, done)
+            else:
+                return None
         ctx.state[self.name] = done + 1
         calls: list[str] = ctx.state.get(f"{self.name}.calls") or []
         listing = "\n".join(f"- {line}" for line in calls[-_MAX_LISTED:]) or "- (none)"
@@ -156,6 +157,18 @@ class AnswerCheck(Capability):
                 f"asks for, call the tool that writes files).\n\n{prompt}"
             )
         return prompt
+
+    async def _unread_folder(self, ctx: RunContext[Any], done: int) -> str | None:
+        """A question about "the documents in this folder" answered without a tool call (seen:
+        "How many days of paid vacation ...?" answered "3" with handbook.md unread): sent back
+        once with the folder's files, to read one now."""
+        listing = await _listing(ctx)
+        if not listing:
+            return None
+        ctx.state[self.name] = done + 1
+        if "read_file" in ctx.functions:
+            ctx.state[f"{self.name}.choice"] = "read_file"
+        return UNREAD_FOLDER_PROMPT.replace("{files}", listing)
 
     def _bare_confirmation(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         """After the check, a reply that only says the task is done ("Yes, the task is done.")
@@ -184,6 +197,31 @@ _CONFIRMATION = re.compile(
     r"(?: (?:and checked|successfully))?[.!]?"
 )
 _SHORT = 80
+
+UNREAD_FOLDER_PROMPT = (
+    "You answered without reading anything, but the task is about the files here:\n{files}\n"
+    "Read the file that can answer it now; then answer with what it says."
+)
+# the task points at the workspace's content without naming a file
+_HERE = re.compile(
+    r"(?i)\b(?:documents?|docs|files?|folder|directory|workspace|project|repo(?:sitory)?)\b"
+)
+_LISTED_FILES = 20
+
+
+async def _listing(ctx: RunContext[Any]) -> str:
+    """The workspace's top-level files (at most ``_LISTED_FILES``), one per line; ``""`` when
+    there are none (or no file tools)."""
+    backend = ctx.files
+    if backend is None:
+        return ""
+    try:
+        entries = await backend.ls("/")
+    except AgenticaError:
+        return ""
+    names = [f"- {e.name}" for e in entries if not e.is_dir and not e.name.startswith(".")]
+    return "\n".join(names[:_LISTED_FILES])
+
 
 _WRITING = re.compile(r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change)\b")
 
@@ -334,6 +372,15 @@ _AGGREGATE = re.compile(
     re.I,
 )
 _AGGREGATE_NAMES = {"how many": "count", "number of": "count"}
+_COUNTED = re.compile(r"(?i)\b(?:how many|number of)\s+([a-z]+)")
+_STATED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s+([A-Za-z]+)")
+
+
+def _singular(word: str) -> str:
+    word = word.lower()
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
 PRINTED_PROMPT = (
     "Your answer says {numbers}, but your last {tool} call printed: {printed}. If that is the "
     "value the task asks for, answer with it (and write it where the task says, if it asks "
@@ -386,12 +433,16 @@ class _Sources:
         self.tokens: set[str] = set()
         self.values: list[float] = []
         self._sorted: list[float] | None = None  # the values, sorted when first needed
+        self.stated: set[tuple[str, str]] = set()  # ("27", "day") of "27 days"
 
     def add(self, text: str, *, echoed: str = "") -> None:
         """Count ``text``'s numbers as seen, but not those also in ``echoed`` (the call's own
         arguments: a tool that repeats what the model sent proves nothing, as a todo list
         saying "10 orders are pending" or ``print(14, 13, 12)`` did)."""
         skip = {t for joined, parts in _numbers(echoed) for t in [joined, *parts] if t}
+        for match in _STATED.finditer(text):
+            if match.group(1) not in skip:
+                self.stated.add((match.group(1).replace(",", ""), _singular(match.group(2))))
         for joined, parts in _numbers(text):
             for token in [joined, *parts] if joined else parts:
                 if token in self.tokens or token in skip:
@@ -401,6 +452,12 @@ class _Sources:
                 if value is not None:
                     self.values.extend((value, value * 100))  # 0.825 is also "82.5%"
                     self._sorted = None
+
+    def states(self, text: str, noun: str) -> bool:
+        """Whether every number of ``text`` was seen written before ``noun`` ("27 days")."""
+        numbers = [t.replace(",", "") for _, parts in _numbers(text) for t in parts]
+        wanted = _singular(noun)
+        return bool(numbers) and all((n, wanted) in self.stated for n in numbers)
 
     def shows(self, token: str) -> bool:
         """Whether ``token`` is a number seen, or a rounding of one ("82.67" of 82.6666)."""
@@ -521,7 +578,7 @@ class NumberCheck(Capability):
                 return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1],
                                              **_list(numbers))  # fmt: skip
         if not unseen:
-            return self._compute(ctx)
+            return self._compute(ctx, text)
         if printed and retries < self.max_retries and self.max_nudges:
             # seen: run_python printed 3 twice, and the model answered its 10 again each time
             ctx.state[f"{self.name}.retries"] = retries + 1
@@ -537,9 +594,13 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.choice"] = failed
         return RETRY_PROMPT.format(tool=failed, **_list(unseen))
 
-    def _compute(self, ctx: RunContext[Any]) -> str | None:
+    def _compute(self, ctx: RunContext[Any], answer: str) -> str | None:
         """Once per run: a task asking for a value worked out from data (a total, the largest)
-        answered with no computing call that succeeded is sent back to compute it."""
+        answered with no computing call that succeeded is sent back to compute it; not a count
+        a file states ("How many days of vacation ...?" answered 27 from "27 days")."""
+        counted = _COUNTED.search(ctx.input)
+        if counted is not None and self._sources(ctx).states(answer, counted.group(1)):
+            return None
         asked = _AGGREGATE.search(ctx.input)
         tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
         key = f"{self.name}.compute"
