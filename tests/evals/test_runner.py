@@ -176,6 +176,9 @@ def test_ablations_and_sweep_follow_the_papers_matrix(tmp_path: Path) -> None:
     assert matrix["deep -DualThreshold"].context == "off"
     assert matrix["deep base"].kind == "base"
     assert len({c.fingerprint() for c in matrix.values()}) == len(matrix)
+    assert [c.name for c in ablations(base, ["HEARTBEAT", "-DeepPrompt"])] == [
+        "deep", "deep -HEARTBEAT", "deep -DeepPrompt",
+    ]  # fmt: skip
     sweep = threshold_sweep(base)
     assert len(sweep) == 11 and all(c.soft < c.hard for c in sweep)
     path = tmp_path / "small.toml"

@@ -171,13 +171,15 @@ _MATRIX: tuple[tuple[str, dict[str, Any]], ...] = (
 
 def ablations(config: EvalConfig, only: list[str] | None = None) -> list[EvalConfig]:
     """``config`` and, for each ablation of the paper's matrix, a copy with that part removed
-    (``only``: those named, e.g. ``["-HEARTBEAT"]``)."""
+    (``only``: those named, with or without the leading ``-``: ``["HEARTBEAT", "base"]``)."""
     names = [name for name, _ in _MATRIX]
+    wanted = None
     if only:
-        unknown = [n for n in only if n not in names]
+        wanted = {n if n in names else f"-{n}" for n in only}
+        unknown = sorted(wanted - set(names))
         if unknown:
             raise UsageError(f"unknown ablation(s) {unknown}; known: {', '.join(names)}")
-    chosen = [(n, c) for n, c in _MATRIX if not only or n in only]
+    chosen = [(n, c) for n, c in _MATRIX if wanted is None or n in wanted]
     return [config, *(replace(config, name=f"{config.name} {n}", **c) for n, c in chosen)]
 
 
