@@ -231,3 +231,9 @@ async def test_agentica_eval_runs_a_jsonl_set_against_a_server_and_writes_the_re
     assert (out / "report.md").read_text().startswith("# agentica eval tasks")
     for name in ("success.png", "context.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # an attempt's timeline, from the results
+    code, stdout, stderr = await agentica_cli(
+        "trace", str(out / "results.json"), "--attempt", "note"
+    )
+    assert code == 0, stderr
+    assert "· served · completed" in stdout and "execute_tool write_file" in stdout

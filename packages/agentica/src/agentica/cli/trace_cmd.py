@@ -4,8 +4,8 @@ Each line is one step of the run's ``SpanRecord`` tree: the model calls (context
 in and out, how many tool calls the reply asked for), compactions, tool calls (result size,
 error) and subagent runs nested under the call that started them, with the time each started
 (from the run's start), how long it took and a bar placing it in the run. ``RUN`` is a run id
-(or its first characters), ``last`` (the user's latest run), or a JSON file holding a stored run
-(``dump_run``) or an ``agentica eval`` attempt.
+(or its first characters), ``last`` (the user's latest run), or a JSON file: a stored run
+(``dump_run``), an ``agentica eval`` attempt, or its ``results.json`` (``--attempt N|TASK``).
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     trace.add_argument("run_id", metavar="RUN", help="a run id (or its start), 'last', or a file")
     trace.add_argument("--session", help="look only in this session")
     trace.add_argument("--json", action="store_true", help="print the timeline as JSON")
+    trace.add_argument(
+        "--attempt",
+        metavar="N|TASK",
+        help="of an eval's results.json: the attempt with this index or task id",
+    )
     sessions_cmd.add_storage_options(trace)
 
 
@@ -120,11 +125,28 @@ def render_trace(trace: SpanRecord, console: Console) -> None:
         console.print(f"[red]{escape(trace.error)}[/]")
 
 
-def _from_file(path: Path) -> SpanRecord:
+def _attempt(data: dict[str, Any], which: str | None, path: Path) -> dict[str, Any]:
+    """The attempt ``which`` (an index or a task id; default: the first) of a results.json."""
+    attempts: list[dict[str, Any]] = data["attempts"]
+    if not attempts:
+        raise UsageError(f"{path} holds no attempts")
+    if which is None:
+        return attempts[0]
+    if which.isdigit() and int(which) < len(attempts):
+        return attempts[int(which)]
+    for attempt in attempts:
+        if attempt.get("task") == which:
+            return attempt
+    raise UsageError(f"{path} has no attempt {which!r} (0-{len(attempts) - 1} or a task id)")
+
+
+def _from_file(path: Path, which: str | None = None) -> SpanRecord:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("attempts"), list):  # an eval's results
+        data = _attempt(data, which, path)
     if isinstance(data, dict) and data.get("format") == "agentica.run":
         trace = load_run(data, where=str(path)).trace
     elif isinstance(data, dict) and isinstance(data.get("trace"), dict):  # an eval attempt
