@@ -13,7 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,14 +29,23 @@ from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
 from agentica_team.webui import BUILT, WebUI, not_built
 
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
 __all__ = ["create_app"]
 
 log = logging.getLogger("agentica_team")
 
 
-def create_app(settings: TeamSettings | None = None, *, team: Team | None = None) -> FastAPI:
+def create_app(
+    settings: TeamSettings | None = None,
+    *,
+    team: Team | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> FastAPI:
     """The service's ASGI app on ``settings`` (default: from the environment). With ``team``,
-    the app uses that open service and leaves closing it to the caller."""
+    the app uses that open service and leaves closing it to the caller; ``tracer_provider``
+    receives the spans of the ``Team`` the app opens (see ``Team.open``)."""
     config = settings or (team.settings if team is not None else TeamSettings.load())
 
     @asynccontextmanager
@@ -45,7 +54,7 @@ def create_app(settings: TeamSettings | None = None, *, team: Team | None = None
             app.state.team = team
             yield
             return
-        opened = await Team.open(config)
+        opened = await Team.open(config, tracer_provider=tracer_provider)
         app.state.team = opened
         try:
             yield

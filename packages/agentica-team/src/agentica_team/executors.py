@@ -7,7 +7,8 @@ that the executor streams are routed to their handles. Through a connection,
 commands and files go to the student's workspace, never to the server. An executor that goes
 away fails what was waiting on it: calls raise ``ToolError`` ("the executor disconnected"),
 running commands end with exit code -1 and say so, and the agent goes on. An executor serves
-only the student who connected it: ``pick`` looks in that student's executors only.
+only the student who connected it: ``pick`` looks in that student's executors only. With
+tracing on, each call is a ``team.operation <method>`` span (ids and outcome, no arguments).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentica.errors import ToolError, UsageError
 from agentica.tools.commands import CappedOutput, CommandResult, CommandStatus
 from agentica.tools.files import BackendError, FileInfo, GrepLine
 from agentica_team.executor_protocol import Call, Exited, Message, Output, Result, dump
+from agentica_team.telemetry import OFF, Telemetry
 
 __all__ = [
     "DISCONNECTED",
@@ -124,14 +126,34 @@ class Connection:
         self._starting: dict[int, int] = {}  # call id -> max_output of a command.start
         self._commands: dict[str, RemoteCommand] = {}
         self.closed = False
+        self.telemetry: Telemetry = OFF
+        """Where its calls' spans go (``Executors.add`` gives it the service's)."""
 
     async def call(self, method: str, *, within: float | None = CALL_TIMEOUT, **args: Any) -> Any:
         """Ask the executor; its value, or the error it raised (``ToolError`` for the model,
         ``BackendError``, ``UsageError``); ``ToolError`` when it is or goes away, or does not
         answer ``within`` seconds."""
+        call_id = next(self._ids)
+        info = self.info
+        span = self.telemetry.operation(
+            method, executor=info.id, op=f"call{call_id}", user_id=info.user_id
+        )
+        try:
+            value = await self._call(call_id, method, within, args)
+        except asyncio.CancelledError:
+            span.end("cancelled")
+            raise
+        except BaseException as exc:
+            span.end("failed", type(exc).__name__)
+            raise
+        span.end("completed")
+        return value
+
+    async def _call(
+        self, call_id: int, method: str, within: float | None, args: dict[str, Any]
+    ) -> Any:
         if self.closed:
             raise ToolError(f"{DISCONNECTED}; ask the student to run `agentica connect` again")
-        call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = future
         if method == "command.start":
@@ -276,12 +298,14 @@ def _info(data: Any) -> FileInfo:
 
 
 class Executors:
-    """The connected executors, by student."""
+    """The connected executors, by student (their calls traced to ``telemetry``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, telemetry: Telemetry = OFF) -> None:
         self._by_user: dict[str, dict[str, Connection]] = {}
+        self.telemetry = telemetry
 
     def add(self, connection: Connection) -> None:
+        connection.telemetry = self.telemetry
         self._by_user.setdefault(connection.info.user_id, {})[connection.info.id] = connection
 
     def remove(self, connection: Connection) -> None:

@@ -37,7 +37,7 @@ from agentica.agent import Agent
 from agentica.deep.files import FileTools
 from agentica.errors import AgenticaError, RunCancelled, ToolError
 from agentica.limits import RunLimits
-from agentica.tools.commands import CommandBackend, CommandHandle
+from agentica.tools.commands import CommandBackend, CommandHandle, CommandResult
 from agentica.tools.function import tool
 from agentica_team.errors import TeamError
 from agentica_team.security import redact
@@ -50,13 +50,16 @@ from agentica_team.sessions import (
     status_event,
 )
 from agentica_team.supervisor import (
+    OUTCOMES,
     CancelRequested,
     ExecutorChanged,
     Inbox,
     OperationCancelRequested,
     RuntimeEvent,
     SessionScope,
+    message_span,
 )
+from agentica_team.telemetry import NOT_TRACED, Attribute, Traced
 from agentica_team.transition import (
     DISCONNECTED,
     Action,
@@ -142,6 +145,7 @@ class _LaneWork:
     finished: bool = False
     summary: str = ""
     failure: str = ""
+    span: Traced = NOT_TRACED  # of the message it serves last: its steps run under it
 
 
 class LanesRuntime:
@@ -158,6 +162,7 @@ class LanesRuntime:
         self._ids = {"lane": 0, "op": 0}
         self._snapshot: list[dict[str, Any]] = []  # the lanes as last logged
         self._stopped: dict[str, str] = {}  # op -> why it was cancelled on request
+        self._spans: dict[int, Traced] = {}  # message seq -> its event span, until it ends
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -176,6 +181,8 @@ class LanesRuntime:
                 self.scope.writer.put(_interrupted(self.scope, seq))
             raise
         finally:
+            for seq in list(self._spans):
+                self._end_span(seq, "interrupted")
             await self._stop_everything()
 
     def _idle(self) -> bool:
@@ -205,19 +212,28 @@ class LanesRuntime:
             self._feed(change(delivered.executor))
             return
         if isinstance(delivered, CancelRequested):
-            for lane in self.state.lanes:
-                if lane.active:
-                    ops = tuple(op.id for op in lane.operations if op.unfinished)
-                    self._events.put_nowait(
-                        InterruptionHandled(lane.id, cancel=ops, terminate=delivered.reason)
-                    )
+            self._cancel_all(delivered)
             return
         scope = self.scope
         while (message := await scope.sessions.next_pending(scope.session.id)) is not None:
             scope.writer.put(status_event(scope.session, "run_started", message.seq, "running"))
             await scope.writer.flush()  # durable before it is handled
             self._running[message.seq] = ""
+            self._spans[message.seq] = message_span(scope, [message], "lanes")
             self._feed(_message_event(message))
+
+    def _cancel_all(self, cancel: CancelRequested) -> None:
+        """Stop every active lane (their operations cancelled)."""
+        stopped = 0
+        for lane in self.state.lanes:
+            if lane.active:
+                stopped += 1
+                ops = tuple(op.id for op in lane.operations if op.unfinished)
+                self._events.put_nowait(
+                    InterruptionHandled(lane.id, cancel=ops, terminate=cancel.reason)
+                )
+        span = self.scope.telemetry.event(cancel.kind, self.scope.session, {"lanes": stopped})
+        span.end("cancelled" if stopped else "ignored")
 
     def _feed(self, event: Event) -> None:
         """Apply ``event``, log it (with the lanes' snapshot when they changed), start the
@@ -238,8 +254,13 @@ class LanesRuntime:
         failure and goes on (``CancelOperation`` directly: an ``InterruptionHandled`` would
         put a lane whose step is running back to rest)."""
         lane = self.state.lane_of(op)
+        telemetry, session = self.scope.telemetry, self.scope.session
+        span = telemetry.event("operation_cancel_requested", session, {"operation.id": op})
         if lane is None or not any(o.id == op and o.unfinished for o in lane.operations):
+            span.end("ignored")
             return  # it ended meanwhile (the request saw an older snapshot)
+        span.set("lane", lane.id)
+        span.end("cancelled")
         self._stopped[op] = reason
         self._put({"kind": "operation_cancel_requested", "lane": lane.id, "op": op,
                    "reason": reason})  # fmt: skip
@@ -252,7 +273,9 @@ class LanesRuntime:
         lane = event.lane
         if event.to != "new" and (target is None or not target.active):
             lane = f"{event.lane}.{event.seq}"
-        self._lanes.setdefault(lane, _LaneWork()).messages.append(event.seq)
+        work = self._lanes.setdefault(lane, _LaneWork())
+        work.messages.append(event.seq)
+        work.span = self._spans.get(event.seq, work.span)
         self._running[event.seq] = lane
 
     def _start(self, action: Action) -> None:
@@ -292,8 +315,10 @@ class LanesRuntime:
     async def _route(self, action: Route) -> None:
         message = action.message
         seq = message.seq
+        prompt = self._routing_prompt(message)
         try:
-            choice = await self._ask(ROUTER, self._routing_prompt(message), RouteChoice)
+            with self._spans.get(seq, NOT_TRACED).current():  # the router's run under it
+                choice = await self._ask("router", ROUTER, prompt, RouteChoice)
         except Exception as exc:  # a task's failure must come back as an event, never hang
             self._fail_message(seq, exc)
             self._events.put_nowait(Routed(seq, "answered"))
@@ -327,12 +352,8 @@ class LanesRuntime:
         try:
             if work.agent is None:
                 work.agent = await self._lane_agent(action.lane, action.intent)
-            async with work.agent.run_stream(_step_prompt(action), limits=STEP_LIMITS) as stream:
-                work.step = stream
-                if work.stop:  # stopped before it began
-                    stream.cancel(work.stop)
-                async for _ in stream:
-                    pass
+            with work.span.current(), self.scope.telemetry.lane(action.lane):
+                await self._step(work, action)
         except RunCancelled:
             pass  # stopped for an interruption (StopStep): handled next
         except Exception as exc:  # the step ends either way; the lane ends as failed
@@ -343,6 +364,15 @@ class LanesRuntime:
             work.step, work.stop = None, ""
         self._events.put_nowait(LaneStepDone(action.lane, finished=work.finished))
 
+    async def _step(self, work: _LaneWork, action: Infer) -> None:
+        assert work.agent is not None
+        async with work.agent.run_stream(_step_prompt(action), limits=STEP_LIMITS) as stream:
+            work.step = stream
+            if work.stop:  # stopped before it began
+                stream.cancel(work.stop)
+            async for _ in stream:
+                pass
+
     async def _interrupt(self, action: HandleInterruptions) -> None:
         lane = self.state.lane(action.lane)
         ops = [op for op in (lane.operations if lane else ()) if op.unfinished]
@@ -352,16 +382,36 @@ class LanesRuntime:
             f"The lane's intent: {action.intent}\nIts running operations:\n{running}\n\n"
             f"The student interrupted it:\n{said}"
         )
+        span, failed = self._interruption_span(action, len(ops)), ""
         try:
-            choice = await self._ask(INTERRUPTER, prompt, InterruptChoice)
+            with span.current():  # the interruption context's run under it
+                choice = await self._ask("interrupter", INTERRUPTER, prompt, InterruptChoice)
+        except asyncio.CancelledError:
+            span.end("cancelled")
+            raise
         except Exception as exc:
             said = _failure(exc, self.scope.session.id)
             choice = InterruptChoice(terminate=f"the interruption could not be handled: {said}")
+            failed = type(exc).__name__
         known = {op.id for op in ops}
         cancel = tuple(op for op in choice.cancel if op in known)
+        span.set("operations.cancelled", len(cancel))
+        span.set("terminated", bool(choice.terminate.strip()))
+        span.end("failed" if failed else "answered", failed)
         self._events.put_nowait(
             InterruptionHandled(action.lane, choice.intent.strip(), cancel, choice.terminate)
         )
+
+    def _interruption_span(self, action: HandleInterruptions, running: int) -> Traced:
+        """A ``team.event interruption`` span under the span of the message that interrupted
+        (a new message routed to interrupt the lane)."""
+        seqs = [event.seq for event in action.events if isinstance(event, Interruption)]
+        parent = self._spans.get(seqs[0]) if seqs else None
+        attributes: dict[str, Attribute] = {
+            "lane": action.lane, "operations.running": running, "message.seqs": seqs,
+        }  # fmt: skip
+        return self.scope.telemetry.event("interruption", self.scope.session, attributes,
+                                          parent=parent)  # fmt: skip
 
     async def _cancel(self, op: str) -> None:
         handle = self._handles.get(op)
@@ -382,12 +432,16 @@ class LanesRuntime:
                 self.scope.writer.put(
                     status_event(self.scope.session, "run_ended", seq, state, lane=action.lane)
                 )
+                self._end_span(seq, state, "lane_failed" if work.failure else "")
 
     # -- the agents --------------------------------------------------------------------------
 
-    async def _ask(self, instructions: str, prompt: str, output: type[Any]) -> Any:
+    async def _ask(self, name: str, instructions: str, prompt: str, output: type[Any]) -> Any:
         model = await self.scope.new_model()
-        agent: Agent[Any] = Agent(model=model, instructions=instructions, output_type=output)
+        agent: Agent[Any] = Agent(
+            model=model, name=name, instructions=instructions, output_type=output,
+            capabilities=self.scope.telemetry.capabilities(),
+        )  # fmt: skip
         result = await agent.run(prompt, limits=RunLimits(max_turns=3))
         return result.output
 
@@ -399,6 +453,7 @@ class LanesRuntime:
             name=f"lane {lane}",
             instructions=LANE.format(intent=intent),
             tools=[FileTools(scope.workbench.files), *self._operation_tools(lane)],
+            capabilities=scope.telemetry.capabilities(),
             storage=scope.storage,
             user_id=scope.session.user_id,
             session_id=f"{scope.session.id}~{lane}",
@@ -462,21 +517,35 @@ class LanesRuntime:
 
     async def _start_command(self, lane: str, command: str, executor: str = "") -> str:
         executor, commands = self._commands(executor)
-        handle = await commands.start(command)
+        span = self.scope.telemetry.operation(
+            "command", executor=executor, lane=lane, command=command, session=self.scope.session
+        )
+        try:
+            with span.current():  # a call to the student's computer under it
+                handle = await commands.start(command)
+        except BaseException as exc:
+            span.end("failed", type(exc).__name__)
+            raise
         self._ids["op"] += 1
         op = f"op{self._ids['op']}"
+        span.set("operation.id", op)
         self._handles[op] = handle
         self._audit_operation("operation_started", op, lane, {"command": command[:2000]})
         self._events.put_nowait(OperationStarted(lane, op, command[:500], executor))
-        task = asyncio.create_task(self._watch(lane, op, handle))
+        task = asyncio.create_task(self._watch(lane, op, handle, span))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return f"started {op}: `{command[:200]}`"
 
-    async def _watch(self, lane: str, op: str, handle: CommandHandle) -> None:
-        result = await handle.wait(None)
+    async def _watch(self, lane: str, op: str, handle: CommandHandle, span: Traced) -> None:
+        try:
+            result = await handle.wait(None)
+        except BaseException:  # the loop stops
+            span.end("cancelled")
+            raise
         if result is None:  # pragma: no cover - wait(None) returns only at the end
             return
+        _end_command(span, result)
         tail = result.output[-_OUTPUT_TAIL:]
         data = {"exit_code": result.exit_code, "status": result.status, "output": tail}
         self._audit_operation("operation_ended", op, lane, data)
@@ -500,6 +569,7 @@ class LanesRuntime:
         self._put({"kind": "answer", "message_seq": seq, "text": text[:8000]})
         if self._running.pop(seq, None) is not None:
             self.scope.writer.put(status_event(self.scope.session, "run_ended", seq, "done"))
+            self._end_span(seq, "done")
 
     def _fail_message(self, seq: int, exc: BaseException) -> None:
         said = _failure(exc, self.scope.session.id)
@@ -508,6 +578,13 @@ class LanesRuntime:
             error = type(exc).__name__
             ended = status_event(self.scope.session, "run_ended", seq, "failed", error=error)
             self.scope.writer.put(ended)
+            self._end_span(seq, "failed", error)
+
+    def _end_span(self, seq: int, state: MessageState, error: str = "") -> None:
+        """End the span of message ``seq`` as its final ``state`` says."""
+        span = self._spans.pop(seq, None)
+        if span is not None:
+            span.end(OUTCOMES.get(state, "cancelled"), error)
 
     async def _stop_everything(self) -> None:
         for task in list(self._tasks):
@@ -527,6 +604,20 @@ def _message_event(message: SessionEvent) -> UserMessage | TeacherMessage:
     if message.data.get("role") == "teacher":
         return TeacherMessage(message.seq, text)
     return UserMessage(message.seq, text)
+
+
+def _end_command(span: Traced, result: CommandResult) -> None:
+    """End a command's span: its exit code and status, never its output."""
+    span.set("operation.exit_code", result.exit_code)
+    span.set("operation.status", result.status)
+    if result.stopped:
+        span.end("cancelled")
+    elif result.timed_out:
+        span.end("failed", "timed_out")
+    elif result.exit_code < 0:
+        span.end("failed", "executor_lost")
+    else:
+        span.end("completed")
 
 
 def _interrupted(scope: SessionScope, seq: int) -> NewEvent:

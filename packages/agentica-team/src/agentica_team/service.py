@@ -7,7 +7,8 @@ budget reservations of calls that died (older than ``reservation_timeout``). The
 ``Team`` in ``app.state``; nothing is process-global, so two ``Team`` objects (tests run
 several) never share state. Alone, a ``Team`` is the only one on its database; with
 ``redis_url`` several (worker processes or machines) share one PostgreSQL database through a
-``Cluster`` (see ``agentica_team.cluster``).
+``Cluster`` (see ``agentica_team.cluster``). Tracing (``otlp_endpoint``, or a tracer provider
+given to ``open``) has one provider per ``Team``, flushed when it closes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentica.tools.commands import CommandBackend
 from agentica_team.accounts import Accounts, User
@@ -43,6 +45,10 @@ from agentica_team.supervisor import (
     Supervisor,
     Workbench,
 )
+from agentica_team.telemetry import OFF, Telemetry, open_telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["RUNTIMES", "FirstAdmin", "Team", "workspace_folder"]
 
@@ -134,14 +140,24 @@ class Team:
     supervisor: Supervisor
     executors: Executors
     knowledge: CourseKnowledge
+    telemetry: Telemetry = field(default=OFF)
     first_admin: FirstAdmin | None = field(default=None)
     _sweeper: asyncio.Task[None] | None = field(default=None)
 
     @classmethod
-    async def open(cls, settings: TeamSettings) -> Team:
-        """The service on ``settings``' database, upgraded and started."""
+    async def open(
+        cls, settings: TeamSettings, *, tracer_provider: TracerProvider | None = None
+    ) -> Team:
+        """The service on ``settings``' database, upgraded and started; its spans go to
+        ``tracer_provider`` (the caller's, flushed at close), else to ``otlp_endpoint`` (a
+        provider of its own, shut down at close), else nowhere."""
         db = Database(settings.database)
+        telemetry = OFF
         try:
+            if tracer_provider is not None or settings.otlp_endpoint:
+                telemetry = await asyncio.to_thread(
+                    open_telemetry, settings.otlp_endpoint, tracer_provider
+                )
             await db.upgrade()
             keys = await asyncio.to_thread(
                 KeyBox.load,
@@ -163,7 +179,7 @@ class Team:
                 keys=keys,
             )
             models = CourseModels(settings, accounts, budgets, audit)
-            executors = Executors()
+            executors = Executors(telemetry)
             knowledge = CourseKnowledge(settings, db, audit)
             cluster = _cluster(settings)
             supervisor = Supervisor(
@@ -177,10 +193,12 @@ class Team:
                 cluster=cluster,
                 prefers=lambda user_id: executors.pick(user_id) is not None,
                 knowledge=knowledge,
+                telemetry=telemetry,
             )
             team = cls(
-                settings, db, audit, budgets, accounts, models, supervisor, executors, knowledge
-            )
+                settings, db, audit, budgets, accounts, models, supervisor, executors, knowledge,
+                telemetry,
+            )  # fmt: skip
             created = await accounts.ensure_admin()
             if created is not None:
                 team.first_admin = FirstAdmin(*created)
@@ -188,6 +206,7 @@ class Team:
             team._sweeper = asyncio.create_task(team._sweep(), name="agentica-team sweeper")
         except BaseException:
             await db.aclose()
+            await telemetry.aclose()
             raise
         return team
 
@@ -219,7 +238,8 @@ class Team:
         self.supervisor.hub.end(session.id)  # its live streams end
 
     async def aclose(self) -> None:
-        """Stop the supervisor (runs are marked interrupted), close models and the database."""
+        """Stop the supervisor (runs are marked interrupted), close models and the database,
+        then send the spans still buffered."""
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -231,3 +251,4 @@ class Team:
             await self.audit.aclose()
         finally:
             await self.db.aclose()
+            await self.telemetry.aclose()

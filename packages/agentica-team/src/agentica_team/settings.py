@@ -137,6 +137,21 @@ class TeamSettings(BaseSettings):
         "released.",
     )
 
+    otlp_endpoint: str = Field(
+        default="",
+        description="OpenTelemetry collector to send traces to over OTLP/HTTP "
+        "(`http://host:4318/v1/traces`): a span per session event and per operation, the "
+        "agents' runs under them. Empty: no tracing.",
+    )
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_endpoint(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError(f"otlp_endpoint must be an http(s) URL, got {value[:40]!r}")
+        return value
+
     @field_validator("database_url")
     @classmethod
     def _async_driver(cls, value: str) -> str:

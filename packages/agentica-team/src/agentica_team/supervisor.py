@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
@@ -54,6 +54,7 @@ from agentica_team.sessions import (
     interrupted_event,
     status_event,
 )
+from agentica_team.telemetry import NOT_TRACED, OFF, Attribute, Telemetry, Traced
 
 if TYPE_CHECKING:
     from agentica_team.accounts import Accounts
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTRUCTIONS",
+    "OUTCOMES",
     "BatchRuntime",
     "CancelRequested",
     "ExecutorChanged",
@@ -77,6 +79,7 @@ __all__ = [
     "SessionScope",
     "Supervisor",
     "Workbench",
+    "message_span",
 ]
 
 log = logging.getLogger("agentica_team.supervisor")
@@ -97,6 +100,8 @@ SHUTDOWN_REASON = "the server stopped while this message was running"
 WORKER_LOST = "the worker running it stopped; another worker took the session over"
 RUN_LIMITS = RunLimits(max_turns=60, max_tool_calls=300, max_wall_time=1800.0)
 _AUDIT_TEXT = 2000
+OUTCOMES: Mapping[str, str] = {"done": "answered", "failed": "failed", "interrupted": "cancelled"}
+"""A message's final state as its event span's ``outcome``."""
 
 
 # -- the seam ------------------------------------------------------------------------------------
@@ -199,7 +204,7 @@ class SessionScope:
     events go through, a factory of the session's agent (its conversation loaded from the
     service database), the budgets (compaction savings are counted there), a factory of the
     session's metered model, the framework's ``storage`` (more conversations, e.g. one per
-    lane) and the ``workbench``."""
+    lane), the ``workbench`` and the service's ``telemetry`` (its spans)."""
 
     session: AgentSession
     sessions: Sessions
@@ -209,6 +214,7 @@ class SessionScope:
     new_model: Callable[[], Awaitable[Model]]
     storage: SQLStorage
     workbench: Workbench
+    telemetry: Telemetry = OFF
 
 
 class SessionRuntime(Protocol):
@@ -273,27 +279,34 @@ class SerialRuntime:
 
     async def _run_messages(self, messages: list[SessionEvent], inbox: Inbox) -> None:
         scope, session = self.scope, self.scope.session
-        watcher = asyncio.create_task(self._watch(inbox))
+        span = message_span(scope, messages, "batch" if self.batch else "serial")
+        watcher = asyncio.create_task(self._watch(inbox, span))
         try:
-            state, detail = await self._run_agent(messages)
+            with span.current():  # the agent's run is exported under the message's span
+                state, detail = await self._run_agent(messages)
         except asyncio.CancelledError:
+            span.end("cancelled")
             for message in messages:
                 scope.writer.put(interrupted_event(session, message.seq, SHUTDOWN_REASON))
             raise
         finally:
             watcher.cancel()
+        span.end(OUTCOMES.get(state, "cancelled"), str(detail.get("error", "")))
         await self._report_budget()
         for message in messages:
             scope.writer.put(status_event(session, "run_ended", message.seq, state, **detail))
         await scope.writer.flush()
 
-    async def _watch(self, inbox: Inbox) -> None:
-        """Cancel the run in progress when a ``CancelRequested`` arrives."""
+    async def _watch(self, inbox: Inbox, span: Traced) -> None:
+        """Cancel the run in progress when a ``CancelRequested`` arrives (traced under the
+        span of the message it stops)."""
         while True:
             await inbox.wait()
             for event in inbox.take():
                 if isinstance(event, CancelRequested) and self._running is not None:
                     self._running.cancel(event.reason)
+                    telemetry = self.scope.telemetry
+                    telemetry.event(event.kind, self.scope.session, parent=span).end("cancelled")
 
     async def _run_agent(self, messages: list[SessionEvent]) -> tuple[MessageState, dict[str, Any]]:
         """Run the agent once on the messages; its final state and what to say about it."""
@@ -387,6 +400,25 @@ class BatchRuntime(SerialRuntime):
     batch = True
 
 
+def message_span(scope: SessionScope, messages: Sequence[SessionEvent], runtime: str) -> Traced:
+    """A started ``team.event`` span of handling ``messages`` (one, or a batch's several): the
+    first one's kind and seq, their seqs, their texts' length (never the text)."""
+    if not scope.telemetry.enabled:
+        return NOT_TRACED
+    first = messages[0]
+    kind = "teacher_message" if first.data.get("role") == "teacher" else "user_message"
+    attributes: dict[str, Attribute] = {
+        "message.seq": first.seq,
+        "message.length": sum(len(str(m.data.get("text", ""))) for m in messages),
+        "runtime": runtime,
+    }
+    if len(messages) > 1:
+        attributes["message.seqs"] = [m.seq for m in messages]
+    if any(m.data.get("continued") for m in messages):
+        attributes["message.continued"] = True
+    return scope.telemetry.event(kind, scope.session, attributes)
+
+
 def _prompt(message: SessionEvent) -> str:
     text = str(message.data.get("text", ""))
     if message.data.get("role") == "teacher":
@@ -474,8 +506,10 @@ class Supervisor:
         sweep_every: float = 1.0,
         affinity_delay: float = 0.2,
         knowledge: CourseKnowledge | None = None,
+        telemetry: Telemetry = OFF,
     ) -> None:
         self.db = db
+        self.telemetry = telemetry
         self.knowledge = knowledge
         self.accounts = accounts
         self.models = models
@@ -700,6 +734,7 @@ class Supervisor:
             lambda: self._new_model(session),
             self.storage,
             self.workbench_of(session),
+            self.telemetry,
         )
         try:
             await self.runtime(scope).run(loop.inbox)
@@ -731,6 +766,7 @@ class Supervisor:
         files = FileTools(self.workbench_of(session).files)
         tools: list[ToolLike] = [files]
         capabilities: list[Capability] = [WorkspaceOverview(files), Todos(), RepetitionGuard()]
+        capabilities += self.telemetry.capabilities()  # its runs exported (tracing on)
         if self.knowledge is not None and self.knowledge.missing() is None:
             # what the course's teacher shared, nothing else (a failure here costs only that)
             try:
