@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["OpenTelemetry", "export_trace", "otlp_provider", "span_name"]
 
 SCOPE = "agentica"
+ERROR_CHARS = 200
 
 _OPERATIONS = {"run": "invoke_agent", "model": "chat", "tool": "execute_tool"}
 
@@ -82,8 +83,8 @@ def export_trace(trace: SpanRecord, tracer: Tracer, context: Context | None = No
         span_name(trace), context=context, kind=kind, attributes=_attributes(trace),
         start_time=start,
     )  # fmt: skip
-    if trace.error is not None:
-        span.set_status(Status(StatusCode.ERROR, trace.error))
+    if trace.error is not None:  # its first line, cut: a tool's error may quote what it read
+        span.set_status(Status(StatusCode.ERROR, trace.error.splitlines()[0][:ERROR_CHARS]))
     inside = otel.set_span_in_context(span, context)
     for child in trace.children:
         export_trace(child, tracer, inside)
