@@ -237,3 +237,6 @@ async def test_agentica_eval_runs_a_jsonl_set_against_a_server_and_writes_the_re
     )
     assert code == 0, stderr
     assert "· served · completed" in stdout and "execute_tool write_file" in stdout
+    code, stdout, stderr = await agentica_cli("trace", str(out / "results.json"), "--attempt", "2")
+    assert code == 0, stderr
+    assert "execute_tool" not in stdout  # the question: answered without a tool

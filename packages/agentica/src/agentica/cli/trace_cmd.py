@@ -174,9 +174,10 @@ async def _load(args: argparse.Namespace) -> SpanRecord:
 def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     path = Path(args.run_id)
-    trace = (
-        _from_file(path) if path.suffix == ".json" and path.is_file() else asyncio.run(_load(args))
-    )
+    if path.suffix == ".json" and path.is_file():
+        trace = _from_file(path, args.attempt)
+    else:
+        trace = asyncio.run(_load(args))
     if args.json:
         from pydantic import TypeAdapter
 
