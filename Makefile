@@ -68,6 +68,7 @@ bench: install web $(MCP_PEERS)  # the framework core, MCP, then the team servic
 	$(RUN) python benchmarks/mcp_calls.py
 	$(RUN) python benchmarks/team.py
 	$(RUN) python benchmarks/knowledge.py
+	$(RUN) python benchmarks/eval_speedup.py
 
 demo: install
 	$(RUN) agentica demo

@@ -168,12 +168,14 @@ def test_ablations_and_sweep_follow_the_papers_matrix(tmp_path: Path) -> None:
     base = EvalConfig(name="deep")
     names = [c.name for c in ablations(base)]
     assert names == [
-        "deep", "deep -TaskGroup", "deep -DualThreshold", "deep -HEARTBEAT", "deep -DeepPrompt",
-        "deep -Repetition", "deep -AgentAsSession", "deep base",
+        "deep", "deep -TaskGroup", "deep -DualThreshold", "deep SingleThreshold",
+        "deep -HEARTBEAT", "deep -DeepPrompt", "deep -Repetition", "deep -AgentAsSession",
+        "deep base",
     ]  # fmt: skip
     matrix = {c.name: c for c in ablations(base)}
     assert not matrix["deep -TaskGroup"].concurrent_tools
     assert matrix["deep -DualThreshold"].context == "off"
+    assert matrix["deep SingleThreshold"].context == "single"
     assert matrix["deep base"].kind == "base"
     assert len({c.fingerprint() for c in matrix.values()}) == len(matrix)
     assert [c.name for c in ablations(base, ["HEARTBEAT", "-DeepPrompt"])] == [

@@ -48,8 +48,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ev.add_argument("--compare", metavar="CONFIG", help="pair this configuration with the first")
     ev.add_argument("--ablations", nargs="*", metavar="NAME",
                     help="the first configuration and its ablations (all, or those named: "
-                    "TaskGroup DualThreshold HEARTBEAT DeepPrompt Repetition AgentAsSession "
-                    "base)")  # fmt: skip
+                    "TaskGroup DualThreshold SingleThreshold HEARTBEAT DeepPrompt Repetition "
+                    "AgentAsSession base)")  # fmt: skip
     ev.add_argument("--sweep", action="store_true",
                     help="the soft x hard threshold grid of the first configuration")  # fmt: skip
     ev.add_argument("--repeats", type=int, default=1, help="attempts per task and configuration")

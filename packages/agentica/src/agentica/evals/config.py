@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agentica import __version__
 from agentica.context import ContextPolicy, HistoryPolicy
 from agentica.deep import DeepAgent
 from agentica.errors import UsageError
@@ -94,8 +95,10 @@ class EvalConfig:
             )
 
     def fingerprint(self) -> str:
-        """A short hash of everything but the name: equal configurations share cached results."""
+        """A short hash of everything but the name, and agentica's version: equal
+        configurations share cached results (after changing agentica's code, ``--no-cache``)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
+        data["agentica"] = __version__
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -161,6 +164,7 @@ def load_config(spec: str | os.PathLike[str]) -> EvalConfig:
 _MATRIX: tuple[tuple[str, dict[str, Any]], ...] = (
     ("-TaskGroup", {"concurrent_tools": False}),
     ("-DualThreshold", {"context": "off"}),
+    ("SingleThreshold", {"context": "single"}),
     ("-HEARTBEAT", {"heartbeat": False}),
     ("-DeepPrompt", {"deep_prompt": False}),
     ("-Repetition", {"repetition": False}),
