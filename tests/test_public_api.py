@@ -59,7 +59,8 @@ SUBPACKAGES: dict[str, set[str]] = {
     "agentica.deep": {
         "AnswerCheck", "BackendError", "BraveProvider", "CodeNotRun", "CompositeBackend",
         "DeepAgent", "DeepResearch", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
-        "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "Reflection", "ResearchReport",
+        "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "PythonKernel", "Reflection",
+        "ResearchReport",
         "SearchProvider",
         "SearchResult",
         "SearxngProvider", "Shell", "Skill", "SkillError", "Skills", "StateBackend",

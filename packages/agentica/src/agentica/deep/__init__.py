@@ -6,10 +6,10 @@
 - ``Shell`` over a ``CommandBackend`` (``agentica.tools.commands``), ``CodeNotRun`` (shell/)
 - ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
   ``AnswerCheck``, ``NumberCheck`` (checks), ``Heartbeat``, ``Reflection`` (heartbeat),
-  ``DeepResearch`` and ``ResearchReport`` (research: a question to a cited report)
+  ``DeepResearch`` and ``ResearchReport`` (research: a question to a cited report),
+  ``PythonKernel`` (kernel: a persistent IPython kernel per session)
 
-Human approval, the ``RepetitionGuard``, context management and guardrails are in every
-``Agent`` (``agentica.run``, ``agentica.context``, ``agentica.guardrails``).
+Human approval, the ``RepetitionGuard``, context management and guardrails are in every ``Agent``.
 """
 
 from agentica.deep.agent import HARNESS_INSTRUCTIONS, DeepAgent
@@ -25,6 +25,7 @@ from agentica.deep.backends import (
 from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
+from agentica.deep.kernel import PythonKernel
 from agentica.deep.research import DeepResearch, ResearchReport
 from agentica.deep.shell import CodeNotRun, Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
@@ -55,6 +56,7 @@ __all__ = [
     "FilesystemBackend",
     "Heartbeat",
     "NumberCheck",
+    "PythonKernel",
     "Reflection",
     "ResearchReport",
     "SearchProvider",
