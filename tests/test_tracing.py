@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentica import Agent, tool
+from agentica import Agent, ModelPrice, tool
 from agentica.cli.main import main
 from agentica.errors import UsageError
 from agentica.storage import InMemoryStorage, SpanRecord, dump_run, load_run
@@ -50,7 +50,8 @@ def _lead(storage: Any = None, capabilities: Sequence[Any] = ()) -> Agent[str]:
                 call("researcher", task="Oslo's population?"),
             ),
             text("Lima 1,000, Oslo 1,000."),
-        ]
+        ],
+        price=ModelPrice(input=1.0, output=2.0),  # USD per million tokens
     )
     return Agent(
         model=model, name="lead", tools=[lookup, broken, _researcher().as_tool()],
@@ -77,6 +78,11 @@ async def test_the_run_records_its_timeline_with_the_subagent_under_its_call() -
     ]  # fmt: skip
     first, lookup_span, broken_span, delegate, last = trace.children
     assert isinstance(first.attributes["gen_ai.usage.input_tokens"], int)
+    usage = first.attributes
+    expected = (
+        usage["gen_ai.usage.input_tokens"] * 1.0 + usage["gen_ai.usage.output_tokens"] * 2.0
+    ) / 1e6  # type: ignore[operator]
+    assert first.attributes["agentica.cost_usd"] == pytest.approx(expected)
     assert first.attributes["agentica.tool_calls"] == 3
     assert lookup_span.duration >= 0.05 and lookup_span.error is None
     assert broken_span.error is not None and "gauge is broken" in broken_span.error

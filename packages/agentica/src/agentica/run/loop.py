@@ -241,8 +241,10 @@ async def _call_model(
     except BaseException as exc:
         timeline.model_failed(span, exc)
         raise
+    spent = run.usage.cost
     message = _record_reply(run, response)
-    timeline.model_replied(span, message)
+    cost = None if run.usage.cost is None or spent is None else run.usage.cost - spent
+    timeline.model_replied(span, message, cost)
     yield ModelResponseReceived(message=message, turn=run.turn)
 
 

@@ -44,10 +44,12 @@ def model_call(
     return span
 
 
-def model_replied(span: SpanRecord, message: AssistantMessage) -> None:
-    """The call's reply arrived: its duration, tokens and finish reason."""
+def model_replied(span: SpanRecord, message: AssistantMessage, cost: float | None) -> None:
+    """The call's reply arrived: its duration, tokens, cost (USD, ``None``: price unknown) and
+    finish reason."""
     span.duration = time.time() - span.start
     attributes = span.attributes
+    attributes["agentica.cost_usd"] = cost
     if message.model:
         attributes["gen_ai.response.model"] = message.model
     if message.finish_reason:
