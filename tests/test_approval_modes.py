@@ -13,7 +13,9 @@ from agentica.run.approval import Decision
 from agentica.testing import ScriptedModel, call, tool_calls
 
 
-def _agent(root: Path, mode: ApprovalMode, *replies: object) -> tuple[DeepAgent[str], ScriptedModel]:
+def _agent(
+    root: Path, mode: ApprovalMode, *replies: object
+) -> tuple[DeepAgent[str], ScriptedModel]:
     model = ScriptedModel(list(replies))  # type: ignore[arg-type]
     agent: DeepAgent[str] = DeepAgent(
         model=model, workspace=root, todos=False, subagents=False, answer_check=False,
