@@ -57,14 +57,16 @@ SUBPACKAGES: dict[str, set[str]] = {
         "repair_tool_pairs", "tool_pairs_ok", "transcript", "truncate_text"
     },
     "agentica.deep": {
-        "AnswerCheck", "BackendError", "BraveProvider", "CodeNotRun", "CompositeBackend",
+        "AnswerCheck", "BackendError", "BraveProvider", "Checkpoints", "CodeNotRun",
+        "CompositeBackend",
         "DeepAgent", "DeepResearch", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
         "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "PythonKernel", "Reflection",
         "ResearchReport",
         "SearchProvider",
         "SearchResult",
         "SearxngProvider", "Shell", "Skill", "SkillError", "Skills", "StateBackend",
-        "StoreBackend", "SubAgent", "SubAgents", "TavilyProvider", "TodoItem", "Todos", "Web",
+        "StoreBackend", "SubAgent", "SubAgents", "TavilyProvider", "TodoItem", "Todos",
+        "UndoReport", "Web",
         "WorkspaceOverview", "load_skill", "provider_from_env", "session_state_backend"
     },
     "agentica.deep.backends": {

@@ -7,7 +7,7 @@
 - ``Todos`` (todos), ``SubAgents`` (subagents), ``Skills`` (skills), ``Web`` (web),
   ``AnswerCheck``, ``NumberCheck`` (checks), ``Heartbeat``, ``Reflection`` (heartbeat),
   ``DeepResearch`` and ``ResearchReport`` (research: a question to a cited report),
-  ``PythonKernel`` (kernel: a persistent IPython kernel per session)
+  ``PythonKernel`` (kernel: a persistent IPython kernel per session), ``Checkpoints`` (undo)
 
 Human approval, the ``RepetitionGuard``, context management and guardrails are in every ``Agent``.
 """
@@ -22,6 +22,7 @@ from agentica.deep.backends import (
     StateBackend,
     StoreBackend,
 )
+from agentica.deep.checkpoints import Checkpoints, UndoReport
 from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
@@ -46,6 +47,7 @@ __all__ = [
     "AnswerCheck",
     "BackendError",
     "BraveProvider",
+    "Checkpoints",
     "CodeNotRun",
     "CompositeBackend",
     "DeepAgent",
@@ -73,6 +75,7 @@ __all__ = [
     "TavilyProvider",
     "TodoItem",
     "Todos",
+    "UndoReport",
     "Web",
     "WorkspaceOverview",
     "load_skill",
