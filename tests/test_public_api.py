@@ -62,6 +62,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "DeepAgent", "DeepResearch", "FileBackend", "FileInfo", "FileTools", "FilesystemBackend",
         "HARNESS_INSTRUCTIONS", "Heartbeat", "NumberCheck", "PythonKernel", "Reflection",
         "ResearchReport",
+        "IgnoringBackend", "Project", "ProjectSettings", "load_project",
         "SearchProvider",
         "SearchResult",
         "SearxngProvider", "Shell", "Skill", "SkillError", "Skills", "StateBackend",

@@ -27,6 +27,7 @@ from agentica.deep.checks import AnswerCheck, NumberCheck
 from agentica.deep.files import FileTools, WorkspaceOverview, session_state_backend
 from agentica.deep.heartbeat import Heartbeat, Reflection
 from agentica.deep.kernel import PythonKernel
+from agentica.deep.project import IgnoringBackend, Project, ProjectSettings, load_project
 from agentica.deep.research import DeepResearch, ResearchReport
 from agentica.deep.shell import CodeNotRun, Shell
 from agentica.deep.skills import Skill, SkillError, Skills, load_skill
@@ -57,7 +58,10 @@ __all__ = [
     "FileTools",
     "FilesystemBackend",
     "Heartbeat",
+    "IgnoringBackend",
     "NumberCheck",
+    "Project",
+    "ProjectSettings",
     "PythonKernel",
     "Reflection",
     "ResearchReport",
@@ -78,6 +82,7 @@ __all__ = [
     "UndoReport",
     "Web",
     "WorkspaceOverview",
+    "load_project",
     "load_skill",
     "provider_from_env",
     "session_state_backend",
