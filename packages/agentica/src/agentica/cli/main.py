@@ -31,6 +31,7 @@ from typing import Any
 from agentica import __version__
 from agentica.agent import Agent
 from agentica.cli import acp_cmd as acp_command
+from agentica.cli import code_cmd as code_command
 from agentica.cli import demo as demo_command
 from agentica.cli import eval_cmd as eval_command
 from agentica.cli import knowledge_cmd as knowledge_command
@@ -211,6 +212,7 @@ def _parser() -> argparse.ArgumentParser:
     research_command.add_parser(commands)
     trace_command.add_parser(commands)
     eval_command.add_parser(commands)
+    code_command.add_parser(commands)
     for name, plugin in _plugins().items():
         if name not in commands.choices:
             plugin.add_parser(commands)
@@ -239,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "demo": demo_command.run, "mcp": mcp_command.run, "acp": acp_command.run,
         "models": models_command.run, "sessions": sessions_command.run,
         "knowledge": knowledge_command.run, "research": research_command.run,
-        "trace": trace_command.run, "eval": eval_command.run,
+        "trace": trace_command.run, "eval": eval_command.run, "code": code_command.run,
     }  # fmt: skip
     try:
         command = commands.get(args.command)

@@ -1,0 +1,310 @@
+"""``agentica code [DIR]``: the deep agent as a coding agent in a folder, from the terminal.
+
+``-p "task"`` (or the task on stdin) runs one task without questions: progress on stderr, only
+the final message on stdout (``--output text``), one JSON object (``json``) or one JSON line per
+event and a last ``result`` line (``stream-json``); exit codes 0 done, 1 failed, 2 usage error,
+3 a limit was reached. ``--approval`` (``read-only``, ``auto-edit``: the default here, commands
+are refused; ``full-auto``: commands run, sandboxed by bubblewrap where it works). Every session
+is stored and tied to its folder: ``--continue`` takes up the latest, ``--resume ID`` a given
+one. The folder's ``AGENTS.md`` / ``CLAUDE.md``, ``.agentica/config.toml`` and
+``.agentica/skills/`` are loaded; file changes are checkpointed (``Checkpoints``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from rich.console import Console
+
+from agentica.deep import Checkpoints, DeepAgent, PythonKernel, Skills, load_project
+from agentica.deep.backends import FilesystemBackend
+from agentica.deep.modes import MODES, ApprovalMode
+from agentica.deep.project import IgnoringBackend, Project
+from agentica.errors import AgenticaError, LimitExceeded, UsageError
+from agentica.limits import RunLimits
+from agentica.models.base import Model, ModelSettings
+from agentica.models.openai import OpenAILike
+from agentica.run.approval import Decision
+from agentica.run.capability import Capability
+from agentica.run.events import RunEvent
+from agentica.run.result import RunResponse
+from agentica.storage import Storage, open_storage
+
+__all__ = ["add_parser", "run"]
+
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    code = commands.add_parser("code", help="a coding agent in a folder (DeepAgent)")
+    code.add_argument("folder", nargs="?", default=".", help="the project folder (default: .)")
+    code.add_argument(
+        "-p",
+        "--print",
+        dest="task",
+        metavar="TASK",
+        help="run this task without questions and print the answer",
+    )
+    code.add_argument("--output", choices=["text", "json", "stream-json"], default="text")
+    code.add_argument(
+        "--approval", choices=MODES, help="what may run without asking (default: auto-edit with -p)"
+    )
+    code.add_argument(
+        "--sandbox",
+        choices=["none", "bwrap", "auto"],
+        help="where commands run (default: auto in full-auto, else none)",
+    )
+    code.add_argument("--max-turns", type=int, help="model calls per task (default 40)")
+    code.add_argument("--model", help="a model string, or a model id with --base-url/--gateway")
+    code.add_argument("--base-url", help="an OpenAI-compatible API root")
+    code.add_argument("--api-key", help="its key (default: $AGENTICA_API_KEY)")
+    code.add_argument(
+        "--gateway",
+        default=os.environ.get("AGENTICA_GATEWAY"),
+        help="a class's agentica serve address: its gateway, your token",
+    )
+    code.add_argument(
+        "--token",
+        default=os.environ.get("AGENTICA_TOKEN"),
+        help="your token for --gateway (default: $AGENTICA_TOKEN)",
+    )
+    code.add_argument("--kernel", action="store_true", help="offer a persistent Python kernel")
+    code.add_argument(
+        "--storage",
+        default=os.environ.get("AGENTICA_STORAGE"),
+        help="where sessions are stored (default: the SQLite file in the data dir)",
+    )
+    group = code.add_mutually_exclusive_group()
+    group.add_argument(
+        "--continue",
+        dest="resume_latest",
+        action="store_true",
+        help="take up the latest session in this folder",
+    )
+    group.add_argument("--resume", metavar="ID", help="take up this session")  # fmt: skip
+
+
+def folder_user(root: Path) -> str:
+    """The storage user a folder's sessions belong to (one per folder)."""
+    return "code:" + hashlib.sha256(str(root).encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True)
+class Setup:
+    """What one ``agentica code`` process works with."""
+
+    root: Path
+    project: Project
+    model: Model
+    storage: Storage
+    agent: DeepAgent[str]
+    checkpoints: Checkpoints
+    mode: ApprovalMode
+    kernel: PythonKernel | None
+    session_id: str
+
+    async def aclose(self) -> None:
+        if self.kernel is not None:
+            await self.kernel.aclose()
+        await self.model.aclose()
+        await self.storage.aclose()
+
+
+def _model(args: argparse.Namespace, project: Project) -> Model:
+    settings = project.settings
+    name = args.model or settings.model
+    if args.gateway:
+        if not args.token:
+            raise UsageError("--gateway needs --token (or $AGENTICA_TOKEN): your class token")
+        base = args.gateway.rstrip("/")
+        return OpenAILike(id=name or "default", base_url=f"{base}/v1", api_key=args.token)
+    base_url = args.base_url or settings.base_url
+    from agentica.cli.main import build_model
+
+    return build_model(name, base_url, args.api_key)
+
+
+async def _session(args: argparse.Namespace, storage: Storage, user: str) -> str:
+    if args.resume:
+        if await storage.load_session(user, args.resume) is None:
+            raise UsageError(f"no session {args.resume!r} in this folder")
+        return str(args.resume)
+    if args.resume_latest:
+        sessions = await storage.list_sessions(user, limit=1)
+        if not sessions:
+            raise UsageError("no earlier session in this folder to continue")
+        return sessions[0].session_id
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
+    """The agent for ``args``: its folder's project context, model, storage and session."""
+    root = await asyncio.to_thread(lambda: Path(args.folder).expanduser().resolve())
+    if not await asyncio.to_thread(root.is_dir):
+        raise UsageError(f"{args.folder} is not a folder")
+    project = await asyncio.to_thread(load_project, root)
+    settings = project.settings
+    mode = ApprovalMode(args.approval or settings.approval or default_mode)  # type: ignore[arg-type]
+    sandbox: Literal["none", "bwrap", "auto"] = (
+        args.sandbox or settings.sandbox or ("auto" if mode.mode == "full-auto" else "none")
+    )
+    storage = open_storage(args.storage)
+    user = folder_user(root)
+    session_id = await _session(args, storage, user)
+    model = _model(args, project)
+    checkpoints = Checkpoints(IgnoringBackend(FilesystemBackend(root), root))
+    kernel = PythonKernel(root) if args.kernel or settings.kernel else None
+    capabilities: list[Capability] = [mode, *([kernel] if kernel else [])]
+    skills = Skills(project.root) if project.skills_dir else None
+    instructions = "\n\n".join(t for t in (project.instructions, settings.instructions) if t)
+    max_turns = args.max_turns or settings.max_turns or 40
+    agent: DeepAgent[str] = DeepAgent(
+        model=model, workspace=root, backend=checkpoints, sandbox=sandbox, skills=skills,
+        instructions=instructions or None, capabilities=capabilities, name="agentica-code",
+        model_settings=ModelSettings(temperature=settings.temperature),
+        limits=RunLimits(max_turns=max_turns), storage=storage, user_id=user,
+        session_id=session_id,
+    )  # fmt: skip
+    return Setup(root, project, model, storage, agent, checkpoints, mode, kernel, session_id)
+
+
+def _event_json(event: RunEvent) -> dict[str, Any] | None:
+    """One ``stream-json`` line for ``event`` (``None``: not shown)."""
+    kind = event.kind
+    if kind == "text_delta":
+        return {"type": kind, "text": event.text}  # type: ignore[union-attr]
+    if kind == "tool_call_started":
+        call = event.call  # type: ignore[union-attr]
+        return {"type": kind, "id": call.id, "tool": call.name, "arguments": call.call.arguments}
+    if kind == "tool_call_completed":
+        call = event.call  # type: ignore[union-attr]
+        return {"type": kind, "id": call.id, "tool": call.name, "status": call.status,
+                "result": call.content[:2000]}  # fmt: skip
+    if kind == "model_request_started":
+        return {"type": kind, "turn": event.turn, "context_tokens": event.context_tokens}  # type: ignore[union-attr]
+    if kind in ("run_started", "answer_sent_back", "context_compacted"):
+        return {"type": kind}
+    return None
+
+
+class _Output:
+    """Where a non-interactive run reports: progress to stderr, results to stdout."""
+
+    def __init__(self, kind: str, stdout: TextIO) -> None:
+        from agentica.cli.render import EventPrinter
+
+        self.kind = kind
+        self.stdout = stdout
+        self.printer = EventPrinter(Console(stderr=True, highlight=False))
+
+    def event(self, event: RunEvent) -> None:
+        self.printer(event)
+        if self.kind == "stream-json":
+            line = _event_json(event)
+            if line is not None:
+                self.stdout.write(json.dumps(line) + "\n")
+                self.stdout.flush()
+
+    def result(self, data: dict[str, Any]) -> None:
+        if self.kind == "text":
+            if data.get("result"):
+                self.stdout.write(str(data["result"]).rstrip("\n") + "\n")
+        else:
+            self.stdout.write(json.dumps({"type": "result", **data}) + "\n")
+        self.stdout.flush()
+
+
+async def _run_task(s: Setup, task: str, out: _Output) -> RunResponse[str]:
+    """Run ``task``; a call that would need a person's decision is refused with the reason."""
+    s.checkpoints.begin_turn(task[:60])
+    stream = s.agent.run_stream(task)
+    while True:
+        async with stream:
+            async for event in stream:
+                out.event(event)
+        response = stream.response
+        if response.stop_reason != "paused":
+            return response
+        decisions = {
+            p.call_id: Decision.reject(
+                f"{p.tool} was not run: this is a non-interactive run in {s.mode.mode} mode. "
+                "Do without it, or say what should be run."
+            )
+            for p in response.pending
+        }
+        stream = s.agent.resume_stream(decisions)
+
+
+async def _noninteractive(args: argparse.Namespace, task: str, stdout: TextIO) -> int:
+    out = _Output(args.output, stdout)
+    s = await setup(args, "auto-edit")
+    err = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+    data: dict[str, Any] = {"session_id": s.session_id}
+    code = EXIT_DONE
+    try:
+        response = await _run_task(s, task, out)
+        data.update(result=response.content or "", stop_reason=response.stop_reason,
+                    usage=_usage(response), is_error=False)  # fmt: skip
+    except LimitExceeded as exc:
+        code = EXIT_LIMIT
+        data.update(result="", is_error=True, error=f"{type(exc).__name__}: {exc}")
+    except AgenticaError as exc:
+        code = EXIT_FAILED
+        data.update(result="", is_error=True, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        data.update(duration_s=round(time.monotonic() - started, 2),
+                    changed_files=[p.lstrip("/") for p in s.checkpoints.changed()], exit_code=code,
+                    resume=f"agentica code {s.root} --resume {s.session_id}")  # fmt: skip
+        await s.aclose()
+    if data.get("error"):
+        err.print(f"[bold red]{data['error']}[/]", highlight=False)
+    out.result(data)
+    await _summary(s.root, data, err)
+    return code
+
+
+def _usage(response: RunResponse[str]) -> dict[str, Any]:
+    u = response.usage
+    return {"requests": u.requests, "tool_calls": u.tool_calls, "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens, "cost_usd": u.cost}  # fmt: skip
+
+
+async def _summary(root: Path, data: dict[str, Any], err: Console) -> None:
+    """The exit lines on stderr: what changed (``git diff --stat`` in a repository) and how to
+    resume."""
+    changed = data.get("changed_files") or []
+    if changed:
+        err.print(f"changed: {', '.join(changed)}", highlight=False)
+    if await asyncio.to_thread((root / ".git").exists):
+        process = await asyncio.create_subprocess_exec(
+            "git", "-C", str(root), "diff", "--stat",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        stat, _ = await process.communicate()
+        if stat.strip():
+            err.print(stat.decode(errors="replace").rstrip(), highlight=False, markup=False)
+    err.print(f"resume: {data['resume']}", highlight=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    task = args.task
+    if task is None and not sys.stdin.isatty():
+        task = sys.stdin.read().strip()
+    if task is None:
+        raise UsageError(
+            'the interactive mode is not there yet: give the task with -p "..." (or on stdin)'
+        )
+    if not task:
+        raise UsageError('the task is empty: give it with -p "..." or on stdin')
+    return asyncio.run(_noninteractive(args, task, sys.stdout))
