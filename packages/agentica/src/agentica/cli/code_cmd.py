@@ -6,8 +6,8 @@ event and a last ``result`` line (``stream-json``); exit codes 0 done, 1 failed,
 3 a limit was reached. ``--approval`` (``read-only``, ``auto-edit``: the default here, commands
 are refused; ``full-auto``: commands run, sandboxed by bubblewrap where it works). Every session
 is stored and tied to its folder: ``--continue`` takes up the latest, ``--resume ID`` a given
-one. The folder's ``AGENTS.md`` / ``CLAUDE.md``, ``.agentica/config.toml`` and
-``.agentica/skills/`` are loaded; file changes are checkpointed (``Checkpoints``).
+one. Without a task it is interactive (``code_repl.py``). The folder's ``AGENTS.md``,
+``.agentica/config.toml`` and skills are loaded; file changes are checkpointed.
 """
 
 from __future__ import annotations
@@ -162,14 +162,15 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
     user = folder_user(root)
     session_id = await _session(args, storage, user)
     model = _model(args, project)
-    checkpoints = Checkpoints(IgnoringBackend(FilesystemBackend(root), root))
+    checkpoints = Checkpoints(FilesystemBackend(root))  # (undo deletes through it)
     kernel = PythonKernel(root) if args.kernel or settings.kernel else None
     capabilities: list[Capability] = [mode, *([kernel] if kernel else [])]
     skills = Skills(project.root) if project.skills_dir else None
     instructions = "\n\n".join(t for t in (project.instructions, settings.instructions) if t)
     max_turns = args.max_turns or settings.max_turns or 40
     agent: DeepAgent[str] = DeepAgent(
-        model=model, workspace=root, backend=checkpoints, sandbox=sandbox, skills=skills,
+        model=model, workspace=root, backend=IgnoringBackend(checkpoints, root), sandbox=sandbox,
+        skills=skills,
         instructions=instructions or None, capabilities=capabilities, name="agentica-code",
         model_settings=ModelSettings(temperature=settings.temperature),
         limits=RunLimits(max_turns=max_turns), storage=storage, user_id=user,
@@ -302,9 +303,9 @@ def run(args: argparse.Namespace) -> int:
     if task is None and not sys.stdin.isatty():
         task = sys.stdin.read().strip()
     if task is None:
-        raise UsageError(
-            'the interactive mode is not there yet: give the task with -p "..." (or on stdin)'
-        )
+        from agentica.cli.code_repl import interactive
+
+        return asyncio.run(interactive(args, setup, _model))
     if not task:
-        raise UsageError('the task is empty: give it with -p "..." or on stdin')
+        raise UsageError("the task is empty: give it with -p TASK or on stdin")
     return asyncio.run(_noninteractive(args, task, sys.stdout))

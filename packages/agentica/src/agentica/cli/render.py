@@ -104,6 +104,8 @@ class EventPrinter:
             )
         elif isinstance(event, RunCompleted):
             self._end_text()
+            if event.response.stop_reason == "paused":
+                return  # calls wait for a decision: the caller asks and resumes
             if not event.response.content and event.response.output is None:
                 self.console.print(Text("(the model gave no answer)", style="yellow"))
             self.console.print(Text(summary_line(event.response), style="dim"))
