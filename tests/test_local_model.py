@@ -193,6 +193,25 @@ async def test_the_main_job_agentica_demo_succeeds(tmp_path: Path) -> None:
     assert all(total in report for total in ("165", "180", "90"))
 
 
+async def test_agentica_code_answers_from_the_folder_on_the_embedded_model(tmp_path: Path) -> None:
+    """``agentica code -p`` on the default 1.5B model: reads the folder and answers on stdout."""
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "server.ini").write_text("[server]\nhost = 0.0.0.0\nport = 8443\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTICA_MODEL")}
+    env["AGENTICA_HOME"] = str(tmp_path / "home")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentica.cli.main", "code", str(tmp_path / "project"),
+        "-p", "Which port does the server listen on? Reply with just the number.",
+        "--output", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), 600)
+    assert process.returncode == 0, err.decode()
+    result = json.loads(out)
+    assert "8443" in result["result"] and result["changed_files"] == []
+    assert "read_file" in err.decode()  # it read the file (progress went to stderr)
+
+
 async def test_limits_still_apply_to_local_runs(model: LocalModel) -> None:
     agent = Agent(model=model, tools=[get_weather], model_settings=SMALL)
     from agentica import LimitExceeded
