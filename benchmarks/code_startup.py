@@ -55,7 +55,9 @@ async def start_once(base_url: str, folder: Path) -> tuple[float, int]:
     started = time.perf_counter()
     await _run("tmux", "new-session", "-d", "-s", name, "-x", "150", "-y", "40", command)
     try:
-        while "[ask] >" not in await _run("tmux", "capture-pane", "-p", "-t", name):
+        for _ in range(6000):  # poll the screen (30 s at most)
+            if "[ask] >" in await _run("tmux", "capture-pane", "-p", "-t", name):
+                break
             await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
         shell = int((await _run("tmux", "list-panes", "-t", name, "-F", "#{pane_pid}")).split()[0])

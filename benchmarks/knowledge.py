@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 
+from agentica.evals import wilson  # noqa: E402
 from agentica.knowledge import (  # noqa: E402
     Chunk,
     Knowledge,
@@ -56,15 +57,6 @@ OUT = ROOT / ".bench-out" / "knowledge.json"
 PLOT = ROOT / "docs" / "img" / "knowledge.png"
 MODES = ("hybrid", "vector", "bm25")
 console = Console()
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return 0.0, 0.0
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _normal(text: str) -> str:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import re
 import shutil
 import sys
@@ -57,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 from agentica import Agent, ModelSettings, OpenAILike, RunLimits  # noqa: E402
 from agentica.cli.demo import INSTRUCTIONS, WorkspaceTools, calculator, demo_agent  # noqa: E402
 from agentica.deep import AnswerCheck  # noqa: E402
+from agentica.evals import wilson  # noqa: E402
 from agentica.messages import Message, UserMessage  # noqa: E402
 from agentica.models.base import Model  # noqa: E402
 from agentica.models.local import LocalModel  # noqa: E402
@@ -90,17 +90,6 @@ class Outcome:
     files: dict[str, str] = field(default_factory=dict)  # the workspace afterwards
     messages: list[dict[str, str]] = field(default_factory=list)  # the conversation, abridged
     tokens: int = 0  # output tokens of the whole run (subagents included)
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion (95% for ``z=1.96``); (0, 1) when ``n`` is 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def build_agent(variant: str, model: Model, root: Path, settings: ModelSettings) -> Agent:
