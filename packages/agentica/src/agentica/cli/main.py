@@ -25,21 +25,13 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentica import __version__
 from agentica.agent import Agent
-from agentica.cli import acp_cmd as acp_command
-from agentica.cli import code_cmd as code_command
-from agentica.cli import demo as demo_command
-from agentica.cli import eval_cmd as eval_command
-from agentica.cli import knowledge_cmd as knowledge_command
 from agentica.cli import mcp_cmd as mcp_command
-from agentica.cli import models_cmd as models_command
-from agentica.cli import research_cmd as research_command
 from agentica.cli import sessions_cmd as sessions_command
-from agentica.cli import trace_cmd as trace_command
 from agentica.errors import AgenticaError, UsageError
 from agentica.limits import RunLimits
 from agentica.models.base import Model, ModelSettings
@@ -162,7 +154,24 @@ async def _ask(console: Any, pending: PendingCall) -> Decision:
             console.print("[red]the arguments must be a JSON object[/]")
 
 
-def _parser() -> argparse.ArgumentParser:
+_COMMANDS = {
+    "demo": "demo", "mcp": "mcp_cmd", "acp": "acp_cmd", "models": "models_cmd",
+    "sessions": "sessions_cmd", "knowledge": "knowledge_cmd", "research": "research_cmd",
+    "trace": "trace_cmd", "eval": "eval_cmd", "code": "code_cmd",
+}  # fmt: skip
+"""The commands' modules (under ``agentica.cli``): only the chosen one is imported."""
+
+
+def _command(name: str) -> Any:
+    return importlib.import_module(f"agentica.cli.{_COMMANDS[name]}")
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv`` (its first word that is not an option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def _parser(chosen: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentica", description="The agentica agent framework.")
     parser.add_argument("--version", action="version", version=f"agentica {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -203,17 +212,10 @@ def _parser() -> argparse.ArgumentParser:
         help="send the run's spans to this OTLP/HTTP collector (default: $AGENTICA_OTLP_ENDPOINT)",
     )  # fmt: skip
     sessions_command.add_storage_options(run)
-    demo_command.add_parser(commands)
-    mcp_command.add_parser(commands)
-    acp_command.add_parser(commands)
-    models_command.add_parser(commands)
-    sessions_command.add_parser(commands)
-    knowledge_command.add_parser(commands)
-    research_command.add_parser(commands)
-    trace_command.add_parser(commands)
-    eval_command.add_parser(commands)
-    code_command.add_parser(commands)
-    for name, plugin in _plugins().items():
+    for name in [chosen] if chosen in _COMMANDS else _COMMANDS:
+        _command(name).add_parser(commands)
+    builtin = chosen in _COMMANDS or chosen == "run"
+    for name, plugin in ({} if builtin else _plugins()).items():
         if name not in commands.choices:
             plugin.add_parser(commands)
     return parser
@@ -235,17 +237,15 @@ def _plugins() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command in ``argv`` and exit with its status: 0 on success, 1 when the run
     failed, 2 on bad usage, 130 when interrupted."""
-    args = _parser().parse_args(argv)
-    commands: dict[str, Callable[[argparse.Namespace], int]] = {
-        "run": lambda a: asyncio.run(_run(a)),
-        "demo": demo_command.run, "mcp": mcp_command.run, "acp": acp_command.run,
-        "models": models_command.run, "sessions": sessions_command.run,
-        "knowledge": knowledge_command.run, "research": research_command.run,
-        "trace": trace_command.run, "eval": eval_command.run, "code": code_command.run,
-    }  # fmt: skip
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(_chosen(words)).parse_args(words)
     try:
-        command = commands.get(args.command)
-        code = command(args) if command is not None else int(args.plugin_run(args))
+        if args.command == "run":
+            code = asyncio.run(_run(args))
+        elif args.command in _COMMANDS:
+            code = _command(args.command).run(args)
+        else:
+            code = int(args.plugin_run(args))
     except UsageError as exc:
         print(f"agentica: {exc}", file=sys.stderr)
         code = 2
