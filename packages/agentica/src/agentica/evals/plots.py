@@ -29,8 +29,8 @@ def _success(attempts: Sequence[Attempt], path: Path, title: str) -> None:
     below = [(r.rate - r.low) * 100 for r in rows]
     above = [(r.high - r.rate) * 100 for r in rows]
     axes.bar(x, rates, color="#4c78a8", yerr=[below, above], capsize=4)
-    for i, r in enumerate(rows):
-        axes.text(i, 2, f"{r.solved}/{r.attempts}", ha="center", color="white", fontsize=8)
+    for i, r in enumerate(rows):  # (above the bar: a bar of 0 is not there)
+        axes.text(i + 0.05, r.rate * 100 + 1.5, f"{r.solved}/{r.attempts}", ha="left", fontsize=8)
     axes.set_xticks(list(x), [r.config for r in rows], rotation=30, ha="right", fontsize=8)
     axes.set_ylabel("tasks solved (%)")
     axes.set_ylim(0, 100)
