@@ -4,6 +4,7 @@ OpenAI-compatible server on 127.0.0.1, a real folder)."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,32 @@ async def test_nothing_outside_the_folder_is_written(tmp_path: Path, fake_openai
     assert code == 0, err
     assert not (tmp_path / "outside.txt").exists()
     assert not Path("/etc/agentica-test.txt").exists()  # noqa: ASYNC240
+
+
+async def test_the_projects_mcp_servers_start_only_once_trusted(
+    tmp_path: Path, fake_openai: Start
+) -> None:
+    folder = tmp_path / "project"
+    (folder / ".agentica").mkdir(parents=True)
+    server_script = Path(__file__).parent / "mcp_test_server.py"
+    (folder / ".agentica" / "config.toml").write_text(
+        f'[mcp.servers.helper]\ncommand = ["{sys.executable}", "{server_script}", "stdio"]\n'
+    )
+    server = await fake_openai(_script("Hello."))
+    home = {"AGENTICA_HOME": str(tmp_path / "home")}
+    code, _, err = await _code(server, folder, "-p", "Hi.", **home)
+    assert code == 0, err
+    assert "MCP server 'helper'" in err and "not trusted yet" in err
+    assert "pid" not in _tools(server.requests[-1])
+    code, _, err = await _code(server, folder, "-p", "Hi.", "--trust-mcp", **home)
+    assert code == 0, err
+    assert "pid" in _tools(server.requests[-1])  # the server's tools are offered
+    code, _, err = await _code(server, folder, "-p", "Hi.", **home)  # trusted from now on
+    assert code == 0 and "not trusted" not in err
+    assert "pid" in _tools(server.requests[-1])
+    # a changed command is a new server: asked again
+    (folder / ".agentica" / "config.toml").write_text(
+        f'[mcp.servers.helper]\ncommand = ["{sys.executable}", "{server_script}", "stdio", "x"]\n'
+    )
+    code, _, err = await _code(server, folder, "-p", "Hi.", **home)
+    assert "not trusted yet" in err

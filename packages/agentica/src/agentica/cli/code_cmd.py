@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
@@ -29,9 +30,10 @@ from rich.console import Console
 from agentica.deep import Checkpoints, DeepAgent, PythonKernel, Skills, load_project
 from agentica.deep.backends import FilesystemBackend
 from agentica.deep.modes import MODES, ApprovalMode
-from agentica.deep.project import IgnoringBackend, Project
+from agentica.deep.project import IgnoringBackend, Project, ProjectMCPServer
 from agentica.errors import AgenticaError, LimitExceeded, UsageError
 from agentica.limits import RunLimits
+from agentica.mcp import MCPServer
 from agentica.models.base import Model, ModelSettings
 from agentica.models.openai import OpenAILike
 from agentica.run.approval import Decision
@@ -80,6 +82,11 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     code.add_argument("--kernel", action="store_true", help="offer a persistent Python kernel")
     code.add_argument(
+        "--trust-mcp",
+        action="store_true",
+        help="start the MCP servers .agentica/config.toml names (and trust them)",
+    )
+    code.add_argument(
         "--storage",
         default=os.environ.get("AGENTICA_STORAGE"),
         help="where sessions are stored (default: the SQLite file in the data dir)",
@@ -112,10 +119,13 @@ class Setup:
     mode: ApprovalMode
     kernel: PythonKernel | None
     session_id: str
+    servers: list[MCPServer]
 
     async def aclose(self) -> None:
         if self.kernel is not None:
             await self.kernel.aclose()
+        for server in self.servers:
+            await server.aclose()
         await self.model.aclose()
         await self.storage.aclose()
 
@@ -147,8 +157,49 @@ async def _session(args: argparse.Namespace, storage: Storage, user: str) -> str
     return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
 
+def _trust_file() -> Path:
+    from agentica.storage import default_sqlite_path
+
+    return default_sqlite_path().parent / "code_trusted_mcp.json"
+
+
+def _fingerprint(root: Path, server: ProjectMCPServer) -> str:
+    data = [str(root), server.name, list(server.command), server.url, sorted(server.env.items())]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
+
+
+def _trusted_set() -> set[str]:
+    try:
+        return set(json.loads(_trust_file().read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def trust_servers(root: Path, servers: Sequence[ProjectMCPServer]) -> None:
+    """Remember that the person trusts ``servers`` of this folder (as they are configured)."""
+    path = _trust_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    known = _trusted_set() | {_fingerprint(root, s) for s in servers}
+    path.write_text(json.dumps(sorted(known)), encoding="utf-8")
+
+
+def untrusted_servers(project: Project) -> list[ProjectMCPServer]:
+    """The project's MCP servers the person has not trusted yet (changed ones included)."""
+    known = _trusted_set()
+    return [s for s in project.mcp_servers if _fingerprint(project.root, s) not in known]
+
+
+def _mcp_server(root: Path, server: ProjectMCPServer) -> MCPServer:
+    if server.url:
+        return MCPServer.http(server.url, name=server.name)
+    command, *rest = server.command
+    return MCPServer.stdio(command, rest, env=dict(server.env) or None, cwd=root,
+                           name=server.name)  # fmt: skip
+
+
 async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
-    """The agent for ``args``: its folder's project context, model, storage and session."""
+    """The agent for ``args``: its folder's project context, model, storage and session; of the
+    project's MCP servers only those the person trusted (``--trust-mcp``, or a yes once)."""
     root = await asyncio.to_thread(lambda: Path(args.folder).expanduser().resolve())
     if not await asyncio.to_thread(root.is_dir):
         raise UsageError(f"{args.folder} is not a folder")
@@ -165,18 +216,24 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
     checkpoints = Checkpoints(FilesystemBackend(root))  # (undo deletes through it)
     kernel = PythonKernel(root) if args.kernel or settings.kernel else None
     capabilities: list[Capability] = [mode, *([kernel] if kernel else [])]
+    if args.trust_mcp:
+        await asyncio.to_thread(trust_servers, root, project.mcp_servers)
+    untrusted = await asyncio.to_thread(untrusted_servers, project)
+    servers = [_mcp_server(root, m) for m in project.mcp_servers if m not in untrusted]
     skills = Skills(project.root) if project.skills_dir else None
     instructions = "\n\n".join(t for t in (project.instructions, settings.instructions) if t)
     max_turns = args.max_turns or settings.max_turns or 40
     agent: DeepAgent[str] = DeepAgent(
         model=model, workspace=root, backend=IgnoringBackend(checkpoints, root), sandbox=sandbox,
-        skills=skills,
+        skills=skills, tools=servers,
         instructions=instructions or None, capabilities=capabilities, name="agentica-code",
         model_settings=ModelSettings(temperature=settings.temperature),
         limits=RunLimits(max_turns=max_turns), storage=storage, user_id=user,
         session_id=session_id,
     )  # fmt: skip
-    return Setup(root, project, model, storage, agent, checkpoints, mode, kernel, session_id)
+    return Setup(
+        root, project, model, storage, agent, checkpoints, mode, kernel, session_id, servers
+    )
 
 
 def _event_json(event: RunEvent) -> dict[str, Any] | None:
@@ -250,6 +307,11 @@ async def _noninteractive(args: argparse.Namespace, task: str, stdout: TextIO) -
     out = _Output(args.output, stdout)
     s = await setup(args, "auto-edit")
     err = Console(stderr=True, highlight=False)
+    for server in await asyncio.to_thread(untrusted_servers, s.project):
+        err.print(
+            f"MCP server {server.name!r} of .agentica/config.toml not started: it is not "
+            "trusted yet (answer yes once in `agentica code`, or pass --trust-mcp)"
+        )
     started = time.monotonic()
     data: dict[str, Any] = {"session_id": s.session_id}
     code = EXIT_DONE

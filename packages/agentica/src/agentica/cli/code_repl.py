@@ -375,6 +375,8 @@ async def interactive(
 ) -> int:
     """The interactive session (``setup`` and ``model_for`` come from ``code_cmd``)."""
     console = Console(highlight=False)
+    questions: PromptSession[str] = PromptSession()
+    await _ask_trust(args, console, questions)
     s = await setup(args, "ask")
     history = _history_file()
     await asyncio.to_thread(history.parent.mkdir, parents=True, exist_ok=True)
@@ -382,7 +384,6 @@ async def interactive(
         history=FileHistory(str(history)), completer=_Completer(s.root),
         complete_in_thread=True, key_bindings=_keys(),
     )  # fmt: skip
-    questions: PromptSession[str] = PromptSession()
 
     async def new_session(session_id: str | None) -> Any:
         old = repl.s
@@ -404,6 +405,29 @@ async def interactive(
         await exit_summary(repl.s, console)
         await repl.s.aclose()
     return 0
+
+
+async def _ask_trust(
+    args: argparse.Namespace, console: Console, questions: PromptSession[str]
+) -> None:
+    """The project's MCP servers start only once the person trusts them (asked once)."""
+    from agentica.cli.code_cmd import untrusted_servers
+    from agentica.deep import load_project
+
+    root = await asyncio.to_thread(lambda: Path(args.folder).expanduser().resolve())
+    if args.trust_mcp or not await asyncio.to_thread(root.is_dir):
+        return
+    project = await asyncio.to_thread(load_project, root)
+    untrusted = await asyncio.to_thread(untrusted_servers, project)
+    if not untrusted:
+        return
+    console.print("This folder's .agentica/config.toml starts MCP servers:")
+    for server in untrusted:
+        console.print(
+            f"  {escape(server.name)}: {escape(' '.join(server.command) or str(server.url))}"
+        )
+    answer = await questions.prompt_async("Trust them (now and in later sessions)? [y/N] ")
+    args.trust_mcp = answer.strip().lower() in ("y", "yes")
 
 
 async def _loop(repl: Repl, prompt: PromptSession[str], console: Console) -> None:
