@@ -3,7 +3,7 @@
 ``uv run python benchmarks/eval_sets.py [--write-docs]`` runs, on the default embedded model
 (Qwen2.5-Coder-1.5B, temperature 0, seed 0), the ``docs`` set under the ``deep`` configuration
 and its ablations -DualThreshold, -HEARTBEAT, -DeepPrompt, -Repetition and ``base``, and the
-``files`` set under ``deep``, -HEARTBEAT and ``base`` (-TaskGroup and -AgentAsSession change
+``files`` set under ``deep`` and ``base`` (-TaskGroup and -AgentAsSession change
 nothing here: the small model asks for one call per turn and the tasks have one turn). Attempts
 are cached in ``.bench-out/eval-cache``; ``--results DIR ...`` renders earlier ``agentica eval``
 reports (their ``results.json``) instead of running. Reports go to ``.bench-out/eval-<set>/``,
@@ -39,7 +39,7 @@ OUT = ROOT / ".bench-out"
 IMG = ROOT / "docs" / "img"
 PLAN = {
     "docs": ["DualThreshold", "HEARTBEAT", "DeepPrompt", "Repetition", "base"],
-    "files": ["HEARTBEAT", "base"],
+    "files": ["base"],
 }
 
 

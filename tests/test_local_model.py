@@ -201,7 +201,7 @@ async def test_agentica_code_answers_from_the_folder_on_the_embedded_model(tmp_p
     env["AGENTICA_HOME"] = str(tmp_path / "home")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentica.cli.main", "code", str(tmp_path / "project"),
-        "-p", "Which port does the server listen on? Reply with just the number.",
+        "-p", "Which port does the server in server.ini listen on? Reply with just the number.",
         "--output", "json",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env,
     )  # fmt: skip
