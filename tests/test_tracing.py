@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from aiohttp import web
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,6 +19,7 @@ from agentica.errors import UsageError
 from agentica.storage import InMemoryStorage, SpanRecord, dump_run, load_run
 from agentica.testing import ScriptedModel, call, text, tool_calls
 from agentica.tracing import OpenTelemetry
+from tests.otlp import otlp_collector
 
 
 @tool
@@ -156,36 +155,15 @@ async def test_a_run_inside_a_callers_span_becomes_its_child() -> None:
 
 
 async def test_otlp_http_export_reaches_a_collector_on_loopback() -> None:
-    received: list[ExportTraceServiceRequest] = []
-
-    async def collect(request: web.Request) -> web.Response:
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(await request.read())
-        received.append(message)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    app = web.Application()
-    app.router.add_post("/v1/traces", collect)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    tracing = OpenTelemetry(endpoint=f"http://127.0.0.1:{port}/v1/traces")
-    try:
-        agent = _lead(capabilities=[tracing])
-        await agent.run("Populations?")
-        assert await asyncio.to_thread(tracing.flush, 10_000)
-    finally:
-        await asyncio.to_thread(tracing.shutdown)
-        await runner.cleanup()
-    names = [
-        span.name
-        for message in received
-        for resource in message.resource_spans
-        for scope in resource.scope_spans
-        for span in scope.spans
-    ]
+    async with otlp_collector() as collector:
+        tracing = OpenTelemetry(endpoint=collector.endpoint)
+        try:
+            agent = _lead(capabilities=[tracing])
+            await agent.run("Populations?")
+            assert await asyncio.to_thread(tracing.flush, 10_000)
+        finally:
+            await asyncio.to_thread(tracing.shutdown)
+    names = collector.names
     assert sorted(names).count("chat scripted") == 4
     assert "invoke_agent lead" in names and "execute_tool broken" in names
 

@@ -18,9 +18,7 @@ from typing import Any
 
 import pytest
 import uvicorn
-from aiohttp import web
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +30,7 @@ from agentica_team.app import create_app
 from agentica_team.service import Team
 from agentica_team.settings import TeamSettings
 from agentica_team.telemetry import OFF
+from tests.otlp import otlp_collector
 from tests.team.server import client, serve_team, sqlite_settings
 from tests.team.test_executors import _lane_running, connected
 from tests.team.test_sessions import (
@@ -289,23 +288,8 @@ async def test_a_cancel_is_a_span_under_the_message_it_stops(tmp_path: Path) -> 
 async def test_an_otlp_endpoint_gets_the_spans_by_the_time_the_service_closes(
     tmp_path: Path,
 ) -> None:
-    received: list[ExportTraceServiceRequest] = []
-
-    async def collect(request: web.Request) -> web.Response:
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(await request.read())
-        received.append(message)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    collector = web.Application()
-    collector.router.add_post("/v1/traces", collect)
-    runner = web.AppRunner(collector)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    settings = _settings(tmp_path, otlp_endpoint=f"http://127.0.0.1:{port}/v1/traces")
-    try:
+    async with otlp_collector() as collector:
+        settings = _settings(tmp_path, otlp_endpoint=collector.endpoint)
         async with FakeOpenAIServer(tutor) as model, serve_team(settings) as (url, team):
             provider = team.telemetry.provider
             assert provider is not None and team.telemetry.owned
@@ -316,11 +300,9 @@ async def test_an_otlp_endpoint_gets_the_spans_by_the_time_the_service_closes(
                 message = await send(ann, session_id, "write a hello program")
                 await read_events(ann, session_id, until=ended(message["seq"]))
         # closed: the provider was shut down, its batch sent
-    finally:
-        await runner.cleanup()
     spans = [
         (resource, span)
-        for message in received
+        for message in collector.requests
         for resource in message.resource_spans
         for scope in resource.scope_spans
         for span in scope.spans
