@@ -72,3 +72,19 @@ async def test_full_auto_asks_nothing_and_read_only_offers_only_reading(tmp_path
     assert not offered & {"write_file", "edit_file", "execute", "run_python"}
     with pytest.raises(UsageError, match="unknown approval mode 'yolo'"):
         mode.set_mode("yolo")
+
+
+async def test_other_tools_are_asked_about_and_subagents_need_full_auto(tmp_path: Path) -> None:
+    mode = ApprovalMode("auto-edit")
+    assert mode.asks("an_mcp_servers_tool") and not mode.asks("grep")
+    _, model = _agent(tmp_path, mode, "ok")
+    agent_with_subagents: DeepAgent[str] = DeepAgent(
+        model=model, workspace=tmp_path, capabilities=[mode], answer_check=False
+    )
+    model._script.append("ok")  # type: ignore[attr-defined]
+    await agent_with_subagents.run("Look.")
+    assert "task" not in {t.name for t in model.requests[-1].tools}
+    mode.set_mode("full-auto")
+    model._script.append("ok")  # type: ignore[attr-defined]
+    await agent_with_subagents.run("Look again.")
+    assert "task" in {t.name for t in model.requests[-1].tools}

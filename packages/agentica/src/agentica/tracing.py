@@ -83,8 +83,9 @@ def export_trace(trace: SpanRecord, tracer: Tracer, context: Context | None = No
         span_name(trace), context=context, kind=kind, attributes=_attributes(trace),
         start_time=start,
     )  # fmt: skip
-    if trace.error is not None:  # its first line, cut: a tool's error may quote what it read
-        span.set_status(Status(StatusCode.ERROR, trace.error.splitlines()[0][:ERROR_CHARS]))
+    if trace.error is not None:  # its kind only: a tool's error may quote what it read
+        error = trace.attributes.get("error.type") or trace.error.split(":", 1)[0][:ERROR_CHARS]
+        span.set_status(Status(StatusCode.ERROR, str(error)))
     inside = otel.set_span_in_context(span, context)
     for child in trace.children:
         export_trace(child, tracer, inside)

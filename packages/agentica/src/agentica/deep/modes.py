@@ -1,11 +1,12 @@
 """Approval modes: how much a coding agent may do without asking (``ApprovalMode``).
 
 ``read-only`` offers only the tools that read and plan; ``ask`` pauses the run before every
-write (described by its diff) and every command (by its command line); ``auto-edit`` writes
-freely and asks before commands; ``full-auto`` asks nothing. A tool the person allowed "always"
-is not asked about again in this session. The run pauses through ``agentica.run.approval``; the
-caller (``agentica code``) shows each ``PendingCall.description`` and answers with decisions; a
-rejected call never runs and the model reads the reason.
+write (described by its diff) and every other call that is not a read (a command by its command
+line; an MCP server's tool too); ``auto-edit`` writes freely and asks before the rest;
+``full-auto`` asks nothing. Subagents (``task``) work unasked: only ``full-auto`` offers them.
+A tool allowed "always" is not asked about again in this session. The run pauses through
+``agentica.run.approval``; the caller (``agentica code``) shows each ``PendingCall.description``
+and answers with decisions; a rejected call never runs and the model reads the reason.
 """
 
 from __future__ import annotations
@@ -21,16 +22,23 @@ from agentica.run.capability import Capability
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 
-__all__ = ["EDIT_TOOLS", "RUN_TOOLS", "ApprovalMode", "Mode"]
+__all__ = ["EDIT_TOOLS", "READ_TOOLS", "RUN_TOOLS", "UNSUPERVISED", "ApprovalMode", "Mode"]
 
 Mode = Literal["read-only", "ask", "auto-edit", "full-auto"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
-"""Tools that change files (asked about in ``ask``)."""
-RUN_TOOLS = frozenset(
-    {"execute", "run_python", "start_command", "stop_command", "run_cell", "task"}
-)
-"""Tools that run code or delegate (asked about in ``ask`` and ``auto-edit``)."""
+"""Tools that change files (asked about in ``ask``; free in ``auto-edit``)."""
+READ_TOOLS = frozenset(
+    {"ls", "read_file", "glob", "grep", "read_todos", "write_todos", "wait_command",
+     "list_commands", "search_knowledge_base"}
+)  # fmt: skip
+"""Tools that only read (or keep the plan): never asked about. Every other tool (commands,
+code, MCP servers' tools, ...) is asked about in ``ask`` and ``auto-edit``."""
+RUN_TOOLS = frozenset({"execute", "run_python", "start_command", "stop_command", "run_cell"})
+"""The built-in tools that run code (asked about in ``ask`` and ``auto-edit``)."""
+UNSUPERVISED = frozenset({"task"})
+"""Tools whose work cannot be asked about call by call (a subagent's own writes and commands):
+offered only in ``full-auto``."""
 _DIFF_LINES = 60
 
 
@@ -63,16 +71,16 @@ class ApprovalMode(Capability):
 
     def asks(self, tool: str) -> bool:
         """Whether a call of ``tool`` waits for a decision in the current mode."""
-        if tool in self.always or self.mode == "full-auto":
+        if tool in self.always or self.mode == "full-auto" or tool in READ_TOOLS:
             return False
-        if tool in RUN_TOOLS:
-            return True
-        return tool in EDIT_TOOLS and self.mode in ("ask", "read-only")
+        return not (tool in EDIT_TOOLS and self.mode == "auto-edit")
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
-        if self.mode != "read-only":
+        if self.mode == "full-auto":
             return None
-        return [name for name in ctx.functions if name not in EDIT_TOOLS | RUN_TOOLS]
+        if self.mode == "read-only":
+            return [name for name in ctx.functions if name in READ_TOOLS]
+        return [name for name in ctx.functions if name not in UNSUPERVISED]
 
     async def needs_approval(self, ctx: RunContext[Any], call: FunctionCall) -> PendingCall | None:
         if not self.asks(call.name):

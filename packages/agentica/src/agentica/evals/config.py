@@ -99,6 +99,9 @@ class EvalConfig:
         configurations share cached results (after changing agentica's code, ``--no-cache``)."""
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
         data["agentica"] = __version__
+        if self.model is None:  # the default model is the environment's choice
+            data["default_model"] = [os.environ.get(k) for k in ("AGENTICA_MODEL",
+                                                                 "AGENTICA_BASE_URL")]  # fmt: skip
         text = json.dumps(data, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -101,15 +101,16 @@ def default_model(config: EvalConfig) -> Model:
 
 
 def task_digest(task: EvalTask) -> str:
-    """A hash of what the task asks and starts with: a changed task is run again."""
-    digest = hashlib.sha256(task.prompt.encode())
-    for name in sorted(task.files):
-        content = task.files[name]
-        digest.update(name.encode())
-        digest.update(content if isinstance(content, bytes) else content.encode())
-    digest.update(str(task.source).encode())
-    digest.update(json.dumps(dict(task.metadata), sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:12]
+    """A hash of what the task asks, starts with and is checked by: a changed task (its answer
+    or check command too) is run again."""
+    files = {
+        name: content if isinstance(content, str) else content.hex()
+        for name, content in task.files.items()
+    }
+    data = [task.id, task.prompt, files, str(task.source), task.revision, repr(task.check),
+            dict(task.metadata)]  # fmt: skip
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _cache_path(cache_dir: Path, task: EvalTask, config: EvalConfig, seed: int) -> Path:
@@ -201,34 +202,30 @@ async def run_eval(
     if len(set(names)) != len(names):
         raise ValueError(f"configuration names must differ: {names}")
     plan = [(c, t, seed + r, r) for c in configs for t in tasks for r in range(repeats)]
-    results: dict[int, Attempt] = {}
-    todo: list[int] = []
-    for index, (config, task, s, _) in enumerate(plan):
-        cached = await _load_cached(cache_dir, task, config, s) if cache_dir else None
-        if cached is not None:
-            cached.config = config.name
-            results[index] = cached
-            if on_attempt is not None:
-                on_attempt(cached)
-        else:
-            todo.append(index)
+    results = await _cached(plan, cache_dir, on_attempt)
+    todo = [i for i in range(len(plan)) if i not in results]
     models: dict[tuple[str | None, str | None], Model] = {}
-    limiter = asyncio.Semaphore(concurrency)
-
-    async def one(index: int) -> None:
-        config, task, s, repeat = plan[index]
-        key = (config.model, config.base_url)
-        if key not in models:
-            models[key] = model_factory(config)
-        async with limiter:
-            attempt = await _attempt(task, config, models[key], s, repeat)
-        results[index] = attempt
-        if cache_dir is not None:
-            await _save(cache_dir, task, config, s, attempt)
-        if on_attempt is not None:
-            on_attempt(attempt)
-
     try:
+        for index in todo:  # (a bad model string fails here, before anything runs)
+            config = plan[index][0]
+            if (config.model, config.base_url) not in models:
+                models[(config.model, config.base_url)] = model_factory(config)
+        limiter = asyncio.Semaphore(concurrency)
+
+        async def one(index: int) -> None:
+            config, task, s, repeat = plan[index]
+            async with limiter:
+                attempt = await _attempt(task, config, models[(config.model, config.base_url)],
+                                         s, repeat)  # fmt: skip
+            results[index] = attempt
+            if cache_dir is not None:
+                try:
+                    await _save(cache_dir, task, config, s, attempt)
+                except OSError as exc:  # the result stands; only its cache entry is lost
+                    attempt.detail += f" (not cached: {exc})"
+            if on_attempt is not None:
+                on_attempt(attempt)
+
         async with asyncio.TaskGroup() as group:
             for index in todo:
                 group.create_task(one(index))
@@ -236,6 +233,25 @@ async def run_eval(
         for model in models.values():
             await model.aclose()
     return [results[i] for i in range(len(plan))]
+
+
+async def _cached(
+    plan: Sequence[tuple[EvalConfig, EvalTask, int, int]],
+    cache_dir: Path | None,
+    on_attempt: Callable[[Attempt], None] | None,
+) -> dict[int, Attempt]:
+    """The attempts of ``plan`` found in the cache, by their index."""
+    found: dict[int, Attempt] = {}
+    if cache_dir is None:
+        return found
+    for index, (config, task, seed, _) in enumerate(plan):
+        cached = await _load_cached(cache_dir, task, config, seed)
+        if cached is not None:
+            cached.config = config.name
+            found[index] = cached
+            if on_attempt is not None:
+                on_attempt(cached)
+    return found
 
 
 async def _load_cached(
