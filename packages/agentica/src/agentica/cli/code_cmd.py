@@ -138,7 +138,8 @@ def _model(args: argparse.Namespace, project: Project) -> Model:
             raise UsageError("--gateway needs --token (or $AGENTICA_TOKEN): your class token")
         base = args.gateway.rstrip("/")
         return OpenAILike(id=name or "default", base_url=f"{base}/v1", api_key=args.token)
-    base_url = args.base_url or settings.base_url
+    # a folder's config may name a server only once trusted: a key would be sent there
+    base_url = args.base_url or (settings.base_url if project_endpoint_trusted(project) else None)
     from agentica.cli.main import build_model
 
     return build_model(name, base_url, args.api_key)
@@ -197,6 +198,38 @@ def _mcp_server(root: Path, server: ProjectMCPServer) -> MCPServer:
                            name=server.name)  # fmt: skip
 
 
+_STRICTNESS = {"read-only": 0, "ask": 1, "auto-edit": 2, "full-auto": 3}
+
+
+def _mode(args: argparse.Namespace, project: Project, default: str) -> str:
+    """The approval mode: the command line's; else the project's if it is not looser than the
+    default (a cloned folder cannot turn the questions off); else the default."""
+    if args.approval:
+        return str(args.approval)
+    wanted = project.settings.approval
+    if wanted and _STRICTNESS[wanted] <= _STRICTNESS[default]:
+        return wanted
+    return default
+
+
+def _endpoint_key(project: Project) -> str:
+    data = [str(project.root), "base_url", project.settings.base_url]
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:24]
+
+
+def project_endpoint_trusted(project: Project) -> bool:
+    """Whether the project's ``base_url`` (if any) was trusted."""
+    return not project.settings.base_url or _endpoint_key(project) in _trusted_set()
+
+
+def trust_project(project: Project) -> None:
+    """Trust the project's MCP servers and model endpoint, as they are configured."""
+    trust_servers(project.root, project.mcp_servers)
+    if project.settings.base_url:
+        path = _trust_file()
+        path.write_text(json.dumps(sorted(_trusted_set() | {_endpoint_key(project)})))
+
+
 async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
     """The agent for ``args``: its folder's project context, model, storage and session; of the
     project's MCP servers only those the person trusted (``--trust-mcp``, or a yes once)."""
@@ -204,10 +237,13 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
     if not await asyncio.to_thread(root.is_dir):
         raise UsageError(f"{args.folder} is not a folder")
     project = await asyncio.to_thread(load_project, root)
+    if args.trust_mcp:
+        await asyncio.to_thread(trust_project, project)
     settings = project.settings
-    mode = ApprovalMode(args.approval or settings.approval or default_mode)  # type: ignore[arg-type]
+    mode = ApprovalMode(_mode(args, project, default_mode))  # type: ignore[arg-type]
+    chosen = settings.sandbox if settings.sandbox != "none" else None  # (only a stricter one)
     sandbox: Literal["none", "bwrap", "auto"] = (
-        args.sandbox or settings.sandbox or ("auto" if mode.mode == "full-auto" else "none")
+        args.sandbox or chosen or ("auto" if mode.mode == "full-auto" else "none")
     )
     storage = open_storage(args.storage)
     user = folder_user(root)
@@ -216,8 +252,6 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
     checkpoints = Checkpoints(FilesystemBackend(root))  # (undo deletes through it)
     kernel = PythonKernel(root) if args.kernel or settings.kernel else None
     capabilities: list[Capability] = [mode, *([kernel] if kernel else [])]
-    if args.trust_mcp:
-        await asyncio.to_thread(trust_servers, root, project.mcp_servers)
     untrusted = await asyncio.to_thread(untrusted_servers, project)
     servers = [_mcp_server(root, m) for m in project.mcp_servers if m not in untrusted]
     skills = Skills(project.root) if project.skills_dir else None
@@ -310,7 +344,12 @@ async def _noninteractive(args: argparse.Namespace, task: str, stdout: TextIO) -
     for server in await asyncio.to_thread(untrusted_servers, s.project):
         err.print(
             f"MCP server {server.name!r} of .agentica/config.toml not started: it is not "
-            "trusted yet (answer yes once in `agentica code`, or pass --trust-mcp)"
+            "trusted yet (answer yes once in `agentica code`, or pass --trust-project)"
+        )
+    if not await asyncio.to_thread(project_endpoint_trusted, s.project):
+        err.print(
+            "the base_url of .agentica/config.toml is not used: it is not trusted yet "
+            "(answer yes once in `agentica code`, or pass --trust-project)"
         )
     started = time.monotonic()
     data: dict[str, Any] = {"session_id": s.session_id}

@@ -143,14 +143,20 @@ class Repl:
         lexer = "diff" if shown.startswith("---") else "bash"
         self.console.print(Syntax(shown, lexer, theme="ansi_dark", word_wrap=True))
         while True:
-            answer = (await self.ask("allow? [y]es / [a]lways / [n]o > ")).strip().lower()
+            try:
+                answer = (await self.ask("allow? [y]es / [a]lways / [n]o > ")).strip().lower()
+            except (KeyboardInterrupt, EOFError):  # Ctrl-C / Ctrl-D at the question: no
+                return Decision.reject("The user stopped this call.")
             if answer in ("y", "yes"):
                 return Decision.approve()
             if answer in ("a", "always"):
                 self.s.mode.allow_always(pending.tool)
                 return Decision.approve()
             if answer in ("n", "no"):
-                reason = (await self.ask("why? (the agent reads this) > ")).strip()
+                try:
+                    reason = (await self.ask("why? (the agent reads this) > ")).strip()
+                except (KeyboardInterrupt, EOFError):
+                    reason = ""
                 return Decision.reject(reason or "The user said no.")
             self.console.print("answer y, a or n")
 
@@ -411,7 +417,7 @@ async def _ask_trust(
     args: argparse.Namespace, console: Console, questions: PromptSession[str]
 ) -> None:
     """The project's MCP servers start only once the person trusts them (asked once)."""
-    from agentica.cli.code_cmd import untrusted_servers
+    from agentica.cli.code_cmd import project_endpoint_trusted, untrusted_servers
     from agentica.deep import load_project
 
     root = await asyncio.to_thread(lambda: Path(args.folder).expanduser().resolve())
@@ -419,9 +425,12 @@ async def _ask_trust(
         return
     project = await asyncio.to_thread(load_project, root)
     untrusted = await asyncio.to_thread(untrusted_servers, project)
-    if not untrusted:
+    endpoint = not await asyncio.to_thread(project_endpoint_trusted, project)
+    if not untrusted and not endpoint:
         return
-    console.print("This folder's .agentica/config.toml starts MCP servers:")
+    console.print("This folder's .agentica/config.toml names what only you should allow:")
+    if endpoint:
+        console.print(f"  the model server {escape(str(project.settings.base_url))}")
     for server in untrusted:
         console.print(
             f"  {escape(server.name)}: {escape(' '.join(server.command) or str(server.url))}"

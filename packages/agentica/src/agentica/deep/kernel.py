@@ -204,10 +204,12 @@ class PythonKernel(Capability):
         client.start_channels()
         try:
             await client.wait_for_ready(timeout=self.startup_timeout)
-        except RuntimeError as exc:
+        except BaseException as exc:  # a failed or cancelled start leaves no kernel behind
             client.stop_channels()
-            await manager.shutdown_kernel(now=True)
-            raise UsageError(f"the Python kernel did not start: {exc}") from None
+            await asyncio.shield(manager.shutdown_kernel(now=True))
+            if isinstance(exc, RuntimeError):
+                raise UsageError(f"the Python kernel did not start: {exc}") from None
+            raise
         return _Session(manager, client, asyncio.Lock())
 
     async def _collect(
