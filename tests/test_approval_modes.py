@@ -88,3 +88,16 @@ async def test_other_tools_are_asked_about_and_subagents_need_full_auto(tmp_path
     model._script.append("ok")  # type: ignore[attr-defined]
     await agent_with_subagents.run("Look again.")
     assert "task" in {t.name for t in model.requests[-1].tools}
+
+
+async def test_an_edit_whose_text_is_not_found_as_is_shows_both_strings(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\r\ny = 2\r\n")
+    mode = ApprovalMode("ask")
+    agent, _ = _agent(
+        tmp_path, mode,
+        tool_calls(call("edit_file", path="a.py", old_string="x = 1\ny = 2",
+                        new_string="x = 3\ny = 2")),
+    )  # fmt: skip
+    response = await agent.run("Set x to 3.")
+    (pending,) = response.pending
+    assert pending.description == "edit_file a.py: replace\nx = 1\ny = 2\nwith\nx = 3\ny = 2"

@@ -120,6 +120,7 @@ class Setup:
     kernel: PythonKernel | None
     session_id: str
     servers: list[MCPServer]
+    sandbox: str = "none"
 
     async def aclose(self) -> None:
         if self.kernel is not None:
@@ -266,7 +267,17 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
         session_id=session_id,
     )  # fmt: skip
     return Setup(
-        root, project, model, storage, agent, checkpoints, mode, kernel, session_id, servers
+        root,
+        project,
+        model,
+        storage,
+        agent,
+        checkpoints,
+        mode,
+        kernel,
+        session_id,
+        servers,
+        sandbox,
     )
 
 

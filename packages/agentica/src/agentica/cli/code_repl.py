@@ -301,6 +301,12 @@ class Repl:
         if mode:
             self.s.mode.set_mode(mode)
         self.console.print(f"approvals: {self.s.mode.mode}")
+        if self.s.mode.mode == "full-auto" and self.s.sandbox == "none":
+            self.console.print(
+                "[yellow]commands now run without asking and without a sandbox[/] (this session "
+                "started without one: start with --approval full-auto or --sandbox auto for "
+                "bubblewrap)"
+            )
 
 
 async def exit_summary(setup: Any, console: Console) -> None:

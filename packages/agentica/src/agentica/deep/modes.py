@@ -111,6 +111,8 @@ async def _describe(ctx: RunContext[Any], tool: str, arguments: dict[str, Any]) 
         after = str(arguments.get("content", ""))
     else:  # edit_file: the replacement applied as the tool would (the first occurrence)
         old, new = str(arguments.get("old_string", "")), str(arguments.get("new_string", ""))
+        if old not in before:  # the tool may still match it (line numbers, CRLF): show both
+            return f"edit_file {path}: replace\n{old}\nwith\n{new}"
         after = before.replace(old, new, -1 if arguments.get("replace_all") else 1)
     name = path.lstrip("/")
     lines = difflib.unified_diff(
