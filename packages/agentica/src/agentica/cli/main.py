@@ -26,26 +26,25 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentica import __version__
-from agentica.agent import Agent
-from agentica.cli import mcp_cmd as mcp_command
 from agentica.cli import sessions_cmd as sessions_command
 from agentica.errors import AgenticaError, UsageError
-from agentica.limits import RunLimits
-from agentica.models.base import Model, ModelSettings
-from agentica.models.openai import OpenAILike
-from agentica.models.registry import model_from_string, resolve_model
-from agentica.run.approval import Decision, HumanApproval, PendingCall
-from agentica.run.capability import Capability
-from agentica.tracing import OpenTelemetry
+
+if TYPE_CHECKING:  # the agent stack is imported by the command that runs, not to parse
+    from agentica.models.base import Model
+    from agentica.run.approval import Decision, PendingCall
+    from agentica.tracing import OpenTelemetry
 
 __all__ = ["build_model", "load_tool", "main"]
 
 
 def build_model(model: str | None, base_url: str | None, api_key: str | None) -> Model:
     """The model named on the command line; else the default-model rule (``resolve_model``)."""
+    from agentica.models.openai import OpenAILike
+    from agentica.models.registry import model_from_string, resolve_model
+
     if base_url:
         return OpenAILike(id=model or "default", base_url=base_url, api_key=api_key)
     if model and api_key:
@@ -78,7 +77,13 @@ async def _run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
+    from agentica.agent import Agent
+    from agentica.cli import mcp_cmd as mcp_command
     from agentica.cli.render import EventPrinter
+    from agentica.limits import RunLimits
+    from agentica.models.base import ModelSettings
+    from agentica.run.approval import HumanApproval
+    from agentica.run.capability import Capability
 
     console = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
@@ -129,11 +134,15 @@ async def _run(args: argparse.Namespace) -> int:
 
 def _tracing(endpoint: str | None) -> OpenTelemetry | None:
     """``--otlp URL`` (or the environment: ``AGENTICA_OTLP_ENDPOINT``) turns tracing on."""
+    from agentica.tracing import OpenTelemetry
+
     return OpenTelemetry(endpoint=endpoint) if endpoint else OpenTelemetry.from_env()
 
 
 async def _ask(console: Any, pending: PendingCall) -> Decision:
     """Ask on the terminal whether ``pending`` may run: yes, no (with a reason) or edit."""
+    from agentica.run.approval import Decision
+
     console.print(f"\n[bold yellow]approve?[/] {pending.tool}({json.dumps(pending.arguments)})")
     while True:
         answer = (await asyncio.to_thread(input, "[y]es / [n]o / [e]dit > ")).strip().lower()

@@ -11,12 +11,14 @@ import argparse
 import asyncio
 import datetime
 import os
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.table import Table
 
 from agentica.errors import UsageError
-from agentica.storage import SessionNotFound, Storage, open_storage
+
+if TYPE_CHECKING:  # storage is imported when a command runs (every command adds these options)
+    from agentica.storage import Storage
 
 __all__ = ["add_parser", "add_storage_options", "run", "storage_from"]
 
@@ -32,6 +34,8 @@ def add_storage_options(parser: argparse.ArgumentParser) -> None:
 
 
 def storage_from(args: argparse.Namespace) -> Storage:
+    from agentica.storage import open_storage
+
     return open_storage(args.storage)
 
 
@@ -56,6 +60,8 @@ def _when(timestamp: float) -> str:
 
 
 async def _list(storage: Storage, user: str, console: Console) -> int:
+    from rich.table import Table
+
     sessions = await storage.list_sessions(user)
     if not sessions:
         console.print(f"no sessions for user {user!r}")
@@ -68,6 +74,8 @@ async def _list(storage: Storage, user: str, console: Console) -> int:
 
 
 async def _show(storage: Storage, user: str, session: str, console: Console) -> int:
+    from agentica.storage import SessionNotFound
+
     data = await storage.load_session(user, session)
     if data is None:
         raise SessionNotFound(f"no session {session!r} for user {user!r}")
@@ -87,6 +95,8 @@ async def _show(storage: Storage, user: str, session: str, console: Console) -> 
 
 
 async def _dispatch(args: argparse.Namespace, console: Console) -> int:
+    from agentica.storage import SessionNotFound
+
     storage = storage_from(args)
     try:
         command = args.sessions_command
@@ -110,6 +120,8 @@ async def _dispatch(args: argparse.Namespace, console: Console) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentica.storage import SessionNotFound
+
     console = Console(highlight=False)
     try:
         return asyncio.run(_dispatch(args, console))
