@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from agentica._paths import data_dir
 from agentica.errors import SessionFormatError, StorageError
 from agentica.storage.base import (
     SessionNotFound,
@@ -55,12 +56,7 @@ _ATTEMPTS = 3
 def default_sqlite_path() -> Path:
     """``$AGENTICA_HOME/agentica.db``, else ``$XDG_DATA_HOME/agentica/agentica.db``, else
     ``~/.local/share/agentica/agentica.db``."""
-    home = os.environ.get("AGENTICA_HOME")
-    if home:
-        return Path(home).expanduser() / "agentica.db"
-    data = os.environ.get("XDG_DATA_HOME")
-    base = Path(data).expanduser() if data else Path.home() / ".local" / "share"
-    return base / "agentica" / "agentica.db"
+    return data_dir() / "agentica.db"
 
 
 def _normalise_url(url: str) -> str:
