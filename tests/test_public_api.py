@@ -131,6 +131,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "output_schema_for", "run_events"
     },
     "agentica.storage": {
+        "Branch", "SessionTree",
         "InMemoryStorage", "JSONFileStorage", "MAX_VARIABLE_BYTES", "RUN_FORMAT_VERSION",
         "RunRecord", "SQLStorage", "SQLiteStorage", "SessionData", "SessionInfo",
         "SessionNotFound", "SpanRecord", "Storage", "ToolCallRecord", "Variable", "VariableInfo",

@@ -660,7 +660,7 @@ async def test_a_fresh_database_gets_the_schema_of_the_code(fresh_sql_url: str) 
     finally:
         await storage.aclose()
     version = await execute(fresh_sql_url, f"SELECT version_num FROM {VERSION_TABLE}")
-    assert [row[0] for row in version] == ["0002"]
+    assert [row[0] for row in version] == ["0003"]
     engine = create_async_engine(fresh_sql_url)
     try:
         async with engine.connect() as conn:

@@ -3,7 +3,7 @@
 - ``Storage``: the async protocol every backend implements; ``merge_state`` (base.py)
 - ``RunRecord``, ``ToolCallRecord``, ``SpanRecord`` (a run's timeline), ``SessionInfo``,
   ``SessionData``: what is stored (records.py), in a versioned JSON format (``encode_run`` /
-  ``decode_run``, codec.py)
+  ``decode_run``, codec.py); ``SessionTree``, ``Branch``: a session's branches (branching.py)
 - backends: ``InMemoryStorage`` (memory.py), ``SQLStorage`` / ``SQLiteStorage`` (sql.py, schema
   managed by alembic), ``JSONFileStorage`` (jsonfile.py, for debugging)
 - ``open_storage``: a backend from ``"memory"``, a URL, a ``.db`` path or a directory (factory.py)
@@ -19,6 +19,7 @@ from agentica.storage.base import (
     Variable,
     VariableInfo,
 )
+from agentica.storage.branching import Branch, SessionTree
 from agentica.storage.codec import RUN_FORMAT_VERSION, decode_run, dump_run, encode_run, load_run
 from agentica.storage.factory import open_storage
 from agentica.storage.jsonfile import JSONFileStorage
@@ -35,6 +36,7 @@ from agentica.storage.sql import SQLiteStorage, SQLStorage, default_sqlite_path
 __all__ = [
     "MAX_VARIABLE_BYTES",
     "RUN_FORMAT_VERSION",
+    "Branch",
     "InMemoryStorage",
     "JSONFileStorage",
     "RunRecord",
@@ -43,6 +45,7 @@ __all__ = [
     "SessionData",
     "SessionInfo",
     "SessionNotFound",
+    "SessionTree",
     "SpanRecord",
     "Storage",
     "ToolCallRecord",

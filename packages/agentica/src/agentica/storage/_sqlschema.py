@@ -1,11 +1,12 @@
 """The SQL schema of ``SQLStorage`` as SQLAlchemy Core tables (SQLite and PostgreSQL).
 
 - ``sessions``: one row per (user, session): title, times, summary, state (JSON text),
-  ``run_count`` (the sequence number of its last run) and ``revision``, bumped by every save.
-- ``runs``: one row per run, ``record`` is ``codec.encode_run`` text; key (user, session, seq).
+  ``run_count`` (the sequence number of its last run), ``revision`` (bumped by every save), and
+  its lineage: ``parent_id``, ``forked_at`` (runs shared with the parent), ``root_id``.
+- ``runs``: one row per run, ``record`` is ``codec.encode_run`` text, ``undo`` its undo patch
+  (``branching.py``; NULL for runs stored before it existed); key (user, session, seq).
 - ``variables``: the per-session variable index (key, summary, size, time) pointing at a blob.
-- ``blobs``: variable values (JSON text) keyed by the SHA-256 of that text: identical values are
-  stored once, whatever session or user they belong to.
+- ``blobs``: variable values (JSON text) keyed by their SHA-256: identical values stored once.
 
 SQLAlchemy is imported at import time (``agentica.storage.sql`` imports this module lazily, off
 the event loop); the migrations in ``migrations/versions`` create exactly these tables (tested).
@@ -39,7 +40,11 @@ sessions = sa.Table(
     sa.Column("summary", sa.Text(), nullable=True),
     sa.Column("state", sa.Text(), nullable=False),
     sa.Column("revision", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("parent_id", id_type(), nullable=True),
+    sa.Column("forked_at", sa.Integer(), nullable=True),
+    sa.Column("root_id", id_type(), nullable=True),
     sa.Index("ix_sessions_user_updated", "user_id", "updated_at"),
+    sa.Index("ix_sessions_user_root", "user_id", "root_id"),
 )
 
 runs = sa.Table(
@@ -52,6 +57,7 @@ runs = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("started_at", sa.Double(), nullable=False),
     sa.Column("record", sa.Text(), nullable=False),
+    sa.Column("undo", sa.Text(), nullable=True),
     sa.ForeignKeyConstraint(
         ["user_id", "session_id"],
         ["sessions.user_id", "sessions.session_id"],

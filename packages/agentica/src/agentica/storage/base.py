@@ -2,7 +2,8 @@
 
 ``Storage`` is what every backend (in-memory, SQLite, PostgreSQL, JSON files) implements: atomic,
 revisioned saves of a session's runs, summary and state, and a per-session variable store.
-``merge_state`` is the three-way merge an agent uses when another writer saved first.
+``merge_state`` is the three-way merge an agent uses when another writer saved first. Sessions
+branch (``fork_session(at=...)``, ``rewind_session``, ``branches``; see ``branching.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from agentica.errors import SessionConflictError, StorageError
+from agentica.storage.branching import SessionTree
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
 
 __all__ = [
@@ -181,10 +183,50 @@ class Storage(Protocol):
         ...
 
     async def fork_session(
-        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+        self,
+        user_id: str,
+        session_id: str,
+        new_session_id: str,
+        *,
+        title: str | None = None,
+        at: int | None = None,
     ) -> SessionInfo:
-        """Copy a session (runs, summary, state, variables) under a new id, at revision 1: it
-        exists, so a save based on "never saved" (revision 0) is refused, not applied over it."""
+        """Copy a session under a new id, at revision 1: it exists, so a save based on "never
+        saved" (revision 0) is refused, not applied over it.
+
+        The copy holds the first ``at`` runs (``None``: all) with the summary and state as they
+        were after run ``at``, and every variable as it is now (variables are not versioned);
+        its info names ``session_id`` as its parent and ``at`` as its branch point. A bad ``at``
+        raises ``UsageError``.
+        """
+        ...
+
+    async def rewind_session(
+        self,
+        user_id: str,
+        session_id: str,
+        to: int,
+        *,
+        branch_id: str | None = None,
+        expected_revision: int | None = None,
+    ) -> SessionInfo:
+        """Drop the runs after run ``to`` (``0 <= to < runs``), keeping them in a new branch;
+        the branch's info.
+
+        In one atomic step: the whole session as it was becomes the branch ``branch_id``
+        (default ``<session_id>.<revision>``; parent ``session_id``, branch point ``to``);
+        the session keeps its id, its first ``to`` runs, the summary and state as they were
+        after run ``to``, and its variables; its revision is bumped, so a writer holding the
+        older copy gets ``SessionConflictError`` (and merges) instead of saving over it.
+        Branches that were forked from it after run ``to`` now name the new branch as their
+        parent (it holds the runs they share). With ``expected_revision``, the rewind happens
+        only if the session is at that revision (``SessionConflictError`` otherwise).
+        """
+        ...
+
+    async def branches(self, user_id: str, session_id: str) -> SessionTree:
+        """Every session of ``session_id``'s lineage (forked from one another), as a tree
+        (raises ``SessionNotFound``)."""
         ...
 
     async def set_variable(

@@ -33,6 +33,14 @@ from agentica.storage.base import (
     check_variable,
     stale_save,
 )
+from agentica.storage.branching import (
+    SessionTree,
+    Snapshot,
+    branch_id_for,
+    check_turn,
+    state_at,
+    undo_patch,
+)
 from agentica.storage.codec import decode_run, dump_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
 
@@ -149,13 +157,20 @@ class _SessionFile:
     summary: str | None
     state: dict[str, Any]
     revision: int = 0
+    parent_id: str | None = None
+    forked_at: int | None = None
+    root_id: str | None = None  # the first session of its lineage (None: itself)
 
     def dump(self) -> str:
         data = {"format": "agentica.session", "version": _FILE_VERSION, "user_id": self.user_id,
                 "session_id": self.session_id, "title": self.title, "created_at": self.created_at,
                 "updated_at": self.updated_at, "runs": self.runs, "revision": self.revision,
-                "summary": self.summary, "state": self.state}  # fmt: skip
+                "parent_id": self.parent_id, "forked_at": self.forked_at,
+                "root_id": self.root_id, "summary": self.summary, "state": self.state}  # fmt: skip
         return json.dumps(data, ensure_ascii=False, indent=1)
+
+    def snapshot(self) -> Snapshot:
+        return {"state": self.state, "summary": self.summary}
 
     @classmethod
     def parse(cls, data: Any, where: str) -> _SessionFile:
@@ -166,6 +181,9 @@ class _SessionFile:
                 created_at=float(fields["created_at"]), updated_at=float(fields["updated_at"]),
                 runs=int(fields["runs"]), summary=fields.get("summary"),
                 state=fields.get("state") or {}, revision=int(fields.get("revision", 0)),
+                parent_id=_optional(fields.get("parent_id"), str),
+                forked_at=_optional(fields.get("forked_at"), int),
+                root_id=_optional(fields.get("root_id"), str),
             )  # fmt: skip
         except (KeyError, TypeError, ValueError) as exc:
             raise SessionFormatError(f"{where} is damaged: {type(exc).__name__}: {exc}") from None
@@ -176,8 +194,20 @@ class _SessionFile:
     def info(self) -> SessionInfo:
         return SessionInfo(
             user_id=self.user_id, session_id=self.session_id, title=self.title, runs=self.runs,
-            created_at=self.created_at, updated_at=self.updated_at,
+            created_at=self.created_at, updated_at=self.updated_at, parent_id=self.parent_id,
+            forked_at=self.forked_at,
         )  # fmt: skip
+
+
+def _optional(value: Any, kind: type[Any]) -> Any:
+    """``value`` as ``kind``, or ``None`` (fields added in later versions of the file)."""
+    if value is None:
+        return None
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if kind is str and not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
 
 
 @dataclass(slots=True, kw_only=True)
@@ -220,8 +250,9 @@ class JSONFileStorage:
 
         <directory>/.lock                                  held (flock) by the process writing
         <directory>/<user>/<session>/session.json          ids, title, times, run count, revision,
-                                                           summary, state
+                                                           parent, branch point, summary, state
                                      runs/00000001.json    one run record (the codec's envelope)
+                                                           and its undo patch (``branching.py``)
                                      variables/<key>.json  key, summary, size, time, value hash
                                      values/<sha256>.json  a value, shared by keys with equal values
 
@@ -233,6 +264,11 @@ class JSONFileStorage:
     on ``<directory>/.lock`` (on Windows: one process at a time should write to a directory).
     ``append_run`` with ``expected_revision`` compares the revision in ``session.json`` under
     that lock and raises ``SessionConflictError`` if another writer saved first.
+
+    ``rewind_session`` builds the branch (links to every run) aside and renames it into place
+    before it rewrites the session's ``session.json``: a crash in between leaves an extra
+    branch, never a lost run (the branches it re-links may then still name the session as their
+    parent). ``branches`` reads every ``session.json`` of the user: this backend keeps no index.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
@@ -338,7 +374,7 @@ class JSONFileStorage:
         expected_revision: int | None = None,
     ) -> int:
         check_ids(user_id, session_id)
-        record = json.dumps(dump_run(run), ensure_ascii=False, indent=1)
+        record = dump_run(run)
         state_copy = json.loads(json.dumps(dict(state))) if state is not None else None
         new_title = title or run.input[:80] or session_id
         return await asyncio.to_thread(
@@ -350,7 +386,7 @@ class JSONFileStorage:
         self,
         user_id: str,
         session_id: str,
-        record: str,
+        record: dict[str, Any],
         title: str,
         summary: str | None,
         state: dict[str, Any] | None,
@@ -367,13 +403,16 @@ class JSONFileStorage:
             if session is None:
                 session = self._new_session(user_id, session_id, title, now)
                 _make_directories(directory / "runs", self.directory)
-            _write_atomic(directory / "runs" / _run_file(session.runs + 1), record)
-            session.runs += 1
-            session.updated_at = now
+            before = session.snapshot()  # its values are replaced below, not changed
             if summary is not None:
                 session.summary = summary
             if state is not None:
                 session.state = state
+            undo = undo_patch(session.snapshot(), before)
+            text = json.dumps({**record, "undo": undo}, ensure_ascii=False, indent=1)
+            _write_atomic(directory / "runs" / _run_file(session.runs + 1), text)
+            session.runs += 1
+            session.updated_at = now
             session.revision += 1
             _write_atomic(directory / "session.json", session.dump())
             return session.revision
@@ -383,17 +422,7 @@ class JSONFileStorage:
         return await asyncio.to_thread(self._list_sessions, user_id, limit)
 
     def _list_sessions(self, user_id: str, limit: int) -> list[SessionInfo]:
-        user_dir = self.directory / file_name(user_id)
-        try:
-            names = [name for name in os.listdir(user_dir) if not name.startswith(".")]
-        except FileNotFoundError:
-            return []
-        found = []
-        for name in names:
-            where = f"session directory {name!r} of user {user_id!r}"
-            session = self._read_session(user_dir / name, where)
-            if session is not None and session.user_id == user_id:
-                found.append(session.info())
+        found = [session.info() for session in self._user_sessions(user_id)]
         found.sort(key=lambda info: (-info.updated_at, info.session_id))
         return found[: max(limit, 0)]
 
@@ -425,38 +454,161 @@ class JSONFileStorage:
             return existed
 
     async def fork_session(
-        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+        self,
+        user_id: str,
+        session_id: str,
+        new_session_id: str,
+        *,
+        title: str | None = None,
+        at: int | None = None,
     ) -> SessionInfo:
         check_ids(user_id, session_id)
         check_ids(user_id, new_session_id)
-        return await asyncio.to_thread(self._fork, user_id, session_id, new_session_id, title)
+        return await asyncio.to_thread(self._fork, user_id, session_id, new_session_id, title, at)
 
-    def _fork(self, user_id: str, session_id: str, new_id: str, title: str | None) -> SessionInfo:
-        source_dir = self._session_dir(user_id, session_id)
-        target_dir = self._session_dir(user_id, new_id)
+    def _fork(
+        self, user_id: str, session_id: str, new_id: str, title: str | None, at: int | None
+    ) -> SessionInfo:
         with self._locked(create=False):
             source = self._require_session(user_id, session_id)
-            if (target_dir / "session.json").exists():
-                raise StorageError(f"session {new_id!r} already exists for {user_id!r}")
-            shutil.rmtree(target_dir, ignore_errors=True)  # a leftover of an interrupted write
-            building = target_dir.with_name(f".fork-{secrets.token_hex(6)}")
-            (building / "runs").mkdir(parents=True)
-            for seq in range(1, source.runs + 1):
-                name = _run_file(seq)
-                _link_or_copy(source_dir / "runs" / name, building / "runs" / name)
-            for sub in ("variables", "values"):
-                if (source_dir / sub).is_dir():
-                    (building / sub).mkdir()
-                    for name in os.listdir(source_dir / sub):
-                        if not name.startswith("."):
-                            _link_or_copy(source_dir / sub / name, building / sub / name)
-            now = time.time()  # revision 1: it exists, a save based on 0 is refused
-            twin = replace(source, session_id=new_id, title=title or f"{source.title} (fork)",
-                           created_at=now, updated_at=now, revision=1)  # fmt: skip
-            _write_atomic(building / "session.json", twin.dump())
-            os.rename(building, target_dir)
-            _fsync_directory(target_dir.parent)
+            runs = source.runs if at is None else at
+            check_turn(runs, source.runs, name="at", session_id=session_id, allow_all=True)
+            self._check_free(user_id, new_id)
+            snapshot = self._snapshot_at(user_id, source, runs)
+            twin = self._branch(source, new_id, runs, title or f"{source.title} (fork)")
+            twin.runs, twin.state, twin.summary = runs, snapshot["state"], snapshot["summary"]
+            self._copy_session(source, twin)
             return twin.info()
+
+    def _check_free(self, user_id: str, new_id: str) -> None:
+        if (self._session_dir(user_id, new_id) / "session.json").exists():
+            raise StorageError(f"session {new_id!r} already exists for {user_id!r}")
+
+    @staticmethod
+    def _branch(source: _SessionFile, new_id: str, forked_at: int, title: str) -> _SessionFile:
+        """The metadata of a copy of ``source`` that names it as its parent, at revision 1 (it
+        exists: a save based on "never saved", revision 0, is refused)."""
+        now = time.time()
+        return replace(
+            source, session_id=new_id, title=title, created_at=now, updated_at=now, revision=1,
+            parent_id=source.session_id, forked_at=forked_at,
+            root_id=source.root_id or source.session_id,
+        )  # fmt: skip
+
+    def _copy_session(self, source: _SessionFile, twin: _SessionFile) -> None:
+        """Create ``twin`` with the first ``twin.runs`` runs and every variable of ``source``
+        (hard links: stored once), all at once (built aside, then renamed into place)."""
+        source_dir = self._session_dir(source.user_id, source.session_id)
+        target_dir = self._session_dir(twin.user_id, twin.session_id)
+        shutil.rmtree(target_dir, ignore_errors=True)  # a leftover of an interrupted write
+        building = target_dir.with_name(f".fork-{secrets.token_hex(6)}")
+        (building / "runs").mkdir(parents=True)
+        for seq in range(1, twin.runs + 1):
+            name = _run_file(seq)
+            _link_or_copy(source_dir / "runs" / name, building / "runs" / name)
+        for sub in ("variables", "values"):
+            if (source_dir / sub).is_dir():
+                (building / sub).mkdir()
+                for name in os.listdir(source_dir / sub):
+                    if not name.startswith("."):
+                        _link_or_copy(source_dir / sub / name, building / sub / name)
+        _write_atomic(building / "session.json", twin.dump())
+        os.rename(building, target_dir)
+        _fsync_directory(target_dir.parent)
+
+    def _snapshot_at(self, user_id: str, session: _SessionFile, runs: int) -> Snapshot:
+        """The summary and state of ``session`` as they were after run ``runs``."""
+        directory = self._session_dir(user_id, session.session_id) / "runs"
+        undos = []
+        for seq in range(session.runs, runs, -1):
+            path = directory / _run_file(seq)
+            try:
+                data = _read_json(path, f"run {seq} of {self._where(user_id, session.session_id)}")
+            except FileNotFoundError:
+                data = None
+            undos.append(data.get("undo") if isinstance(data, dict) else None)
+        return state_at(session.snapshot(), undos)
+
+    async def rewind_session(
+        self,
+        user_id: str,
+        session_id: str,
+        to: int,
+        *,
+        branch_id: str | None = None,
+        expected_revision: int | None = None,
+    ) -> SessionInfo:
+        check_ids(user_id, session_id)
+        if branch_id is not None:
+            check_ids(user_id, branch_id)
+        return await asyncio.to_thread(
+            self._rewind, user_id, session_id, to, branch_id, expected_revision
+        )
+
+    def _rewind(
+        self, user_id: str, session_id: str, to: int, branch_id: str | None, expected: int | None
+    ) -> SessionInfo:
+        """Build the branch (a full copy) aside and rename it into place, then rewrite the
+        session's ``session.json``: a crash in between leaves an extra branch, never a lost run;
+        then the branches forked after ``to`` are re-linked, and the dropped run files removed."""
+        directory = self._session_dir(user_id, session_id)
+        with self._locked(create=False):
+            session = self._require_session(user_id, session_id)
+            if expected is not None and session.revision != expected:
+                raise stale_save(user_id, session_id, expected, session.revision)
+            check_turn(to, session.runs, name="to", session_id=session_id, allow_all=False)
+            if branch_id is None:
+                branch_id = branch_id_for(session_id, session.revision)
+                if (self._session_dir(user_id, branch_id) / "session.json").exists():
+                    suffix = f"-{secrets.token_hex(3)}"
+                    branch_id = branch_id_for(session_id, session.revision, suffix)
+            self._check_free(user_id, branch_id)
+            title = f"{session.title} (before the rewind to run {to})"
+            branch = self._branch(session, branch_id, to, title)
+            self._copy_session(session, branch)
+            snapshot = self._snapshot_at(user_id, session, to)
+            dropped = session.runs
+            session.runs, session.state = to, snapshot["state"]
+            session.summary = snapshot["summary"]
+            session.revision += 1
+            session.updated_at = time.time()
+            _write_atomic(directory / "session.json", session.dump())
+            for child in self._user_sessions(user_id):
+                if child.parent_id == session_id and (child.forked_at or 0) > to:
+                    child.parent_id = branch_id  # the runs it shares are in the branch now
+                    self._write_session(child)
+            for seq in range(to + 1, dropped + 1):
+                (directory / "runs" / _run_file(seq)).unlink(missing_ok=True)
+            return branch.info()
+
+    def _user_sessions(self, user_id: str) -> list[_SessionFile]:
+        """Every session of the user (reads each ``session.json``: this backend keeps no
+        index of lineages)."""
+        user_dir = self.directory / file_name(user_id)
+        try:
+            names = [name for name in os.listdir(user_dir) if not name.startswith(".")]
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            where = f"session directory {name!r} of user {user_id!r}"
+            session = self._read_session(user_dir / name, where)
+            if session is not None and session.user_id == user_id:
+                found.append(session)
+        return found
+
+    async def branches(self, user_id: str, session_id: str) -> SessionTree:
+        check_ids(user_id, session_id)
+        return await asyncio.to_thread(self._branches, user_id, session_id)
+
+    def _branches(self, user_id: str, session_id: str) -> SessionTree:
+        root = self._require_session(user_id, session_id)
+        lineage = root.root_id or session_id
+        return SessionTree.of(
+            other.info()
+            for other in self._user_sessions(user_id)
+            if (other.root_id or other.session_id) == lineage
+        )
 
     # -- variables ------------------------------------------------------------------------------
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentica.errors import StorageError
 from agentica.storage.base import (
     SessionNotFound,
     Variable,
@@ -23,6 +25,14 @@ from agentica.storage.base import (
     check_ids,
     check_variable,
     stale_save,
+)
+from agentica.storage.branching import (
+    SessionTree,
+    Snapshot,
+    branch_id_for,
+    check_turn,
+    encode_undo,
+    state_at,
 )
 from agentica.storage.codec import decode_run, encode_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
@@ -36,10 +46,21 @@ class _Session:
     created_at: float
     updated_at: float
     runs: list[str] = field(default_factory=list)
+    undos: list[str | None] = field(default_factory=list)  # per run (branching.py)
     summary: str | None = None
     state: str = "{}"
     revision: int = 0
     variables: dict[str, tuple[str, str | None, float]] = field(default_factory=dict)
+    parent_id: str | None = None
+    forked_at: int | None = None
+    root_id: str | None = None  # the first session of its lineage (None: itself)
+
+    def snapshot(self) -> Snapshot:
+        return {"state": json.loads(self.state), "summary": self.summary}
+
+    def snapshot_at(self, runs: int) -> Snapshot:
+        """The summary and state as they were after run ``runs``."""
+        return state_at(self.snapshot(), reversed(self.undos[runs:]))
 
 
 class InMemoryStorage:
@@ -60,6 +81,7 @@ class InMemoryStorage:
         return SessionInfo(
             user_id=key[0], session_id=key[1], title=session.title, runs=len(session.runs),
             created_at=session.created_at, updated_at=session.updated_at,
+            parent_id=session.parent_id, forked_at=session.forked_at,
         )  # fmt: skip
 
     async def load_session(self, user_id: str, session_id: str) -> SessionData | None:
@@ -104,12 +126,14 @@ class InMemoryStorage:
                 session = _Session(title=title or run.input[:80] or session_id, created_at=now,
                                    updated_at=now)  # fmt: skip
                 self._sessions[(user_id, session_id)] = session
+            before = session.snapshot()
             session.runs.append(encoded)
             session.updated_at = now
             if summary is not None:
                 session.summary = summary
             if encoded_state is not None:
                 session.state = encoded_state
+            session.undos.append(encode_undo(session.snapshot(), before))
             session.revision += 1
             return session.revision
 
@@ -127,19 +151,86 @@ class InMemoryStorage:
         return self._sessions.pop((user_id, session_id), None) is not None
 
     async def fork_session(
-        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+        self,
+        user_id: str,
+        session_id: str,
+        new_session_id: str,
+        *,
+        title: str | None = None,
+        at: int | None = None,
     ) -> SessionInfo:
-        source = self._get(user_id, session_id)
         check_ids(user_id, new_session_id)
         async with self._lock:
+            source = self._get(user_id, session_id)
             if (user_id, new_session_id) in self._sessions:
-                raise SessionNotFound(f"session {new_session_id!r} already exists")
-            twin = copy.deepcopy(source)
-            twin.title = title or f"{source.title} (fork)"
-            twin.revision = 1  # it exists: a save based on "never saved" (0) is refused
-            twin.created_at = twin.updated_at = time.time()
+                raise StorageError(f"session {new_session_id!r} already exists for {user_id!r}")
+            runs = len(source.runs) if at is None else at
+            runs = check_turn(runs, len(source.runs), name="at", session_id=session_id,
+                              allow_all=True)  # fmt: skip
+            twin = self._branch(source, session_id, runs, title or f"{source.title} (fork)")
+            twin.runs, twin.undos = twin.runs[:runs], twin.undos[:runs]
+            snapshot = source.snapshot_at(runs)
+            twin.state, twin.summary = json.dumps(snapshot["state"]), snapshot["summary"]
             self._sessions[(user_id, new_session_id)] = twin
         return self._info((user_id, new_session_id), twin)
+
+    @staticmethod
+    def _branch(source: _Session, source_id: str, forked_at: int, title: str) -> _Session:
+        """A copy of ``source`` that names it as its parent, at revision 1 (it exists: a save
+        based on "never saved", revision 0, is refused)."""
+        twin = copy.deepcopy(source)
+        twin.title = title
+        twin.revision = 1
+        twin.created_at = twin.updated_at = time.time()
+        twin.parent_id, twin.forked_at = source_id, forked_at
+        twin.root_id = source.root_id or source_id
+        return twin
+
+    async def rewind_session(
+        self,
+        user_id: str,
+        session_id: str,
+        to: int,
+        *,
+        branch_id: str | None = None,
+        expected_revision: int | None = None,
+    ) -> SessionInfo:
+        if branch_id is not None:
+            check_ids(user_id, branch_id)
+        async with self._lock:
+            session = self._get(user_id, session_id)
+            if expected_revision is not None and session.revision != expected_revision:
+                raise stale_save(user_id, session_id, expected_revision, session.revision)
+            check_turn(to, len(session.runs), name="to", session_id=session_id, allow_all=False)
+            if branch_id is None:
+                branch_id = branch_id_for(session_id, session.revision)
+                if (user_id, branch_id) in self._sessions:
+                    suffix = f"-{secrets.token_hex(3)}"
+                    branch_id = branch_id_for(session_id, session.revision, suffix)
+            if (user_id, branch_id) in self._sessions:
+                raise StorageError(f"session {branch_id!r} already exists for {user_id!r}")
+            branch = self._branch(session, session_id, to,
+                                  f"{session.title} (before the rewind to run {to})")  # fmt: skip
+            for (user, _), other in self._sessions.items():
+                forked_later = other.parent_id == session_id and (other.forked_at or 0) > to
+                if user == user_id and forked_later:
+                    other.parent_id = branch_id  # the runs it shares are in the branch now
+            snapshot = session.snapshot_at(to)
+            session.runs, session.undos = session.runs[:to], session.undos[:to]
+            session.state, session.summary = json.dumps(snapshot["state"]), snapshot["summary"]
+            session.revision += 1
+            session.updated_at = time.time()
+            self._sessions[(user_id, branch_id)] = branch
+        return self._info((user_id, branch_id), branch)
+
+    async def branches(self, user_id: str, session_id: str) -> SessionTree:
+        session = self._get(user_id, session_id)
+        root = session.root_id or session_id
+        return SessionTree.of(
+            self._info(key, other)
+            for key, other in self._sessions.items()
+            if key[0] == user_id and (other.root_id or key[1]) == root
+        )
 
     def _session_for_write(self, user_id: str, session_id: str) -> _Session:
         check_ids(user_id, session_id)

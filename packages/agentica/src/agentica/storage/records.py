@@ -98,7 +98,11 @@ class RunRecord:
 
 @dataclass(slots=True, kw_only=True)
 class SessionInfo:
-    """A stored session: its identity, title, size and times."""
+    """A stored session: its identity, title, size and times.
+
+    A session made by a fork or a rewind names the session it branched from (``parent_id``) and
+    how many runs it shares with it (``forked_at``); both are ``None`` for any other session.
+    """
 
     user_id: str
     session_id: str
@@ -106,6 +110,8 @@ class SessionInfo:
     runs: int
     created_at: float
     updated_at: float
+    parent_id: str | None = None
+    forked_at: int | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import json
 import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,14 @@ from agentica.storage.base import (
     check_ids,
     check_variable,
     stale_save,
+)
+from agentica.storage.branching import (
+    SessionTree,
+    Snapshot,
+    branch_id_for,
+    check_turn,
+    encode_undo,
+    state_at,
 )
 from agentica.storage.codec import decode_run, encode_run
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
@@ -183,6 +192,23 @@ class _Engine:
     write_lock: asyncio.Lock | None
 
 
+def _info_columns(sessions: Table) -> list[Any]:
+    """The ``sessions`` columns a ``SessionInfo`` is built from."""
+    return [
+        sessions.c[name]
+        for name in (
+            "user_id",
+            "session_id",
+            "title",
+            "run_count",
+            "created_at",
+            "updated_at",
+            "parent_id",
+            "forked_at",
+        )
+    ]
+
+
 def _session_where(table: Table, user_id: str, session_id: str) -> Any:
     return (table.c.user_id == user_id) & (table.c.session_id == session_id)
 
@@ -195,6 +221,17 @@ def _decode_state(text: str, where: str) -> dict[str, Any]:
     if not isinstance(state, dict):
         raise SessionFormatError(f"the state of {where} is not a JSON object")
     return state
+
+
+def _snapshot(row: Any, where: str) -> Snapshot | None:
+    """The summary and state of a session row (``None`` for no row: empty); ``None`` when the
+    stored state is damaged (its history is then unknown, the save goes on)."""
+    if row is None:
+        return {"state": {}, "summary": None}
+    try:
+        return {"state": _decode_state(row.state, where), "summary": row.summary}
+    except SessionFormatError:
+        return None
 
 
 def _decode_runs(
@@ -449,7 +486,8 @@ class SQLStorage:
     def _info(row: Any) -> SessionInfo:
         return SessionInfo(
             user_id=row.user_id, session_id=row.session_id, title=row.title, runs=row.run_count,
-            created_at=row.created_at, updated_at=row.updated_at,
+            created_at=row.created_at, updated_at=row.updated_at, parent_id=row.parent_id,
+            forked_at=row.forked_at,
         )  # fmt: skip
 
     async def append_run(
@@ -474,45 +512,60 @@ class SQLStorage:
             from agentica.storage._sqlschema import runs, sessions
 
             where = _session_where(sessions, user_id, session_id)
-            changes: dict[str, Any] = {
-                "updated_at": now,
-                "run_count": sessions.c.run_count + 1,
-                "revision": sessions.c.revision + 1,
-            }
-            if summary is not None:
-                changes["summary"] = _text(summary)
-            if encoded_state is not None:
-                changes["state"] = encoded_state
-            returned = (sessions.c.run_count, sessions.c.revision)
-            if expected_revision:  # the session must exist, at that revision
-                statement: Any = (
-                    sa.update(sessions)
-                    .where(where & (sessions.c.revision == expected_revision))
-                    .values(changes)
-                    .returning(*returned)
+            locked = sa.select(sessions.c.revision, sessions.c.summary, sessions.c.state).where(
+                where
+            )
+            for _ in range(_ATTEMPTS):
+                # the row is locked until the commit (PostgreSQL; SQLite has one writer)
+                row = (await conn.execute(locked.with_for_update())).one_or_none()
+                found = None if row is None else int(row.revision)
+                new_ok = found is None and expected_revision == 0
+                if expected_revision is not None and found != expected_revision and not new_ok:
+                    raise stale_save(user_id, session_id, expected_revision, found)
+                before = _snapshot(row, f"session {session_id!r} of user {user_id!r}")
+                after = {
+                    "state": json.loads(encoded_state) if encoded_state is not None
+                    else (before or {}).get("state", {}),
+                    "summary": summary if summary is not None
+                    else (before or {}).get("summary"),
+                }  # fmt: skip
+                returned = (sessions.c.run_count, sessions.c.revision)
+                if row is None:
+                    statement: Any = (
+                        self._insert(conn, sessions)
+                        .values(
+                            user_id=user_id, session_id=session_id,
+                            title=_text(title or run.input[:80] or session_id),
+                            created_at=now, updated_at=now, run_count=1, summary=_text(summary),
+                            state=encoded_state or "{}", revision=1, root_id=session_id,
+                        )
+                        .on_conflict_do_nothing(
+                            index_elements=[sessions.c.user_id, sessions.c.session_id]
+                        )
+                        .returning(*returned)
+                    )  # fmt: skip
+                else:
+                    changes: dict[str, Any] = {
+                        "updated_at": now,
+                        "run_count": sessions.c.run_count + 1,
+                        "revision": sessions.c.revision + 1,
+                    }
+                    if summary is not None:
+                        changes["summary"] = _text(summary)
+                    if encoded_state is not None:
+                        changes["state"] = encoded_state
+                    statement = sa.update(sessions).where(where).values(changes)
+                    statement = statement.returning(*returned)
+                written = (await conn.execute(statement)).one_or_none()
+                if written is not None:
+                    break
+                # another writer created the session in between: read it again, locked
+            else:
+                raise StorageError(
+                    f"{self._label}: could not append a run: session {session_id!r} of user "
+                    f"{user_id!r} was created and deleted by other writers meanwhile; retry"
                 )
-            else:  # new (or, with expected_revision=0, never saved into)
-                statement = (
-                    self._insert(conn, sessions)
-                    .values(
-                        user_id=user_id, session_id=session_id,
-                        title=_text(title or run.input[:80] or session_id),
-                        created_at=now, updated_at=now, run_count=1, summary=_text(summary),
-                        state=encoded_state or "{}", revision=1,
-                    )
-                    .on_conflict_do_update(
-                        index_elements=[sessions.c.user_id, sessions.c.session_id],
-                        set_=changes,
-                        where=None if expected_revision is None else sessions.c.revision == 0,
-                    )
-                    .returning(*returned)
-                )  # fmt: skip
-            row = (await conn.execute(statement)).one_or_none()
-            if row is None:
-                assert expected_revision is not None
-                found = await conn.execute(sa.select(sessions.c.revision).where(where))
-                raise stale_save(user_id, session_id, expected_revision, found.scalar_one_or_none())
-            seq, revision = row
+            seq, revision = written
             await conn.execute(
                 sa.insert(runs).values(
                     user_id=user_id,
@@ -522,6 +575,7 @@ class SQLStorage:
                     status=run.status,
                     started_at=run.started_at,
                     record=encoded,
+                    undo=encode_undo(after, before),
                 )
             )
             return int(revision)
@@ -537,8 +591,7 @@ class SQLStorage:
             from agentica.storage._sqlschema import sessions
 
             result = await conn.execute(
-                sa.select(sessions.c.user_id, sessions.c.session_id, sessions.c.title,
-                          sessions.c.run_count, sessions.c.created_at, sessions.c.updated_at)
+                sa.select(*_info_columns(sessions))
                 .where(sessions.c.user_id == user_id)
                 .order_by(sessions.c.updated_at.desc(), sessions.c.session_id)
                 .limit(max(limit, 0))
@@ -589,53 +642,213 @@ class SQLStorage:
         return await self._transaction("delete a session", body, write=True)
 
     async def fork_session(
-        self, user_id: str, session_id: str, new_session_id: str, *, title: str | None = None
+        self,
+        user_id: str,
+        session_id: str,
+        new_session_id: str,
+        *,
+        title: str | None = None,
+        at: int | None = None,
     ) -> SessionInfo:
         check_ids(user_id, session_id)
         check_ids(user_id, new_session_id)
-        now = time.time()
+
+        async def body(conn: AsyncConnection) -> SessionInfo:
+            # FOR SHARE: a concurrent append or rewind of the source waits for the copy
+            source = await self._source(conn, user_id, session_id, share=True)
+            runs = source.run_count if at is None else at
+            check_turn(runs, source.run_count, name="at", session_id=session_id, allow_all=True)
+            await self._check_free(conn, user_id, new_session_id)
+            snapshot = await self._snapshot_at(conn, user_id, source, runs)
+            info = await self._insert_branch(
+                conn, source, new_session_id, runs, _text(title) or f"{source.title} (fork)",
+                run_count=runs, snapshot=snapshot,
+            )  # fmt: skip
+            await _copy_session_rows(conn, user_id, session_id, new_session_id, runs)
+            return info
+
+        return await self._transaction("fork a session", body, write=True)
+
+    async def rewind_session(
+        self,
+        user_id: str,
+        session_id: str,
+        to: int,
+        *,
+        branch_id: str | None = None,
+        expected_revision: int | None = None,
+    ) -> SessionInfo:
+        check_ids(user_id, session_id)
+        if branch_id is not None:
+            check_ids(user_id, branch_id)
 
         async def body(conn: AsyncConnection) -> SessionInfo:
             import sqlalchemy as sa
 
-            from agentica.storage._sqlschema import sessions
+            from agentica.storage._sqlschema import runs, sessions
 
-            source = (
-                await conn.execute(
-                    sa.select(sessions).where(_session_where(sessions, user_id, session_id))
-                )
-            ).one_or_none()
-            if source is None:
-                raise SessionNotFound(f"no session {session_id!r} for user {user_id!r}")
-            taken = await conn.execute(
-                sa.select(sessions.c.run_count).where(
-                    _session_where(sessions, user_id, new_session_id)
-                )
-            )
-            if taken.first() is not None:
-                raise StorageError(f"session {new_session_id!r} already exists for {user_id!r}")
-            info = SessionInfo(
-                user_id=user_id, session_id=new_session_id,
-                title=_text(title) or f"{source.title} (fork)", runs=source.run_count,
-                created_at=now, updated_at=now,
+            session = await self._source(conn, user_id, session_id, share=False)
+            if expected_revision is not None and session.revision != expected_revision:
+                raise stale_save(user_id, session_id, expected_revision, session.revision)
+            check_turn(to, session.run_count, name="to", session_id=session_id, allow_all=False)
+            new_id = branch_id
+            if new_id is None:
+                new_id = branch_id_for(session_id, session.revision)
+                if await self._exists(conn, user_id, new_id):
+                    suffix = f"-{secrets.token_hex(3)}"
+                    new_id = branch_id_for(session_id, session.revision, suffix)
+            await self._check_free(conn, user_id, new_id)
+            snapshot = await self._snapshot_at(conn, user_id, session, to)
+            info = await self._insert_branch(
+                conn, session, new_id, to, f"{session.title} (before the rewind to run {to})",
+                run_count=session.run_count,
             )  # fmt: skip
+            # the branch gets a copy of the runs both keep and the dropped runs themselves
+            await _copy_session_rows(conn, user_id, session_id, new_id, to)
             await conn.execute(
-                sa.insert(sessions).values(
-                    user_id=user_id,
-                    session_id=new_session_id,
-                    title=info.title,
-                    created_at=now,
-                    updated_at=now,
-                    run_count=source.run_count,
-                    summary=source.summary,
-                    state=source.state,
-                    revision=1,  # it exists: a save based on "never saved" (0) is refused
-                )
+                sa.update(runs)
+                .where(_session_where(runs, user_id, session_id) & (runs.c.seq > to))
+                .values(session_id=new_id)
             )
-            await _copy_session_rows(conn, user_id, session_id, new_session_id, source.run_count)
+            await conn.execute(
+                sa.update(sessions)
+                .where(
+                    (sessions.c.user_id == user_id)
+                    & (sessions.c.parent_id == session_id)
+                    & (sessions.c.forked_at > to)
+                    & (sessions.c.session_id != new_id)
+                )
+                .values(parent_id=new_id)  # the runs they share are in the branch now
+            )
+            await conn.execute(
+                sa.update(sessions)
+                .where(_session_where(sessions, user_id, session_id))
+                .values(
+                    run_count=to, revision=sessions.c.revision + 1, updated_at=time.time(),
+                    state=json.dumps(snapshot["state"]), summary=_text(snapshot["summary"]),
+                )
+            )  # fmt: skip
             return info
 
-        return await self._transaction("fork a session", body, write=True)
+        return await self._transaction("rewind a session", body, write=True)
+
+    async def branches(self, user_id: str, session_id: str) -> SessionTree:
+        check_ids(user_id, session_id)
+
+        async def body(conn: AsyncConnection) -> SessionTree:
+            import sqlalchemy as sa
+
+            from agentica.storage._sqlschema import sessions
+
+            root = (
+                await conn.execute(
+                    sa.select(sessions.c.root_id).where(
+                        _session_where(sessions, user_id, session_id)
+                    )
+                )
+            ).one_or_none()
+            if root is None:
+                raise SessionNotFound(f"no session {session_id!r} for user {user_id!r}")
+            lineage = root.root_id or session_id
+            result = await conn.execute(
+                sa.select(*_info_columns(sessions)).where(
+                    (sessions.c.user_id == user_id)
+                    & ((sessions.c.root_id == lineage) | (sessions.c.session_id == lineage))
+                )
+            )
+            return SessionTree.of(self._info(row) for row in result)
+
+        return await self._transaction("list a session's branches", body, write=False)
+
+    async def _source(
+        self, conn: AsyncConnection, user_id: str, session_id: str, *, share: bool
+    ) -> Any:
+        """The session's row, locked until the commit (``SessionNotFound`` if there is none)."""
+        import sqlalchemy as sa
+
+        from agentica.storage._sqlschema import sessions
+
+        row = (
+            await conn.execute(
+                sa.select(sessions)
+                .where(_session_where(sessions, user_id, session_id))
+                .with_for_update(read=share)
+            )
+        ).one_or_none()
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r} for user {user_id!r}")
+        return row
+
+    async def _exists(self, conn: AsyncConnection, user_id: str, session_id: str) -> bool:
+        import sqlalchemy as sa
+
+        from agentica.storage._sqlschema import sessions
+
+        query = sa.select(sessions.c.revision).where(_session_where(sessions, user_id, session_id))
+        return (await conn.execute(query)).first() is not None
+
+    async def _check_free(self, conn: AsyncConnection, user_id: str, new_id: str) -> None:
+        if await self._exists(conn, user_id, new_id):
+            raise StorageError(f"session {new_id!r} already exists for {user_id!r}")
+
+    async def _snapshot_at(
+        self, conn: AsyncConnection, user_id: str, source: Any, runs: int
+    ) -> Snapshot:
+        """The summary and state of session row ``source`` as they were after run ``runs``
+        (reads the undo patches of the later runs only)."""
+        import sqlalchemy as sa
+
+        from agentica.storage._sqlschema import runs as runs_table
+
+        where = f"session {source.session_id!r} of user {user_id!r}"
+        current = {"state": _decode_state(source.state, where), "summary": source.summary}
+        if runs >= source.run_count:
+            return current
+        result = await conn.execute(
+            sa.select(runs_table.c.undo)
+            .where(
+                _session_where(runs_table, user_id, source.session_id)
+                & (runs_table.c.seq > runs)
+                & (runs_table.c.seq <= source.run_count)
+            )
+            .order_by(runs_table.c.seq.desc())
+        )
+        return state_at(current, [undo for (undo,) in result])
+
+    async def _insert_branch(
+        self,
+        conn: AsyncConnection,
+        source: Any,
+        new_id: str,
+        forked_at: int,
+        title: str,
+        *,
+        run_count: int,
+        snapshot: Snapshot | None = None,
+    ) -> SessionInfo:
+        """Insert the session row of a branch of ``source`` (with ``snapshot``'s summary and
+        state, else the source's) at revision 1: it exists, so a save based on "never saved"
+        (revision 0) is refused, not applied over it."""
+        import sqlalchemy as sa
+
+        from agentica.storage._sqlschema import sessions
+
+        now = time.time()
+        info = SessionInfo(
+            user_id=source.user_id, session_id=new_id, title=title, runs=run_count,
+            created_at=now, updated_at=now, parent_id=source.session_id, forked_at=forked_at,
+        )  # fmt: skip
+        await conn.execute(
+            sa.insert(sessions).values(
+                user_id=source.user_id, session_id=new_id, title=title, created_at=now,
+                updated_at=now, run_count=run_count,
+                summary=source.summary if snapshot is None else _text(snapshot["summary"]),
+                state=source.state if snapshot is None else json.dumps(snapshot["state"]),
+                revision=1, parent_id=source.session_id, forked_at=forked_at,
+                root_id=source.root_id or source.session_id,
+            )
+        )  # fmt: skip
+        return info
 
     # -- variables ------------------------------------------------------------------------------
 
@@ -658,7 +871,8 @@ class SQLStorage:
             await conn.execute(
                 self._insert(conn, sessions)
                 .values(user_id=user_id, session_id=session_id, title=session_id, created_at=now,
-                        updated_at=now, run_count=0, summary=None, state="{}")
+                        updated_at=now, run_count=0, summary=None, state="{}",
+                        root_id=session_id)
                 .on_conflict_do_nothing(index_elements=[sessions.c.user_id, sessions.c.session_id])
             )  # fmt: skip
             where = _session_where(variables, user_id, session_id) & (variables.c.key == key)
@@ -829,7 +1043,8 @@ async def _delete_unreferenced_blobs(conn: AsyncConnection, hashes: set[str]) ->
 async def _copy_session_rows(
     conn: AsyncConnection, user_id: str, source_id: str, target_id: str, run_count: int
 ) -> None:
-    """Copy the runs and variables of ``source_id`` to ``target_id`` (blobs are shared)."""
+    """Copy the first ``run_count`` runs and every variable of ``source_id`` to ``target_id``
+    (blobs are shared)."""
     import sqlalchemy as sa
 
     from agentica.storage._sqlschema import runs, variables
@@ -840,12 +1055,13 @@ async def _copy_session_rows(
     )
     # keep the blobs from being deleted while they gain references
     await _lock_blobs(conn, {blob_hash for (blob_hash,) in referenced}, share=True)
-    run_columns = ["user_id", "session_id", "seq", "run_id", "status", "started_at", "record"]
+    run_columns = ["user_id", "session_id", "seq", "run_id", "status", "started_at", "record",
+                   "undo"]  # fmt: skip
     await conn.execute(
         sa.insert(runs).from_select(
             run_columns,
             sa.select(runs.c.user_id, target, runs.c.seq, runs.c.run_id, runs.c.status,
-                      runs.c.started_at, runs.c.record)
+                      runs.c.started_at, runs.c.record, runs.c.undo)
             .where(_session_where(runs, user_id, source_id) & (runs.c.seq <= run_count)),
         )
     )  # fmt: skip
