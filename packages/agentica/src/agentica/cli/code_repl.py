@@ -1,20 +1,18 @@
-"""The interactive ``agentica code``: a prompt with history and completion, streamed work, and
-slash commands.
+"""The interactive ``agentica code`` session (``Repl``): tasks streamed with approvals, shell
+commands, attachments, and the slash commands.
 
 Type a task; the agent's work streams below it. ``@path`` attaches a file, ``!cmd`` runs a shell
 command in the folder and shows its output to the agent with the next task. In ``ask`` mode each
 write shows its diff and each command its command line: answer y (once), a (always for that
 tool in this session) or n (with a reason the agent reads). Ctrl-C stops the current step (a
-running command is stopped; the session stays consistent); Ctrl-C at an empty prompt twice, or
-Ctrl-D, or /quit, exits and prints the resume command. Slash commands: see ``COMMANDS``.
+running command is stopped; the session stays consistent). The prompt itself (history,
+completion, start-up before the agent stack is loaded) is ``code_prompt``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import time
@@ -22,15 +20,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import Completer, Completion
-from prompt_toolkit.document import Document
-from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings
 from rich.console import Console
 from rich.markup import escape
 from rich.syntax import Syntax
 
+from agentica.cli.code_prompt import COMMANDS
 from agentica.cli.render import EventPrinter
 from agentica.context import HistoryPolicy, transcript
 from agentica.errors import AgenticaError, RunCancelled, UsageError
@@ -38,28 +32,15 @@ from agentica.run import model_summarizer
 from agentica.run.approval import Decision, PendingCall
 from agentica.run.result import RunResponse
 
-__all__ = ["COMMANDS", "Repl", "exit_summary", "interactive"]
+__all__ = ["COMMANDS", "Repl", "exit_summary"]
 
-COMMANDS = {
-    "/help": "this list",
-    "/model NAME": "switch the model (a model string, or a model id on your server or gateway)",
-    "/todos": "the agent's todo list",
-    "/cost": "tokens, cost and context used in this session",
-    "/compact": "summarise the conversation so far and keep only the summary",
-    "/clear": "start a new conversation in this folder",
-    "/resume [ID]": "list this folder's sessions, or switch to one",
-    "/diff": "everything this session changed in the folder",
-    "/undo": "restore the files the last turn changed",
-    "/approvals [MODE]": "show or switch: read-only, ask, auto-edit, full-auto",
-    "/quit": "exit (Ctrl-D does too)",
-}
 _ATTACHED_CHARS = 20_000
 _SHELL_CHARS = 8_000
 _MENTION = re.compile(r"(?<!\S)@([\w./-]+)")
 
 
 class Repl:
-    """One interactive session over a ``Setup`` (``agentica.cli.code_cmd``)."""
+    """One interactive session over a ``Setup`` (``agentica.cli.code_session``)."""
 
     def __init__(
         self,
@@ -67,13 +48,16 @@ class Repl:
         console: Console,
         ask: Callable[[str], Awaitable[str]],
         new_model: Callable[[str], Any],
-        new_session: Callable[[str | None], Awaitable[Any]],
+        new_session: Callable[[str | None, str | None], Awaitable[Any]],
+        *,
+        sandbox_set: bool = False,
     ) -> None:
         self.s = setup
         self.console = console
         self.ask = ask
         self.new_model = new_model
-        self.new_session = new_session
+        self.new_session = new_session  # (session id or None for a new one, sandbox or None)
+        self.sandbox_set = sandbox_set  # --sandbox was given: /approvals keeps it
         self.notes: list[str] = []  # shell output for the next task
         self.compacted_at: int | None = None
         self.running: asyncio.Task[Any] | None = None
@@ -105,6 +89,15 @@ class Repl:
             self.console.print(f"[bold red]{type(exc).__name__}[/]: {escape(str(exc))}")
         finally:
             self.running = None
+            await self._save()
+
+    async def _save(self) -> None:
+        """Store the checkpoints with the session (``/undo`` after ``--resume``)."""
+        from agentica.cli.code_session import save_checkpoints
+
+        note = await save_checkpoints(self.s)
+        if note:
+            self.console.print(f"[dim]{escape(note)}[/]")
 
     def _interrupt(self) -> None:
         if self.running is not None:
@@ -270,7 +263,7 @@ class Repl:
         self.console.print(f"compacted {len(agent.memory.runs)} turns into a summary")
 
     async def _clear(self, _: str) -> None:
-        self.s = await self.new_session(None)
+        self.s = await self.new_session(None, None)
         self.compacted_at = None
         self.console.print(f"new conversation: {self.s.session_id}")
 
@@ -283,7 +276,7 @@ class Repl:
             if not sessions:
                 self.console.print("no stored sessions in this folder")
             return
-        self.s = await self.new_session(session)
+        self.s = await self.new_session(session, None)
         self.console.print(f"resumed {session} ({len(self.s.agent.memory.runs)} turns)")
 
     async def _diff(self, _: str) -> None:
@@ -296,17 +289,22 @@ class Repl:
     async def _undo(self, _: str) -> None:
         report = await self.s.checkpoints.undo()
         self.console.print(escape(str(report)))
+        await self._save()
 
     async def _approvals(self, mode: str) -> None:
         if mode:
-            self.s.mode.set_mode(mode)
+            self.s.mode.set_mode(mode)  # (UsageError for an unknown mode, before anything changes)
+        if self.s.mode.mode == "full-auto" and self.s.sandbox == "none" and not self.sandbox_set:
+            # commands that nobody looks at run in the sandbox: the shell is built again with it
+            await self._save()
+            self.s = await self.new_session(self.s.session_id, "auto")
+            self.s.mode.set_mode("full-auto")
         self.console.print(f"approvals: {self.s.mode.mode}")
-        if self.s.mode.mode == "full-auto" and self.s.sandbox == "none":
-            self.console.print(
-                "[yellow]commands now run without asking and without a sandbox[/] (this session "
-                "started without one: start with --approval full-auto or --sandbox auto for "
-                "bubblewrap)"
+        if self.s.mode.mode == "full-auto":
+            where = {"none": "[yellow]without a sandbox[/] (--sandbox none)"}.get(
+                self.s.sandbox, "in the bubblewrap sandbox where it works, without network"
             )
+            self.console.print(f"commands now run without asking, {where}")
 
 
 async def exit_summary(setup: Any, console: Console) -> None:
@@ -324,148 +322,3 @@ async def exit_summary(setup: Any, console: Console) -> None:
             if stat.strip():
                 console.print(stat.decode(errors="replace").rstrip(), markup=False)
     console.print(f"resume: agentica code {setup.root} --resume {setup.session_id}")
-
-
-class _Completer(Completer):
-    """Slash commands at the start of the line, files of the folder after ``@``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def get_completions(self, document: Document, complete_event: Any) -> Any:
-        text = document.text_before_cursor
-        if text.startswith("/") and " " not in text:
-            for usage in COMMANDS:
-                name = usage.split()[0]
-                if name.startswith(text):
-                    yield Completion(name, start_position=-len(text))
-            return
-        word = text.rsplit(" ", 1)[-1]
-        if word.startswith("@"):
-            yield from self._files(word)
-
-    def _files(self, word: str) -> Any:
-        folder, _, prefix = word[1:].rpartition("/")
-        try:
-            entries = sorted(os.scandir(self.root / folder), key=lambda e: e.name)
-        except OSError:
-            return
-        for entry in entries[:200]:
-            if entry.name.startswith(prefix) and not entry.name.startswith("."):
-                path = f"{folder}/{entry.name}" if folder else entry.name
-                suffix = "/" if entry.is_dir() else ""
-                yield Completion(f"@{path}{suffix}", start_position=-len(word))
-
-
-def _keys() -> KeyBindings:
-    keys = KeyBindings()
-
-    @keys.add("escape", "enter")  # Alt-Enter: a new line in the task
-    def _newline(event: Any) -> None:
-        event.current_buffer.insert_text("\n")
-
-    @keys.add("c-c")  # with text: clear it; at an empty prompt: ask to exit
-    def _clear(event: Any) -> None:
-        if event.current_buffer.text:
-            event.current_buffer.reset()
-        else:
-            event.app.exit(exception=KeyboardInterrupt())
-
-    return keys
-
-
-def _history_file() -> Path:
-    from agentica.storage import default_sqlite_path
-
-    return default_sqlite_path().parent / "code_history"
-
-
-async def interactive(
-    args: argparse.Namespace,
-    setup: Callable[[argparse.Namespace, str], Awaitable[Any]],
-    model_for: Callable[[argparse.Namespace, Any], Any],
-) -> int:
-    """The interactive session (``setup`` and ``model_for`` come from ``code_cmd``)."""
-    console = Console(highlight=False)
-    questions: PromptSession[str] = PromptSession()
-    await _ask_trust(args, console, questions)
-    s = await setup(args, "ask")
-    history = _history_file()
-    await asyncio.to_thread(history.parent.mkdir, parents=True, exist_ok=True)
-    prompt: PromptSession[str] = PromptSession(
-        history=FileHistory(str(history)), completer=_Completer(s.root),
-        complete_in_thread=True, key_bindings=_keys(),
-    )  # fmt: skip
-
-    async def new_session(session_id: str | None) -> Any:
-        old = repl.s
-        fresh = argparse.Namespace(**{**vars(args), "resume": session_id, "resume_latest": False})
-        made = await setup(fresh, "ask")
-        made.mode.set_mode(old.mode.mode)
-        await old.aclose()
-        return made
-
-    def new_model(name: str) -> Any:
-        return model_for(argparse.Namespace(**{**vars(args), "model": name}), repl.s.project)
-
-    repl = Repl(s, console, questions.prompt_async, new_model, new_session)
-    console.print(f"agentica code in {s.root} · model {s.agent.model.id} · session "
-                  f"{s.session_id} · /help for commands")  # fmt: skip
-    try:
-        await _loop(repl, prompt, console)
-    finally:
-        await exit_summary(repl.s, console)
-        await repl.s.aclose()
-    return 0
-
-
-async def _ask_trust(
-    args: argparse.Namespace, console: Console, questions: PromptSession[str]
-) -> None:
-    """The project's MCP servers start only once the person trusts them (asked once)."""
-    from agentica.cli.code_cmd import project_endpoint_trusted, untrusted_servers
-    from agentica.deep import load_project
-
-    root = await asyncio.to_thread(lambda: Path(args.folder).expanduser().resolve())
-    if args.trust_mcp or not await asyncio.to_thread(root.is_dir):
-        return
-    project = await asyncio.to_thread(load_project, root)
-    untrusted = await asyncio.to_thread(untrusted_servers, project)
-    endpoint = not await asyncio.to_thread(project_endpoint_trusted, project)
-    if not untrusted and not endpoint:
-        return
-    console.print("This folder's .agentica/config.toml names what only you should allow:")
-    if endpoint:
-        console.print(f"  the model server {escape(str(project.settings.base_url))}")
-    for server in untrusted:
-        console.print(
-            f"  {escape(server.name)}: {escape(' '.join(server.command) or str(server.url))}"
-        )
-    answer = await questions.prompt_async("Trust them (now and in later sessions)? [y/N] ")
-    args.trust_mcp = answer.strip().lower() in ("y", "yes")
-
-
-async def _loop(repl: Repl, prompt: PromptSession[str], console: Console) -> None:
-    """Read and run lines until /quit, Ctrl-D, or Ctrl-C twice at an empty prompt."""
-    interrupted = False
-    while True:
-        try:
-            line = (await prompt.prompt_async(repl.prompt_line())).strip()
-        except KeyboardInterrupt:
-            if interrupted:
-                return
-            interrupted = True
-            console.print("[dim](Ctrl-C again to exit)[/]")
-            continue
-        except EOFError:
-            return
-        interrupted = False
-        if not line:
-            continue
-        if line.startswith("/"):
-            if not await repl.command(line):
-                return
-        elif line.startswith("!"):
-            await repl.shell(line[1:].strip())
-        else:
-            await repl.task(line)

@@ -153,11 +153,12 @@ class Checkpoints:
         self._turns.append(_Turn(number, label))
         return number
 
-    def changed(self) -> list[str]:
-        """The paths written in the session (turns not undone), in the order first written."""
+    def changed(self, since: int = 0) -> list[str]:
+        """The paths written in the session (turns not undone), in the order first written;
+        with ``since`` only those of turns numbered ``since`` or later."""
         seen: dict[str, None] = {}
         for turn in self._turns:
-            for path in turn.files:
+            for path in turn.files if turn.number >= since else ():
                 seen.setdefault(path)
         return list(seen)
 
