@@ -159,6 +159,13 @@ SUBPACKAGES: dict[str, set[str]] = {
     },
     "agentica.tools.files": {"BackendError", "FileBackend", "FileInfo", "GrepLine"},
     "agentica.tracing": {"OpenTelemetry", "export_trace", "otlp_provider", "span_name"},
+    "agentica.workflows": {
+        "END", "Approval", "InMemoryWorkflowStore", "PendingApproval", "Runnable",
+        "SQLWorkflowStore", "StepCompleted", "StepContext", "StepFailed", "StepRecord",
+        "StepStarted", "StoredRun", "Workflow", "WorkflowCompleted", "WorkflowConflictError",
+        "WorkflowEvent", "WorkflowFailed", "WorkflowGraphError", "WorkflowPaused",
+        "WorkflowResult", "WorkflowStarted", "WorkflowStore"
+    },
 }  # fmt: skip
 
 INTERNAL = {"agentica.cli", "agentica.storage.migrations", "agentica.storage.migrations.versions"}
