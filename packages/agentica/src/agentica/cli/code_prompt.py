@@ -13,7 +13,7 @@ import argparse
 import asyncio
 import importlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -184,8 +184,9 @@ async def interactive(args: argparse.Namespace) -> int:
     # a question before the prompt (trust of the folder's config), or a stored session to find:
     # wait for the agent; else the prompt shows while it loads
     config = await asyncio.to_thread((root / ".agentica" / "config.toml").is_file)
-    loading = asyncio.create_task(session.load())
+    loading: asyncio.Task[Any] | None = None
     if config or args.resume or args.resume_latest:
+        loading = asyncio.create_task(session.load())
         await loading
     history = data_dir() / "code_history"
     await asyncio.to_thread(history.parent.mkdir, parents=True, exist_ok=True)
@@ -193,6 +194,18 @@ async def interactive(args: argparse.Namespace) -> int:
         history=FileHistory(str(history)), completer=_Completer(root),
         complete_in_thread=True, key_bindings=_keys(), bottom_toolbar=session.status,
     )  # fmt: skip
+
+    def start(_: Any) -> None:
+        """Load once the prompt is on the screen (the import would slow its first drawing)."""
+        nonlocal loading
+        if loading is None:
+            loading = asyncio.create_task(session.load())
+            loading.add_done_callback(loaded)
+
+    def ensure() -> asyncio.Task[Any]:
+        start(None)
+        assert loading is not None
+        return loading
 
     def loaded(task: asyncio.Task[Any]) -> None:
         app = prompt.app
@@ -202,12 +215,13 @@ async def interactive(args: argparse.Namespace) -> int:
         elif app.is_running:
             app.invalidate()  # the toolbar shows the model and session
 
-    loading.add_done_callback(loaded)
+    if loading is None:
+        prompt.app.after_render += start
     console.print(f"agentica code in {root} · /help for commands")
     try:
-        await _loop(session, loading, prompt, console)
+        await _loop(session, ensure, prompt, console)
     finally:
-        if not loading.done():
+        if loading is not None and not loading.done():
             await asyncio.wait([loading])
         if session.repl is not None:
             repl_module = importlib.import_module("agentica.cli.code_repl")
@@ -217,7 +231,10 @@ async def interactive(args: argparse.Namespace) -> int:
 
 
 async def _loop(
-    session: _Session, loading: asyncio.Task[Any], prompt: PromptSession[str], console: Console
+    session: _Session,
+    loading: Callable[[], asyncio.Task[Any]],
+    prompt: PromptSession[str],
+    console: Console,
 ) -> None:
     """Read and run lines until /quit, Ctrl-D, or Ctrl-C twice at an empty prompt."""
     interrupted = False
@@ -235,7 +252,7 @@ async def _loop(
         interrupted = False
         if not line:
             continue
-        repl = await loading  # (raises the setup's error, if it failed)
+        repl = await loading()  # (raises the setup's error, if it failed)
         if line.startswith("/"):
             if not await repl.command(line):
                 return
