@@ -14,6 +14,7 @@ import os
 import random
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +26,17 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from agentica.errors import SessionConflictError, SessionFormatError, StorageError
-from agentica.messages import UserMessage
+from agentica.errors import SessionConflictError, SessionFormatError, StorageError, UsageError
+from agentica.messages import RunUsage, UserMessage
 from agentica.storage import (
     MAX_VARIABLE_BYTES,
     InMemoryStorage,
     JSONFileStorage,
+    RunRecord,
     SessionNotFound,
     SQLiteStorage,
     SQLStorage,
@@ -583,6 +587,10 @@ async def test_bad_ids_are_refused(storage: Storage, bad: str) -> None:
         lambda: storage.rename_session("u", bad, "t"),
         lambda: storage.delete_session(bad, "s"),
         lambda: storage.fork_session("u", "s", bad),
+        lambda: storage.fork_session("u", bad, "new", at=0),
+        lambda: storage.rewind_session("u", bad, 0),
+        lambda: storage.rewind_session("u", "s", 0, branch_id=bad),
+        lambda: storage.branches(bad, "s"),
         lambda: storage.set_variable("u", bad, "k", 1),
         lambda: storage.get_variable(bad, "s", "k"),
         lambda: storage.list_variables("u", bad),
@@ -639,6 +647,243 @@ async def test_nul_characters_never_break_a_write(storage: Storage) -> None:
     assert data.summary is not None and data.summary.startswith("a ")
     got = await storage.get_variable("alice", "s1", "k")
     assert got is not None and got.value == "value \x00"
+
+
+# -- branches: forks at a turn, rewinds, the tree -------------------------------------------
+
+
+def files_state(i: int) -> dict[str, Any]:
+    """The state after run ``i`` of ``three_runs``: a counter, files added and removed."""
+    files = {f"/f{j}.md": f"written by run {j}" for j in range(1, i + 1) if j != 2 or i < 3}
+    return {"n": i, "files": files, **({"todos": ["t"]} if i == 2 else {})}
+
+
+async def three_runs(storage: Storage, user: str = "alice", session: str = "s1") -> None:
+    for i in (1, 2, 3):
+        await storage.append_run(user, session, realistic_run(i), summary=f"up to {i}" if i > 1
+                                 else None, state=files_state(i))  # fmt: skip
+
+
+async def test_a_fork_at_a_turn_has_the_runs_and_state_as_they_were(storage: Storage) -> None:
+    await three_runs(storage)
+    await storage.set_variable("alice", "s1", "note", {"v": 3})
+    for at, summary in ((0, None), (1, None), (2, "up to 2"), (3, "up to 3")):
+        info = await storage.fork_session("alice", "s1", f"at-{at}", at=at)
+        assert (info.parent_id, info.forked_at, info.runs) == ("s1", at, at)
+        data = await storage.load_session("alice", f"at-{at}")
+        assert data is not None and data.revision == 1
+        assert ids(data.runs) == [f"run-{i}" for i in range(1, at + 1)]
+        assert data.state == (files_state(at) if at else {}) and data.summary == summary
+        assert data.info.parent_id == "s1" and data.info.forked_at == at
+        variable = await storage.get_variable("alice", f"at-{at}", "note")  # as it is now
+        assert variable is not None and variable.value == {"v": 3}
+    whole = await storage.fork_session("alice", "s1", "whole")
+    assert (whole.parent_id, whole.forked_at, whole.runs) == ("s1", 3, 3)
+    # both branches go on; each keeps its own history of states
+    await storage.append_run("alice", "at-1", realistic_run(9), state={"n": 9})
+    again = await storage.fork_session("alice", "at-1", "at-1-1", at=1)
+    data = await storage.load_session("alice", again.session_id)
+    assert data is not None and data.state == files_state(1) and ids(data.runs) == ["run-1"]
+    source = await storage.load_session("alice", "s1")
+    assert source is not None and source.revision == 3 and source.state == files_state(3)
+    assert source.info.parent_id is None and source.info.forked_at is None
+
+
+async def test_a_rewind_keeps_the_dropped_runs_in_a_branch(storage: Storage) -> None:
+    await three_runs(storage)
+    await storage.set_variable("alice", "s1", "note", 1)
+    branch = await storage.rewind_session("alice", "s1", 1)
+    assert branch.session_id == "s1.3"  # the session as it was at revision 3
+    assert (branch.parent_id, branch.forked_at, branch.runs) == ("s1", 1, 3)
+    data = await storage.load_session("alice", "s1")
+    assert data is not None and ids(data.runs) == ["run-1"] and data.info.runs == 1
+    assert data.state == files_state(1) and data.summary is None and data.revision == 4
+    kept = await storage.load_session("alice", "s1.3")
+    assert kept is not None and ids(kept.runs) == ["run-1", "run-2", "run-3"]
+    assert kept.state == files_state(3) and kept.summary == "up to 3" and kept.revision == 1
+    for session in ("s1", "s1.3"):
+        variable = await storage.get_variable("alice", session, "note")
+        assert variable is not None and variable.value == 1
+    # a writer holding the copy of before the rewind is refused, not applied over it
+    with pytest.raises(SessionConflictError) as stale:
+        await storage.append_run("alice", "s1", realistic_run(4), expected_revision=3)
+    assert (stale.value.expected, stale.value.found) == (3, 4)
+    assert await storage.append_run("alice", "s1", realistic_run(5), state={"n": 5},
+                                    expected_revision=4) == 5  # fmt: skip
+    # the branch can be rewound too, to a chosen id; rewinding to 0 keeps no run
+    again = await storage.rewind_session("alice", "s1.3", 2, branch_id="third")
+    assert (again.session_id, again.parent_id, again.forked_at) == ("third", "s1.3", 2)
+    assert await storage.rewind_session("alice", "s1", 0, expected_revision=5)
+    emptied = await storage.load_session("alice", "s1")
+    assert emptied is not None and emptied.runs == [] and emptied.state == {}
+    branched = await storage.load_session("alice", "s1.3")
+    assert branched is not None and branched.state == files_state(2)
+    assert ids(branched.runs) == ["run-1", "run-2"] and branched.summary == "up to 2"
+
+
+async def test_bad_turns_and_stale_rewinds_change_nothing(storage: Storage) -> None:
+    await three_runs(storage)
+    for bad in (-1, 4, True):
+        with pytest.raises(UsageError, match=r"at=.* is not a run of session 's1': it has 3 runs"):
+            await storage.fork_session("alice", "s1", "bad", at=bad)
+    with pytest.raises(UsageError, match=r"to=3 keeps all 3 runs .* nothing to rewind"):
+        await storage.rewind_session("alice", "s1", 3)
+    with pytest.raises(UsageError, match=r"between 0 and 2"):
+        await storage.rewind_session("alice", "s1", -1)
+    with pytest.raises(SessionConflictError):
+        await storage.rewind_session("alice", "s1", 1, expected_revision=2)
+    await storage.fork_session("alice", "s1", "taken")
+    with pytest.raises(StorageError, match="already exists"):
+        await storage.rewind_session("alice", "s1", 1, branch_id="taken")
+    with pytest.raises(SessionNotFound):
+        await storage.rewind_session("alice", "missing", 0)
+    with pytest.raises(SessionNotFound):
+        await storage.branches("alice", "missing")
+    data = await storage.load_session("alice", "s1")
+    assert data is not None and ids(data.runs) == ["run-1", "run-2", "run-3"]
+    assert data.revision == 3 and data.state == files_state(3)
+    assert {i.session_id for i in await storage.list_sessions("alice")} == {"s1", "taken"}
+    await storage.append_run("alice", "empty", realistic_run(1))
+    await storage.rewind_session("alice", "empty", 0)
+    with pytest.raises(UsageError, match="has no runs: there is nothing to rewind"):
+        await storage.rewind_session("alice", "empty", 0)
+    # the default branch id is taken: another one is chosen
+    await storage.fork_session("alice", "s1", "s1.3")
+    branch = await storage.rewind_session("alice", "s1", 2)
+    assert branch.session_id.startswith("s1.3-") and branch.runs == 3
+
+
+async def test_branches_are_one_tree_from_any_of_them(storage: Storage) -> None:
+    await three_runs(storage)
+    await storage.fork_session("alice", "s1", "early", at=1)
+    await storage.fork_session("alice", "s1", "late", at=3)
+    await storage.fork_session("alice", "early", "early-child", at=1)
+    await three_runs(storage, session="other")  # another lineage of the same user
+    await three_runs(storage, user="bob")  # another user's session of the same id
+    # rewinding s1 to run 2: "late" (forked after run 2) now parts from the branch holding
+    # the runs it shares; "early" (forked at run 1) still parts from s1
+    branch = await storage.rewind_session("alice", "s1", 2)
+    for member in ("s1", "early-child", branch.session_id, "late"):
+        tree = await storage.branches("alice", member)
+        assert len(tree) == 5 and [root.session_id for root in tree.roots] == ["s1"]
+        found = {b.session_id: (b.info.parent_id, b.info.forked_at) for _, b in tree.walk()}
+        assert found == {
+            "s1": (None, None), "early": ("s1", 1), "early-child": ("early", 1),
+            branch.session_id: ("s1", 2), "late": (branch.session_id, 3),
+        }  # fmt: skip
+        node = tree.find(branch.session_id)
+        assert node is not None and [c.session_id for c in node.children] == ["late"]
+    late = await storage.load_session("alice", "late")
+    kept = await storage.load_session("alice", branch.session_id)
+    assert late is not None and kept is not None and ids(late.runs) == ids(kept.runs)
+    assert len(await storage.branches("alice", "other")) == 1
+    assert len(await storage.branches("bob", "s1")) == 1
+    # a deleted parent leaves its children as roots that still name it
+    assert await storage.delete_session("alice", "s1")
+    tree = await storage.branches("alice", "late")
+    assert {root.session_id for root in tree.roots} == {"early", branch.session_id}
+    assert all(root.info.parent_id == "s1" for root in tree.roots)
+
+
+# -- the property: forks and rewinds never lose or duplicate a run ---------------------------
+
+
+def tiny_run(number: int) -> RunRecord:
+    return RunRecord(run_id=f"r{number}", messages=[UserMessage(content=f"input {number}")],
+                     usage=RunUsage(), status="completed", started_at=float(number),
+                     duration=0.0)  # fmt: skip
+
+
+def state_after(runs: list[str]) -> tuple[dict[str, Any], str | None]:
+    """The state and summary a branch holds after ``runs`` (files come and go)."""
+    if not runs:
+        return {}, None
+    files = {f"/{run}.md": f"by {run}" for run in runs[-3:]}
+    return {"last": runs[-1], "count": len(runs), "files": files}, f"summary up to {runs[-1]}"
+
+
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 30), st.just(0)),
+        st.tuples(st.just("fork"), st.integers(0, 30), st.integers(0, 30)),
+        st.tuples(st.just("rewind"), st.integers(0, 30), st.integers(0, 30)),
+    ),
+    max_size=24,
+)
+
+
+async def check_branching(storage: Storage, operations: list[tuple[str, int, int]]) -> None:
+    """Run ``operations`` on a storage and on a model of the tree; every branch must hold
+    exactly the model's runs (none lost, none twice), state and parent after each one."""
+    user = f"u{uuid.uuid4().hex[:8]}"
+    runs: dict[str, list[str]] = {"root": []}
+    parents: dict[str, tuple[str | None, int | None]] = {"root": (None, None)}
+    appended: list[str] = []
+
+    async def append(session: str) -> None:
+        run = tiny_run(len(appended))
+        state, summary = state_after([*runs[session], run.run_id])
+        await storage.append_run(user, session, run, state=state, summary=summary)
+        runs[session].append(run.run_id)
+        appended.append(run.run_id)
+
+    await append("root")
+    for kind, which, turn in operations:
+        session = list(runs)[which % len(runs)]
+        if kind == "append":
+            await append(session)
+        elif kind == "fork":
+            at, new = turn % (len(runs[session]) + 1), f"fork{len(runs)}"
+            info = await storage.fork_session(user, session, new, at=at)
+            assert (info.parent_id, info.forked_at, info.runs) == (session, at, at)
+            runs[new], parents[new] = runs[session][:at], (session, at)
+        elif not runs[session]:
+            with pytest.raises(UsageError):
+                await storage.rewind_session(user, session, 0)
+        else:
+            to = turn % len(runs[session])
+            branch = (await storage.rewind_session(user, session, to)).session_id
+            assert branch not in runs
+            runs[branch], parents[branch] = list(runs[session]), (session, to)
+            for child, (parent, at) in parents.items():
+                if parent == session and child != branch and (at or 0) > to:
+                    parents[child] = (branch, at)
+            parent, at = parents[session]
+            if at is not None and at > to:  # it shares no more than it keeps
+                parents[session] = (parent, to)
+            runs[session] = runs[session][:to]
+    for session, expected in runs.items():
+        data = await storage.load_session(user, session)
+        assert data is not None and ids(data.runs) == expected, session
+        assert len(set(expected)) == len(expected)
+        assert (data.info.parent_id, data.info.forked_at) == parents[session]
+        assert (data.state, data.summary) == state_after(expected), session
+        parent, at = parents[session]
+        if parent is not None and at is not None:  # it shares its first runs with its parent
+            assert runs[parent][:at] == expected[:at]
+    assert {run for kept in runs.values() for run in kept} == set(appended)  # none lost
+    tree = await storage.branches(user, "root")
+    assert {b.session_id: (b.info.parent_id, b.info.forked_at) for _, b in tree.walk()} == parents
+
+
+@settings(max_examples=150, deadline=None)
+@given(operations=OPERATIONS)
+async def test_forks_and_rewinds_never_lose_or_duplicate_a_run(
+    operations: list[tuple[str, int, int]],
+) -> None:
+    await check_branching(InMemoryStorage(), operations)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(operations=OPERATIONS)
+async def test_forks_and_rewinds_never_lose_a_run_in_any_backend(
+    storage: Storage, operations: list[tuple[str, int, int]]
+) -> None:
+    await check_branching(storage, operations)
 
 
 # -- SQL: schema, migrations, damage ---------------------------------------------------------
@@ -726,6 +971,88 @@ async def test_a_database_of_the_previous_schema_is_upgraded(fresh_sql_url: str)
         assert await upgraded.append_run("u", "s", realistic_run(3), expected_revision=2) == 3
     finally:
         await upgraded.aclose()
+
+
+async def downgrade_to(url: str, revision: str) -> None:
+    """Take the database's schema down to ``revision`` with the migrations' own downgrades."""
+
+    def downgrade(connection: Any) -> None:
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(downgrade)
+    finally:
+        await engine.dispose()
+
+
+async def test_sessions_saved_before_branching_load_fork_and_rewind(fresh_sql_url: str) -> None:
+    """A database at revision 0002 (no lineage, runs without undo patches) is upgraded on first
+    use: its sessions are roots of their own lineage; a fork before an old run gets the state
+    of the oldest point with a recorded history (the old runs kept none)."""
+    storage = SQLStorage(fresh_sql_url)
+    for i in (1, 2):
+        await storage.append_run("u", "s", realistic_run(i), state={"n": i})
+    await storage.aclose()
+    await downgrade_to(fresh_sql_url, "0002")
+    with pytest.raises(Exception, match="undo"):
+        await execute(fresh_sql_url, "SELECT undo FROM runs")
+    upgraded = SQLStorage(fresh_sql_url)
+    try:
+        data = await upgraded.load_session("u", "s")
+        assert data is not None and ids(data.runs) == ["run-1", "run-2"] and data.revision == 2
+        assert (data.info.parent_id, data.info.forked_at) == (None, None)
+        tree = await upgraded.branches("u", "s")
+        assert [root.session_id for root in tree.roots] == ["s"] and len(tree) == 1
+        await upgraded.append_run("u", "s", realistic_run(3), state={"n": 3})
+        await upgraded.fork_session("u", "s", "at-2", at=2)
+        await upgraded.fork_session("u", "s", "at-1", at=1)
+        at_2 = await upgraded.load_session("u", "at-2")
+        at_1 = await upgraded.load_session("u", "at-1")
+        assert at_2 is not None and at_2.state == {"n": 2}  # run 3 recorded its change
+        assert at_1 is not None and at_1.state == {"n": 2} and ids(at_1.runs) == ["run-1"]
+        branch = await upgraded.rewind_session("u", "s", 1)
+        kept = await upgraded.load_session("u", branch.session_id)
+        assert kept is not None and ids(kept.runs) == ["run-1", "run-2", "run-3"]
+        assert len(await upgraded.branches("u", "at-1")) == 4
+    finally:
+        await upgraded.aclose()
+    await downgrade_to(fresh_sql_url, "0002")  # and back: the branches stay plain sessions
+    version = await execute(fresh_sql_url, f"SELECT version_num FROM {VERSION_TABLE}")
+    assert [row[0] for row in version] == ["0002"]
+
+
+async def test_json_files_saved_before_branching_still_load(tmp_path: Path) -> None:
+    storage = JSONFileStorage(tmp_path)
+    for i in (1, 2):
+        await storage.append_run("u", "s", realistic_run(i), state={"n": i})
+    session_dir = tmp_path / "u" / "s"
+
+    def strip() -> None:  # as an agentica without branches wrote them
+        meta = json.loads((session_dir / "session.json").read_text())
+        for key in ("parent_id", "forked_at", "root_id"):
+            del meta[key]
+        (session_dir / "session.json").write_text(json.dumps(meta))
+        for path in (session_dir / "runs").iterdir():
+            record = json.loads(path.read_text())
+            del record["undo"]
+            path.write_text(json.dumps(record))
+
+    await asyncio.to_thread(strip)
+    data = await storage.load_session("u", "s")
+    assert data is not None and ids(data.runs) == ["run-1", "run-2"]
+    assert data.info.parent_id is None and len(await storage.branches("u", "s")) == 1
+    fork = await storage.fork_session("u", "s", "f", at=1)
+    forked = await storage.load_session("u", "f")
+    assert fork.forked_at == 1 and forked is not None and forked.state == {"n": 2}
+    branch = await storage.rewind_session("u", "s", 1)
+    assert [b.session_id for _, b in (await storage.branches("u", "f")).walk()] == [
+        "s", "f", branch.session_id,
+    ]  # fmt: skip
 
 
 async def test_create_false_does_not_create_a_schema(fresh_sql_url: str) -> None:

@@ -219,8 +219,9 @@ class Storage(Protocol):
         after run ``to``, and its variables; its revision is bumped, so a writer holding the
         older copy gets ``SessionConflictError`` (and merges) instead of saving over it.
         Branches that were forked from it after run ``to`` now name the new branch as their
-        parent (it holds the runs they share). With ``expected_revision``, the rewind happens
-        only if the session is at that revision (``SessionConflictError`` otherwise).
+        parent (it holds the runs they share), and a session that was itself forked after run
+        ``to`` now shares ``to`` runs with its parent. With ``expected_revision``, the rewind
+        happens only if the session is at that revision (``SessionConflictError`` otherwise).
         """
         ...
 

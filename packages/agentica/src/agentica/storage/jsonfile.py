@@ -570,6 +570,8 @@ class JSONFileStorage:
             dropped = session.runs
             session.runs, session.state = to, snapshot["state"]
             session.summary = snapshot["summary"]
+            if session.forked_at is not None:  # it shares no more than it keeps
+                session.forked_at = min(session.forked_at, to)
             session.revision += 1
             session.updated_at = time.time()
             _write_atomic(directory / "session.json", session.dump())

@@ -218,6 +218,8 @@ class InMemoryStorage:
             snapshot = session.snapshot_at(to)
             session.runs, session.undos = session.runs[:to], session.undos[:to]
             session.state, session.summary = json.dumps(snapshot["state"]), snapshot["summary"]
+            if session.forked_at is not None:  # it shares no more than it keeps
+                session.forked_at = min(session.forked_at, to)
             session.revision += 1
             session.updated_at = time.time()
             self._sessions[(user_id, branch_id)] = branch

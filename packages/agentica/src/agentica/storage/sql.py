@@ -726,6 +726,8 @@ class SQLStorage:
                 .values(
                     run_count=to, revision=sessions.c.revision + 1, updated_at=time.time(),
                     state=json.dumps(snapshot["state"]), summary=_text(snapshot["summary"]),
+                    # it shares no more than it keeps with its parent
+                    forked_at=sa.case((sessions.c.forked_at > to, to), else_=sessions.c.forked_at),
                 )
             )  # fmt: skip
             return info
