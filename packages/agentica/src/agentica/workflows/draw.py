@@ -148,10 +148,10 @@ def _arrow(
     arrow = patch((x1, y1 - 0.31) if not loop else (x1 + 1.04, y1),
                   (x2, y2 + 0.31) if not loop else (x2 + 1.04, y2),
                   arrowstyle="-|>", mutation_scale=14, shrinkA=0, shrinkB=0,
-                  connectionstyle="arc3,rad=-0.6" if loop else "arc3,rad=0.0",
+                  connectionstyle="arc3,rad=0.5" if loop else "arc3,rad=0.0",
                   linewidth=2.4 if style == "fork" else 1.2, color="#4b5563", zorder=1)  # fmt: skip
     axes.add_patch(arrow)
     if label:
-        mx, my = ((x1 + x2) / 2 + (1.7 if loop else 0.0), (y1 + y2) / 2)
+        mx, my = ((x1 + x2) / 2 + (1.45 if loop else 0.0), (y1 + y2) / 2)
         axes.text(mx, my, label, ha="center", va="center", fontsize=8, color="#1f2937",
                   bbox={"facecolor": "white", "edgecolor": "none", "pad": 1}, zorder=3)  # fmt: skip

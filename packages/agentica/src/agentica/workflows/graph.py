@@ -128,6 +128,8 @@ class Graph:
         """Raise ``WorkflowGraphError`` if the graph cannot run as declared."""
         start = self.start
         self._check_targets()
+        for source, fork in self.forks.items():
+            self._check_fork_shape(source, fork)
         reachable = self._reachable(start)
         unreachable = [name for name in self.steps if name not in reachable]
         if unreachable:
@@ -206,7 +208,7 @@ class Graph:
                 f"again or loop back before the join {fork.join!r}; nest the work in one step"
             )
 
-    def _check_fork(self, source: str, fork: Fork) -> None:
+    def _check_fork_shape(self, source: str, fork: Fork) -> None:
         if len(fork.branches) < 2 or len(set(fork.branches)) != len(fork.branches):
             raise WorkflowGraphError(
                 f"the parallel fan-out after {source!r} needs at least two different branches, "
@@ -217,6 +219,8 @@ class Graph:
                 f"the join {fork.join!r} of the parallel section after {source!r} must be a step "
                 "after the branches"
             )
+
+    def _check_fork(self, source: str, fork: Fork) -> None:
         owner = self.branch_steps(source)
         for name in self.steps:
             if name in owner:
