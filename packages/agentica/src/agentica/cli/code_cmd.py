@@ -47,6 +47,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="where commands run (default: auto in full-auto, else none)",
     )
     code.add_argument("--max-turns", type=int, help="model calls per task (default 40)")
+    code.add_argument("--temperature", type=float, help="sampling temperature (default: config)")
     code.add_argument("--model", help="a model string, or a model id with --base-url/--gateway")
     code.add_argument("--base-url", help="an OpenAI-compatible API root")
     code.add_argument("--api-key", help="its key (default: $AGENTICA_API_KEY)")

@@ -204,11 +204,12 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
         skills = Skills(project.root) if project.skills_dir else None
         instructions = "\n\n".join(t for t in (project.instructions, settings.instructions) if t)
         max_turns = args.max_turns or settings.max_turns or 40
+        temperature = settings.temperature if args.temperature is None else args.temperature
         agent: DeepAgent[str] = DeepAgent(
             model=model, workspace=root, backend=IgnoringBackend(checkpoints, root),
             sandbox=sandbox, skills=skills, tools=servers,
             instructions=instructions or None, capabilities=capabilities, name="agentica-code",
-            model_settings=ModelSettings(temperature=settings.temperature),
+            model_settings=ModelSettings(temperature=temperature),
             limits=RunLimits(max_turns=max_turns), storage=storage, user_id=user,
             session_id=session_id,
         )  # fmt: skip
