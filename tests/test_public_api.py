@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PUBLIC = {
     "Agent", "AgenticaError", "Claude", "FallbackModel", "LocalModel", "ConcurrentRunError",
-    "ContextPolicy",
+    "ContextPolicy", "ModelRule", "Escalate", "ByTask",
     "Function", "FunctionCall",
     "GuardrailTripped", "HistoryPolicy", "LimitExceeded", "ModelError", "ModelPrice",
     "ModelSettings", "OpenAIChat", "OpenAILike", "OutputValidationError", "Retry", "RetryPolicy",
@@ -111,12 +111,14 @@ SUBPACKAGES: dict[str, set[str]] = {
         "VariableSpace", "Workspace", "WorkspaceError", "WorkspaceMemory", "user_folder"
     },
     "agentica.messages": {
-        "AssistantMessage", "ContentPart", "ImagePart", "Message", "ReasoningDelta", "RunUsage",
+        "AssistantMessage", "ContentPart", "ImagePart", "Message", "ModelUsage", "ReasoningDelta",
+        "RunUsage",
         "StreamDelta", "SystemMessage", "TextDelta", "TextPart", "ToolCall", "ToolCallDelta",
         "ToolDefinition", "ToolMessage", "Usage", "UserMessage"
     },
     "agentica.models": {
-        "Claude", "FallbackModel", "KNOWN_PRICES", "LocalModel", "Model", "ModelPrice",
+        "ByTask", "Claude", "Escalate", "FallbackModel", "KNOWN_PRICES", "LocalModel", "Model",
+        "ModelPrice", "ModelRule", "TurnFacts",
         "ModelRequest", "ModelResponse", "ModelSettings", "ModelStreamEvent", "OpenAIChat",
         "OpenAILike", "OutputSchema", "PRESETS", "ResponseDone", "RetryPolicy", "StreamAssembler",
         "ToolChoice", "collect_stream", "cost_of", "model_from_string", "new_tool_call_id",

@@ -36,10 +36,13 @@ if TYPE_CHECKING:
     )
     from agentica.messages import RunUsage, Usage
     from agentica.models import (
+        ByTask,
         Claude,
+        Escalate,
         FallbackModel,
         LocalModel,
         ModelPrice,
+        ModelRule,
         ModelSettings,
         OpenAIChat,
         OpenAILike,
@@ -62,9 +65,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AgenticaError",
+    "ByTask",
     "Claude",
     "ConcurrentRunError",
     "ContextPolicy",
+    "Escalate",
     "FallbackModel",
     "Function",
     "FunctionCall",
@@ -74,6 +79,7 @@ __all__ = [
     "LocalModel",
     "ModelError",
     "ModelPrice",
+    "ModelRule",
     "ModelSettings",
     "OpenAIChat",
     "OpenAILike",
@@ -99,9 +105,11 @@ __all__ = [
 _EXPORTS = {
     "Agent": "agentica.agent",
     "AgenticaError": "agentica.errors",
+    "ByTask": "agentica.models",
     "Claude": "agentica.models",
     "ConcurrentRunError": "agentica.errors",
     "ContextPolicy": "agentica.context",
+    "Escalate": "agentica.models",
     "FallbackModel": "agentica.models",
     "Function": "agentica.tools",
     "FunctionCall": "agentica.tools",
@@ -111,6 +119,7 @@ _EXPORTS = {
     "LocalModel": "agentica.models",
     "ModelError": "agentica.errors",
     "ModelPrice": "agentica.models",
+    "ModelRule": "agentica.models",
     "ModelSettings": "agentica.models",
     "OpenAIChat": "agentica.models",
     "OpenAILike": "agentica.models",

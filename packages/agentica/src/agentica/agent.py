@@ -112,7 +112,9 @@ class Agent(Generic[OutT]):
     Args:
         model: the model to call: a model object (``OpenAIChat``, ``OpenAILike``, ``Claude``,
             ``LocalModel``, a scripted model), a model string (``"deepseek:deepseek-chat"``,
-            ``"local"``), or nothing: then ``$AGENTICA_MODEL`` or the embedded local model.
+            ``"local"``), or nothing: then ``$AGENTICA_MODEL`` or the embedded local model; or
+            a ``ModelRule`` choosing one per model call (``Escalate(cheap, strong)``,
+            ``ByTask``). ``agent.model = ...`` switches models between runs.
         tools: functions, ``Function`` objects (``@tool``) and ``Tool`` groups.
         instructions: the system prompt, or a function of the ``RunContext`` returning it.
         name: a short name (used in events, logs and as the tool name of ``as_tool()``).
@@ -144,6 +146,7 @@ class Agent(Generic[OutT]):
         "__weakref__",
         "_functions",
         "_loaded",
+        "_model",
         "_output",
         "_revision",
         "_revisions",
@@ -159,7 +162,6 @@ class Agent(Generic[OutT]):
         "instructions",
         "limits",
         "memory",
-        "model",
         "model_settings",
         "name",
         "output_type",
@@ -255,16 +257,9 @@ class Agent(Generic[OutT]):
         session_id: str | None = None,
         guardrails: Sequence[AnyGuardrail] = (),
     ) -> None:
-        model = resolve_model(model)
-        if not callable(getattr(model, "response", None)):
-            raise UsageError(
-                f"Agent(model=...) needs a model, not {type(model).__name__}: e.g. "
-                "OpenAILike(id='qwen2.5', base_url='http://127.0.0.1:8000/v1'), "
-                "'deepseek:deepseek-chat', or nothing for the embedded local model"
-            )
+        self.model = model  # resolved and checked by the setter
         if not isinstance(tools, list | tuple):
             raise UsageError("tools must be a list of functions, Function objects or Tool groups")
-        self.model = model
         self._tools = tuple(tools)
         self.instructions = instructions
         self.name = name
@@ -291,6 +286,30 @@ class Agent(Generic[OutT]):
         self._running = False
 
     # ----------------------------------------------------------------- configuration
+
+    @property
+    def model(self) -> Model:
+        """The model the next model call uses: a model object, or a ``ModelRule`` choosing one
+        per call (``Escalate``, ``ByTask``).
+
+        Assign a model, a model string or a rule to switch models (``None``: the default
+        model): the next run (or, during a run, the next model call) uses it, with the whole
+        conversation so far. Messages are provider-neutral, so a conversation started on an
+        OpenAI-compatible model goes on on Claude and back; a stored session keeps no model,
+        so a new process may continue it on any model.
+        """
+        return self._model
+
+    @model.setter
+    def model(self, model: Model | str | None) -> None:
+        resolved = resolve_model(model)
+        if not callable(getattr(resolved, "response", None)):
+            raise UsageError(
+                f"Agent(model=...) needs a model, not {type(resolved).__name__}: e.g. "
+                "OpenAILike(id='qwen2.5', base_url='http://127.0.0.1:8000/v1'), "
+                "'deepseek:deepseek-chat', or nothing for the embedded local model"
+            )
+        self._model = resolved
 
     @property
     def tools(self) -> tuple[ToolLike, ...]:

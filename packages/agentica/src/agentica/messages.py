@@ -17,6 +17,7 @@ __all__ = [
     "ContentPart",
     "ImagePart",
     "Message",
+    "ModelUsage",
     "ReasoningDelta",
     "RunUsage",
     "StreamDelta",
@@ -57,15 +58,11 @@ class Usage:
 
 
 @dataclass(slots=True, kw_only=True)
-class RunUsage:
-    """Totals of a run (or a session): model requests, tool calls, tokens and cost in USD.
-
-    ``cost`` is ``None`` as soon as one request was made to a model whose price is unknown: an
-    unknown price makes the total unknown, never zero.
-    """
+class ModelUsage:
+    """One model's share of a run's (or a session's) usage: its requests, tokens and cost in USD
+    (``None`` when its price is unknown)."""
 
     requests: int = 0
-    tool_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -77,8 +74,44 @@ class RunUsage:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def add_request(self, usage: Usage, cost: float | None) -> None:
-        """Count one model request with its token usage and cost (``None``: price unknown)."""
+    def add(self, other: Usage | ModelUsage, cost: float | None, requests: int = 1) -> None:
+        """Count ``requests`` requests with ``other``'s tokens and ``cost``."""
+        self.requests += requests
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+        self.reasoning_tokens += other.reasoning_tokens
+        self.cost = None if cost is None or self.cost is None else self.cost + cost
+
+
+@dataclass(slots=True, kw_only=True)
+class RunUsage:
+    """Totals of a run (or a session): model requests, tool calls, tokens and cost in USD.
+
+    ``cost`` is ``None`` as soon as one request was made to a model whose price is unknown: an
+    unknown price makes the total unknown, never zero. ``by_model`` splits the requests, tokens
+    and cost by the id of the model that answered (a run whose model changed between calls has
+    several; a subagent's models are merged in with its usage).
+    """
+
+    requests: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = 0.0
+    by_model: dict[str, ModelUsage] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add_request(self, usage: Usage, cost: float | None, model: str | None = None) -> None:
+        """Count one model request with its token usage and cost (``None``: price unknown);
+        ``model``: the id of the model that answered, for ``by_model``."""
         self.requests += 1
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
@@ -86,6 +119,8 @@ class RunUsage:
         self.cache_write_tokens += usage.cache_write_tokens
         self.reasoning_tokens += usage.reasoning_tokens
         self.cost = None if cost is None or self.cost is None else self.cost + cost
+        if model is not None:
+            self.by_model.setdefault(model, ModelUsage()).add(usage, cost)
 
     def merge(self, other: RunUsage) -> None:
         """Add another run's totals to these (a sub-agent's usage to its parent's)."""
@@ -97,6 +132,8 @@ class RunUsage:
         self.cache_write_tokens += other.cache_write_tokens
         self.reasoning_tokens += other.reasoning_tokens
         self.cost = None if other.cost is None or self.cost is None else self.cost + other.cost
+        for model, share in other.by_model.items():
+            self.by_model.setdefault(model, ModelUsage()).add(share, share.cost, share.requests)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -3,8 +3,8 @@
 Text streams as it arrives; each tool call shows as one line when it starts and one when it ends
 (name, arguments, duration, the start of its result or error); a subagent's calls show indented
 under its ``task`` call, prefixed with its kind; an answer a check sent back shows as one line
-naming the check and what it asked; the run ends with a summary line of turns, tool
-calls, tokens, cost and time.
+naming the check and what it asked; a call to another model than the last one names it; the run
+ends with a summary line of turns, tool calls, tokens, cost and time.
 """
 
 from __future__ import annotations
@@ -65,11 +65,18 @@ class EventPrinter:
         self.console = console
         self.show_reasoning = show_reasoning
         self._in_text = False
+        self._model = ""  # the model of the last call
 
     def _end_text(self) -> None:
         if self._in_text:
             self.console.print()
             self._in_text = False
+
+    def _model_change(self, model: str) -> None:
+        """A line naming the model of this call when it is not the last call's."""
+        if model and self._model and model != self._model:
+            self.console.print(Text(f"⇄ model {model}", style="dim cyan"))
+        self._model = model or self._model
 
     def __call__(self, event: RunEvent) -> None:
         if isinstance(event, TextDelta):
@@ -80,6 +87,7 @@ class EventPrinter:
             self._in_text = True
         elif isinstance(event, ModelRequestStarted):
             self._end_text()  # the text of one model reply per paragraph
+            self._model_change(event.model)
         elif isinstance(event, ToolCallStarted | ToolCallCompleted):
             self._end_text()
             self.console.print(_call_line(event))

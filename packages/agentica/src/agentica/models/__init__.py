@@ -5,7 +5,8 @@
 - ``Claude``: the Anthropic Messages API (anthropic.py)
 - ``LocalModel``: the embedded model, llama.cpp in process (local.py, weights.py,
   chat_template.py, toolparse.py)
-- ``FallbackModel``: a chain of models tried in order (fallback.py)
+- ``FallbackModel``: a chain of models tried in order (fallback.py); ``ModelRule``,
+  ``Escalate``, ``ByTask``, ``TurnFacts``: the model of each call of a run chosen (rules.py)
 - ``model_from_string``, ``resolve_model``, ``PRESETS``: model strings and the default-model
   rule (registry.py)
 - ``RetryPolicy`` (retry.py); ``ModelPrice``, ``price_for``: prices and cost (pricing.py)
@@ -33,17 +34,21 @@ from agentica.models.openai import OpenAIChat, OpenAILike
 from agentica.models.pricing import KNOWN_PRICES, ModelPrice, cost_of, price_for
 from agentica.models.registry import PRESETS, model_from_string, resolve_model
 from agentica.models.retry import RetryPolicy
+from agentica.models.rules import ByTask, Escalate, ModelRule, TurnFacts
 
 __all__ = [
     "KNOWN_PRICES",
     "PRESETS",
+    "ByTask",
     "Claude",
+    "Escalate",
     "FallbackModel",
     "LocalModel",
     "Model",
     "ModelPrice",
     "ModelRequest",
     "ModelResponse",
+    "ModelRule",
     "ModelSettings",
     "ModelStreamEvent",
     "OpenAIChat",
@@ -53,6 +58,7 @@ __all__ = [
     "RetryPolicy",
     "StreamAssembler",
     "ToolChoice",
+    "TurnFacts",
     "collect_stream",
     "cost_of",
     "model_from_string",

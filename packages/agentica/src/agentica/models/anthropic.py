@@ -8,7 +8,9 @@ reasons map to the wire format: see ``Claude``.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,6 +78,7 @@ _FINAL_ERROR_TYPES = frozenset(
     }
 )
 PROVIDER_DATA_KEY = "anthropic_blocks"
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")  # the ids the API accepts on tool_use and tool_result
 
 
 def _usage(raw: Any) -> Usage:
@@ -149,6 +152,28 @@ def _tool_input(arguments: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _tool_id(call_id: str) -> str:
+    """A tool call's id as the API accepts it (letters, digits, ``_`` and ``-``). Another
+    provider's id that is not (Kimi's ``functions.get_weather:0``) is replaced by one derived
+    from it, the same for the call and for its result, so the pair stays a pair."""
+    if _TOOL_ID.fullmatch(call_id):
+        return call_id
+    return "toolu_" + hashlib.sha256(call_id.encode()).hexdigest()[:24]
+
+
+def _in_foreign_tool_loop(turns: list[dict[str, Any]]) -> bool:
+    """The request continues a tool loop (its last turn holds tool results) whose assistant
+    turn does not open with a thinking block: another model (or Claude without thinking) made
+    those calls. Thinking cannot start inside that assistant turn: the API wants one thinking
+    configuration per assistant turn."""
+    if len(turns) < 2 or turns[-1]["role"] != "user":
+        return False
+    if not any(b.get("type") == "tool_result" for b in turns[-1]["content"]):
+        return False
+    opening = turns[-2]["content"][0] if turns[-2]["content"] else {}
+    return opening.get("type") not in _THINKING_TYPES
 
 
 def _image_block(part: ImagePart) -> dict[str, Any]:
@@ -246,7 +271,13 @@ class Claude(HttpModel[None]):
       a reply are kept, signatures included, in
       ``AssistantMessage.provider_data["anthropic_blocks"]`` and sent back unchanged, before the
       message's other blocks, when the message is replayed; their text is also the message's
-      ``reasoning`` (``ReasoningDelta`` when streaming).
+      ``reasoning`` (``ReasoningDelta`` when streaming). A request that goes on with a tool loop
+      whose assistant turn opens with no thinking block (calls another model made before the
+      agent switched models) is sent without thinking, as the API wants one thinking setting
+      per assistant turn.
+    - Another provider's history: reasoning without a signed block is left out, and tool-call
+      ids the API would refuse (``functions.get_weather:0``) are mapped to ones it accepts, the
+      same way for the call and for its result.
     - Structured output: by default the JSON schema is given to the model as instructions at the end
       of the system prompt (any Claude model, any schema; the run loop validates the answer and asks
       again when it does not match). ``native_structured_output=True`` sends it as
@@ -348,7 +379,10 @@ class Claude(HttpModel[None]):
     def _blocks(self, message: Message) -> tuple[str, list[dict[str, Any]]]:
         """The role and content blocks of one message (system messages: role "system")."""
         if isinstance(message, ToolMessage):
-            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": _tool_id(message.tool_call_id),
+            }
             if message.content:
                 result["content"] = message.content
             if message.is_error:
@@ -365,7 +399,7 @@ class Claude(HttpModel[None]):
                 blocks.append(
                     {
                         "type": "tool_use",
-                        "id": call.id,
+                        "id": _tool_id(call.id),
                         "name": call.name,
                         "input": _tool_input(call.arguments),
                     }
@@ -432,9 +466,11 @@ class Claude(HttpModel[None]):
         if system:
             body["system"] = system
         body["messages"] = turns
-        thinking = self.thinking_budget is not None
+        # thinking, unless this request goes on with a tool loop another model started (it is
+        # on again from the next turn that is not a tool loop)
+        thinking = self.thinking_budget is not None and not _in_foreign_tool_loop(turns)
         tools = _put_tools(body, request.tools, s, thinking=thinking) if request.tools else []
-        if self.thinking_budget is not None:
+        if thinking and self.thinking_budget is not None:
             if max_tokens <= self.thinking_budget:
                 raise UsageError(
                     f"max_tokens ({max_tokens}) must be more than thinking_budget "

@@ -48,12 +48,14 @@ class ModelRequestStarted:
         context_tokens: tokens of the request (``None`` when context management is off).
         context_limit: the usable window (window minus reserved output), when known.
         final_only: no tools are offered: the context passed the hard threshold.
+        model: the id of the model called (the agent's, or what its ``ModelRule`` chose).
     """
 
     turn: int
     context_tokens: int | None = None
     context_limit: int | None = None
     final_only: bool = False
+    model: str = ""
     kind: Literal["model_request_started"] = "model_request_started"
 
 
@@ -84,8 +86,19 @@ class ContextCompacted:
 
 @dataclass(slots=True)
 class ModelResponseReceived:
+    """A model call's reply.
+
+    Attributes:
+        message: the reply (``message.model`` is the model's name as its server gave it).
+        turn: the number of the call in this run.
+        model: the id of the model that answered (the agent's, or what its ``ModelRule`` chose).
+        cost: what the call cost in USD (``None``: the model's price is unknown).
+    """
+
     message: AssistantMessage
     turn: int
+    model: str = ""
+    cost: float | None = None
     kind: Literal["model_response_received"] = "model_response_received"
 
 

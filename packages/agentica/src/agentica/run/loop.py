@@ -203,6 +203,7 @@ async def _call_model(
     """One model call: counted in the tree, the request prepared, the reply recorded."""
     run.budget.start_turn()
     run.turn += 1
+    model = await run.choose_model(agent.model)
     await _offer(agent, run)
     slots = await _slots(agent, run)
     # this turn's notes, and the last turns' (a model may echo a checkpoint a turn later)
@@ -219,10 +220,9 @@ async def _call_model(
         context_tokens=prepared.tokens,
         context_limit=window.usable if window is not None else None,
         final_only=prepared.final_only,
+        model=model.id,
     )
-    span = timeline.model_call(
-        run.trace, agent.model.id, agent.model.provider, run.turn, prepared.tokens
-    )
+    span = timeline.model_call(run.trace, model.id, model.provider, run.turn, prepared.tokens)
     response: ModelResponse | None = None
     try:
         async with aclosing(_model_reply(agent, run, request, slots)) as model_events:
@@ -233,19 +233,17 @@ async def _call_model(
                     yield event
         if response is None:
             raise ModelResponseError(
-                f"the stream of model {agent.model.id!r} ended without a final reply",
-                provider=agent.model.provider,
-                model=agent.model.id,
+                f"the stream of model {model.id!r} ended without a final reply",
+                provider=model.provider,
+                model=model.id,
                 retryable=True,
             )
     except BaseException as exc:
         timeline.model_failed(span, exc)
         raise
-    spent = run.usage.cost
-    message = _record_reply(run, response)
-    cost = None if run.usage.cost is None or spent is None else run.usage.cost - spent
+    message, cost = _record_reply(run, response)
     timeline.model_replied(span, message, cost)
-    yield ModelResponseReceived(message=message, turn=run.turn)
+    yield ModelResponseReceived(message=message, turn=run.turn, model=model.id, cost=cost)
 
 
 async def _offer(agent: Agent[Any], run: ActiveRun) -> None:
@@ -358,7 +356,7 @@ async def _model_reply(
     while True:
         try:
             if not run.stream:
-                yield ResponseDone(await _within(run, agent.model.response(request)))
+                yield ResponseDone(await _within(run, run.model.response(request)))
                 return
             async with aclosing(_streamed(agent, run, request)) as events:
                 async for event in events:
@@ -383,7 +381,7 @@ async def _streamed(
     agent: Agent[Any], run: ActiveRun, request: ModelRequest
 ) -> AsyncGenerator[RunEvent | ResponseDone, None]:
     """The events of a streamed model call, each awaited within the run's deadline."""
-    events = agent.model.response_stream(request)
+    events = run.model.response_stream(request)
     try:
         while True:
             try:
@@ -417,11 +415,13 @@ async def _within(run: ActiveRun, awaitable: Awaitable[T]) -> T:
         raise
 
 
-def _record_reply(run: ActiveRun, response: ModelResponse) -> AssistantMessage:
-    """Charge the reply; keep it in the conversation unless it is empty (an empty assistant
-    turn is rejected by providers; steps.py sends the model back instead)."""
+def _record_reply(run: ActiveRun, response: ModelResponse) -> tuple[AssistantMessage, float | None]:
+    """Charge the reply to the model that gave it; keep it in the conversation unless it is
+    empty (an empty assistant turn is rejected by providers; steps.py sends the model back
+    instead). Returns the reply and its cost."""
     message = response.message
-    run.charge(response)
+    cost = run.charge(response, run.model)
+    run.models.append(run.model.id)
     if not is_empty(message):
         if not echoes(message, run.notes) and not run.after_echo:
             # only empty replies (or echoes) in a row count; the call forced after an echo
@@ -429,7 +429,7 @@ def _record_reply(run: ActiveRun, response: ModelResponse) -> AssistantMessage:
             run.empty_replies = 0
         _add(run, message)
     run.reply = Reply(message)
-    return message
+    return message, cost
 
 
 # ----------------------------------------------------------------------------- tool calls
@@ -561,6 +561,7 @@ async def _send_back(
         run.empty_replies += 1
     elif step.counter == "output_retries":
         run.output_retries += 1
+    run.sent_back += 1
     _add(run, UserMessage(content=step.message))
     run.require_call = step.source == "echo_reply"
     run.reply = None

@@ -49,7 +49,8 @@ def _record(
     return RunRecord(
         run_id=run.run_id, messages=run.new_messages if messages is None else messages,
         usage=run.usage, status=status, started_at=run.started_at, duration=duration,
-        error=error, output=output, model=run.model_id, tool_calls=_tool_records(run.calls),
+        error=error, output=output, model=run.model_id, models=list(run.models),
+        tool_calls=_tool_records(run.calls),
         approvals=approvals or [], trace=run.trace,
     )  # fmt: skip
 

@@ -19,6 +19,7 @@ from agentica.errors import UsageError
 from agentica.limits import RunBudget, RunLimits
 from agentica.messages import (
     ContentPart,
+    ImagePart,
     Message,
     RunUsage,
     SystemMessage,
@@ -27,6 +28,7 @@ from agentica.messages import (
 )
 from agentica.models.base import Model, ModelResponse, ModelSettings, ToolChoice
 from agentica.models.pricing import ModelPrice, cost_of, price_for
+from agentica.models.rules import ModelRule, TurnFacts, chosen_model
 from agentica.run.steps import RunState
 from agentica.run.window import ContextWindow
 from agentica.storage.records import RunRecord, SpanRecord
@@ -63,7 +65,11 @@ class ActiveRun(RunState):
         messages: the conversation sent to the model; ``new_messages`` what this run added.
         window: the run's context management.
         pinned: messages compaction never drops (the task).
-        charge: counts a model reply of this run (a summary's too), in the run and its tree.
+        model: the model of the current call (the agent's, or what its ``ModelRule`` chose).
+        charge: counts a model reply of this run (a summary's too) as the given model's, in the
+            run and its tree; returns its cost (``None``: the model's price is unknown).
+        sent_back: answers a check sent back in this run (``AnswerSentBack``).
+        models: the id of the model that answered each call of the run, in order.
         calls: every tool call of the run, in order.
         trace: the run's timeline (model calls, compactions, tool calls); a run started by a
             tool call is also recorded under that call's span.
@@ -84,9 +90,12 @@ class ActiveRun(RunState):
     new_messages: list[Message]
     window: ContextWindow
     pinned: list[Message]
-    charge: Callable[[ModelResponse], None]
+    model: Model
+    charge: Callable[[ModelResponse, Model], float | None]
     trace: SpanRecord
     calls: list[FunctionCall] = field(default_factory=list)
+    sent_back: int = 0
+    models: list[str] = field(default_factory=list)
     ended: bool = False
     tool_choice: ToolChoice | None = None
     require_call: bool = False
@@ -104,14 +113,31 @@ class ActiveRun(RunState):
         self.tools = tools
         self.ctx.offered = offered
 
+    async def choose_model(self, model: Model) -> Model:
+        """The model of this call: ``model`` (the agent's, read before every call: one assigned
+        during the run answers from the next call), or the one its ``ModelRule`` chooses from
+        what the run knows."""
+        if isinstance(model, ModelRule):
+            task = self.pinned[0] if self.pinned else None
+            content = task.content if isinstance(task, UserMessage) else ""
+            parts = [] if isinstance(content, str) else content
+            images = sum(isinstance(part, ImagePart) for part in parts)
+            facts = TurnFacts(
+                turn=self.turn, input=self.ctx.input, images=images,
+                sent_back=self.sent_back, tool_errors=sum(c.status == "error" for c in self.calls),
+                previous=self.models[-1] if self.models else None,
+            )  # fmt: skip
+            model = await chosen_model(model, facts)
+        self.model, self.model_id, self.provider = model, model.id, model.provider
+        return model
 
-def _charger(
-    usage: RunUsage, budget: RunBudget, price: ModelPrice | None
-) -> Callable[[ModelResponse], None]:
-    def charge(response: ModelResponse) -> None:
-        cost = cost_of(response.usage, price)
-        usage.add_request(response.usage, cost)
+
+def _charger(usage: RunUsage, budget: RunBudget) -> Callable[[ModelResponse, Model], float | None]:
+    def charge(response: ModelResponse, model: Model) -> float | None:
+        cost = cost_of(response.usage, _price_of(model))
+        usage.add_request(response.usage, cost, model.id)
         budget.charge_response(response.usage, cost)
+        return cost
 
     return charge
 
@@ -203,17 +229,21 @@ async def start_run(
     messages.extend(resuming.messages if resuming is not None else [user])
     output = agent.output_spec()
     settings = agent.model_settings.merged(model_settings)
-    price = _price_of(agent.model)
-    charge = _charger(usage, budget, price)  # a summary is a model call of this run
+    model = agent.model
+    charge = _charger(usage, budget)
+
+    def on_summary(response: ModelResponse) -> None:  # a summary is a model call of this run
+        charge(response, model)
+
     window = await ContextWindow.open(
-        agent.context, agent.model, settings, state=agent.memory.state,
-        readable="read_file" in functions, on_summary=charge,
+        agent.context, model, settings, state=agent.memory.state,
+        readable="read_file" in functions, on_summary=on_summary,
     )  # fmt: skip
     task = resuming.messages[0] if resuming is not None and resuming.messages else user
     request_tools = tuple(f.definition for f in functions.values())
     started_at = time.time()
     return ActiveRun(
-        limits=limits, usage=usage, model_id=agent.model.id, provider=agent.model.provider,
+        limits=limits, usage=usage, model_id=model.id, provider=model.provider, model=model,
         output=output, started=time.monotonic(), run_id=run_id, ctx=ctx, budget=budget,
         settings=settings, stream=stream, request_tools=request_tools, tools=request_tools,
         offered=functions, started_at=started_at,

@@ -84,7 +84,8 @@ class RunRecord:
     duration: float
     error: str | None = None
     output: str | None = None
-    model: str | None = None
+    model: str | None = None  # the model of the run's last model call
+    models: list[str] = field(default_factory=list)  # the model that answered each call, in order
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)  # of a paused run: ids awaiting a decision
     trace: SpanRecord | None = None  # the run's timeline (None: stored before it was recorded)

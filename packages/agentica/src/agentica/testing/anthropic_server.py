@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from agentica.messages import AssistantMessage
@@ -34,6 +35,8 @@ _ANTHROPIC_STOP = {
     "content_filter": "refusal",
 }
 _THINKING = ("thinking", "redacted_thinking")
+_TOOL_ID = re.compile(r"[a-zA-Z0-9_-]+")
+_TOOL_ID_RULE = "String should match pattern '^[a-zA-Z0-9_-]+$'"
 
 
 def _tokens(value: Any) -> int:
@@ -148,6 +151,8 @@ def _block_error(index: int, where: str, block: dict[str, Any], role: str) -> st
         return f"{where}: text content blocks must be non-empty"
     if kind == "tool_use" and role != "assistant":
         return f"messages.{index}: tool_use blocks are only allowed in assistant messages"
+    if kind == "tool_use" and not _TOOL_ID.fullmatch(str(block.get("id") or "")):
+        return f"{where}.tool_use.id: {_TOOL_ID_RULE}"
     if kind == "thinking" and not block.get("signature"):
         return f"{where}.thinking.signature: Field required"
     return None
@@ -164,6 +169,8 @@ def _result_error(
             f"messages.{index}: tool_result blocks must come first in the content, "
             "before any other block"
         )
+    if not _TOOL_ID.fullmatch(str(block.get("tool_use_id") or "")):
+        return f"{where}.tool_result.tool_use_id: {_TOOL_ID_RULE}"
     if block.get("tool_use_id") not in uses:
         return (
             f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
@@ -206,7 +213,8 @@ class FakeAnthropicServer(ScriptedServer):
     ``signature_delta``, ``content_block_stop``, ``message_delta``, ``message_stop``). Like the
     real API it answers HTTP 400 with an ``invalid_request_error`` body when roles do not
     alternate, when a ``tool_result`` does not answer a ``tool_use`` of the assistant turn right
-    before it (or a ``tool_use`` is left unanswered), when more than four ``cache_control``
+    before it (or a ``tool_use`` is left unanswered), when a tool-call id has other characters
+    than letters, digits, ``_`` and ``-``, when more than four ``cache_control``
     breakpoints are set, or when a thinking tool loop leaves out the signed thinking block. It
     simulates prompt caching: the prefix up to each ``cache_control`` breakpoint is remembered,
     and a later request that repeats it reports ``cache_read_input_tokens`` (the rest up to the
