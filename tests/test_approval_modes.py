@@ -90,8 +90,8 @@ async def test_other_tools_are_asked_about_and_subagents_need_full_auto(tmp_path
     assert "task" in {t.name for t in model.requests[-1].tools}
 
 
-async def test_an_edit_whose_text_is_not_found_as_is_shows_both_strings(tmp_path: Path) -> None:
-    (tmp_path / "a.py").write_text("x = 1\r\ny = 2\r\n")
+async def test_an_edit_is_shown_as_the_tool_will_match_it(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\r\ny = 2\r\n")  # Windows line ends; the call has none
     mode = ApprovalMode("ask")
     agent, _ = _agent(
         tmp_path, mode,
@@ -100,4 +100,17 @@ async def test_an_edit_whose_text_is_not_found_as_is_shows_both_strings(tmp_path
     )  # fmt: skip
     response = await agent.run("Set x to 3.")
     (pending,) = response.pending
-    assert pending.description == "edit_file a.py: replace\nx = 1\ny = 2\nwith\nx = 3\ny = 2"
+    assert "-x = 1" in pending.description and "+x = 3" in pending.description  # the real diff
+
+
+async def test_an_edit_the_tool_will_refuse_says_why(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    mode = ApprovalMode("ask")
+    agent, _ = _agent(
+        tmp_path, mode,
+        tool_calls(call("edit_file", path="a.py", old_string="z = 9", new_string="z = 3")),
+    )  # fmt: skip
+    response = await agent.run("Set z to 3.")
+    (pending,) = response.pending
+    assert pending.description.startswith("edit_file a.py will fail: ")
+    assert "replace\nz = 9\nwith\nz = 3" in pending.description

@@ -18,6 +18,7 @@ import re
 import time
 import tomllib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import CompositeBackend, StateBackend
@@ -258,6 +259,58 @@ def _not_found(path: str, text: str, old_string: str) -> str:
         f"old_string was not found in {path}{hint}. Call read_file('{path}') and copy the exact "
         "text, with the same spaces and indentation"
     )
+
+
+@dataclass(slots=True, frozen=True)
+class PlannedEdit:
+    """What ``edit_file`` will do to a file: the new text, how many occurrences it replaces,
+    the line of the first, and a note on how it matched (``""``: as given)."""
+
+    text: str
+    count: int
+    first_line: int
+    note: str
+
+
+def plan_edit(
+    path: str, text: str, old_string: str, new_string: str, *, replace_all: bool = False
+) -> PlannedEdit:
+    """Apply an ``edit_file`` call to ``text`` as the tool does (line numbers copied from
+    read_file dropped, Windows line ends, quotes the file does not have); ``ToolError`` when
+    ``old_string`` is not found, or found several times without ``replace_all``."""
+    old_string, new_string = _numbers_dropped(text, old_string, new_string)
+    count = text.count(old_string)
+    if count == 0 and "\r\n" in text and "\n" in old_string:
+        crlf = old_string.replace("\r\n", "\n").replace("\n", "\r\n")
+        if crlf in text:  # the file has Windows line ends: match them
+            old_string = crlf
+            new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
+            count = text.count(old_string)
+    unquoted = ""
+    if count == 0 and (plain := _without_added_quotes(text, old_string, new_string)):
+        old_string, new_string = plain  # ("version = '1.4.2'" for "version = 1.4.2")
+        count = 1
+        unquoted = (
+            "; old_string matched without the quotes you put around its value (the file "
+            "has none), so new_string was written without them too"
+        )
+    if count == 0:
+        raise ToolError(_not_found(path, text, old_string))
+    if count > 1 and not replace_all:
+        starts: list[int] = []
+        index = text.find(old_string)
+        while index >= 0 and len(starts) < 10:
+            starts.append(text.count("\n", 0, index) + 1)
+            index = text.find(old_string, index + len(old_string))
+        where = ", ".join(map(str, starts)) + (", ..." if count > len(starts) else "")
+        raise ToolError(
+            f"old_string occurs {count} times in {path} (lines {where}). Add nearby lines "
+            "to old_string so that it occurs once, or pass replace_all=true to replace all "
+            f"{count}"
+        )
+    first_line = text.count("\n", 0, text.find(old_string)) + 1
+    updated = text.replace(old_string, new_string)
+    return PlannedEdit(updated, count, first_line, unquoted)
 
 
 async def _text_or_none(backend: FileBackend, path: str) -> str | None:
@@ -510,38 +563,8 @@ class FileTools(Tool):
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
-        old_string, new_string = _numbers_dropped(text, old_string, new_string)
-        count = text.count(old_string)
-        if count == 0 and "\r\n" in text and "\n" in old_string:
-            crlf = old_string.replace("\r\n", "\n").replace("\n", "\r\n")
-            if crlf in text:  # the file has Windows line ends: match them
-                old_string = crlf
-                new_string = new_string.replace("\r\n", "\n").replace("\n", "\r\n")
-                count = text.count(old_string)
-        unquoted = ""
-        if count == 0 and (plain := _without_added_quotes(text, old_string, new_string)):
-            old_string, new_string = plain  # ("version = '1.4.2'" for "version = 1.4.2")
-            count = 1
-            unquoted = (
-                "; old_string matched without the quotes you put around its value (the file "
-                "has none), so new_string was written without them too"
-            )
-        if count == 0:
-            raise ToolError(_not_found(path, text, old_string))
-        if count > 1 and not replace_all:
-            starts: list[int] = []
-            index = text.find(old_string)
-            while index >= 0 and len(starts) < 10:
-                starts.append(text.count("\n", 0, index) + 1)
-                index = text.find(old_string, index + len(old_string))
-            where = ", ".join(map(str, starts)) + (", ..." if count > len(starts) else "")
-            raise ToolError(
-                f"old_string occurs {count} times in {path} (lines {where}). Add nearby lines "
-                "to old_string so that it occurs once, or pass replace_all=true to replace all "
-                f"{count}"
-            )
-        first_line = text.count("\n", 0, text.find(old_string)) + 1
-        updated = text.replace(old_string, new_string)
+        edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
+        count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
         info = await backend.write(path, updated)
         self._saw(ctx, info.path)
         problem = _parse_problem(info.path, updated)

@@ -16,7 +16,8 @@ import json
 from collections.abc import Collection
 from typing import Any, Literal, get_args
 
-from agentica.errors import AgenticaError, UsageError
+from agentica.deep.files import plan_edit
+from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.run.approval import PendingCall
 from agentica.run.capability import Capability
 from agentica.tools.call import FunctionCall
@@ -109,11 +110,13 @@ async def _describe(ctx: RunContext[Any], tool: str, arguments: dict[str, Any]) 
     before = await _current(ctx, path)
     if tool == "write_file":
         after = str(arguments.get("content", ""))
-    else:  # edit_file: the replacement applied as the tool would (the first occurrence)
+    else:  # edit_file: the replacement the tool will make (it matches as plan_edit does)
         old, new = str(arguments.get("old_string", "")), str(arguments.get("new_string", ""))
-        if old not in before:  # the tool may still match it (line numbers, CRLF): show both
-            return f"edit_file {path}: replace\n{old}\nwith\n{new}"
-        after = before.replace(old, new, -1 if arguments.get("replace_all") else 1)
+        try:
+            edit = plan_edit(path, before, old, new, replace_all=bool(arguments.get("replace_all")))
+        except ToolError as exc:  # the tool will refuse it: say why, with what it was given
+            return f"edit_file {path} will fail: {exc}\nreplace\n{old}\nwith\n{new}"
+        after = edit.text
     name = path.lstrip("/")
     lines = difflib.unified_diff(
         before.splitlines(), after.splitlines(), f"a/{name}", f"b/{name}", lineterm=""
