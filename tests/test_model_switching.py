@@ -17,6 +17,7 @@ from rich.console import Console
 
 from agentica import Agent, ByTask, Claude, Escalate, ModelPrice, ModelRule, OpenAILike, tool
 from agentica.cli.render import EventPrinter
+from agentica.cli.trace_cmd import render_trace
 from agentica.errors import UsageError
 from agentica.guardrails import GuardrailOutput, output_guardrail
 from agentica.messages import (
@@ -317,6 +318,14 @@ async def test_the_event_printer_names_a_new_model() -> None:
     lines = out.getvalue().splitlines()
     assert [line for line in lines if "model strong" in line] == ["⇄ model strong"]
     assert not any("model cheap" in line for line in lines)  # the first model is not news
+
+    trace = io.StringIO()  # agentica trace: each model call's line names its model
+    trace_record = agent.memory.runs[-1].trace
+    assert trace_record is not None
+    render_trace(trace_record, Console(file=trace, width=160, color_system=None))
+    calls = [line.split("chat ")[1].split()[0] for line in trace.getvalue().splitlines()
+             if "chat " in line]  # fmt: skip
+    assert calls == ["cheap", "cheap", "strong"]
 
 
 # ----------------------------------------------------------------------------- over HTTP
