@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from agentica.messages import AssistantMessage, ToolCall
+from agentica.messages import AssistantMessage, RunUsage, ToolCall, UserMessage
+from agentica.storage import RunRecord, SQLiteStorage
 from agentica.testing import FakeOpenAIServer, HTTPFault
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +111,48 @@ async def test_sessions_resume_and_manage(
     # another user sees nothing of ada's
     code, out, _ = await agentica_cli("sessions", "list", "--storage", db, "--user", "bob")
     assert "no sessions" in out
+
+
+async def test_sessions_fork_at_a_run_rewind_and_show_the_branches(tmp_path: Path) -> None:
+    db = str(tmp_path / "sessions.db")
+    storage = SQLiteStorage(db)
+    for number, text in enumerate(("Plan a trip to Paris in May, with museums and food",
+                                   "Add two days in Rome", "Book the trains"), 1):  # fmt: skip
+        record = RunRecord(run_id=f"r{number}", messages=[UserMessage(content=text)],
+                           usage=RunUsage(), status="completed", started_at=0.0,
+                           duration=0.0)  # fmt: skip
+        await storage.append_run("ada", "trip", record, state={"turn": number})
+    await storage.aclose()
+    manage = ("--storage", db, "--user", "ada")
+    code, out, err = await agentica_cli("sessions", "fork", "trip", "trip-b", "--at", "1", *manage)
+    assert code == 0, err
+    assert "forked trip at run 1 into trip-b (1 runs)" in out
+    code, out, err = await agentica_cli("sessions", "rewind", "trip", "--to", "2", *manage)
+    assert code == 0, err
+    assert "rewound trip to run 2; run 3 is kept in branch trip.3" in out
+    code, out, err = await agentica_cli("sessions", "branches", "trip-b", *manage)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("trip · Plan a trip to Paris") and "2 runs" in lines[0]
+    branch = next(line for line in lines if "trip-b" in line)
+    assert branch.startswith("├── trip-b") and branch.endswith(
+        "1 runs · parts after run 1: no run of its own yet (parent: “Add two days in Rome”) ◀"
+    )
+    kept = next(line for line in lines if "trip.3" in line)
+    assert kept.startswith("└── trip.3")
+    assert kept.endswith("3 runs · parts after run 2: “Book the trains”")
+    # bad run numbers and taken ids: one line saying what to give instead
+    for args, expected in (
+        (("fork", "trip", "x", "--at", "7"), "at=7 is not a run of session 'trip': it has 2 runs"),
+        (("rewind", "trip", "--to", "2"), "to=2 keeps all 2 runs of session 'trip'"),
+        (("rewind", "trip", "--to", "-1"), "give to between 0 and 1"),
+        (("rewind", "trip", "--to", "1", "--branch-id", "trip-b"), "'trip-b' already exists"),
+        (("branches", "nope"), "no session 'nope' for user 'ada'"),
+    ):
+        code, out, err = await agentica_cli("sessions", *args, *manage)
+        assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    code, out, _ = await agentica_cli("sessions", "show", "trip", *manage)
+    assert "Add two days in Rome" in out and "Book the trains" not in out
 
 
 async def test_approve_asks_before_the_call_and_the_answer_is_used(

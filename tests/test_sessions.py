@@ -10,7 +10,7 @@ import pytest
 
 from agentica import Agent, RunContext, tool
 from agentica.deep import FileTools, StateBackend
-from agentica.errors import SessionConflictError, StorageError
+from agentica.errors import SessionConflictError, StorageError, UsageError
 from agentica.memory.variables import VariableSpace
 from agentica.messages import Message, SystemMessage, ToolMessage, UserMessage
 from agentica.models import ModelRequest
@@ -480,3 +480,89 @@ async def test_two_processes_on_one_session_merge_or_get_a_typed_error(
     assert outcomes[loser]["output"] == f"done by {loser}"
     assert files == {"/notes.md": f"written by {winner}"}
     assert [r.output for r in data.runs] == [f"done by {winner}"]
+
+
+# -- branching: fork at a turn, rewind -------------------------------------------------------
+
+
+def files_of(state: dict[str, Any]) -> dict[str, str]:
+    return {path: entry["content"] for path, entry in state.get("files", {}).items()}
+
+
+async def test_an_agent_forks_at_a_turn_and_both_branches_go_on() -> None:
+    storage = InMemoryStorage()
+    agent = file_agent(storage, {"/paris.md": "Paris"}, "planned Paris")
+    await agent.run("plan Paris")
+    agent.model = file_writer({"/rome.md": "Rome"}, "planned Rome")
+    await agent.run("make it Rome")
+    twin = await agent.fork(at=1, session_id="s-paris")
+    assert twin.session_id == "s-paris" and twin.tools == agent.tools
+    assert [r.input for r in twin.memory.runs] == ["plan Paris"]
+    assert files_of(twin.memory.state) == {"/paris.md": "Paris"}  # as it was after run 1
+    twin.model = model = file_writer({"/days.md": "3 days"}, "three days")
+    await twin.run("three days in Paris")
+    assert user_texts(model.requests[0].messages) == ["plan Paris", "three days in Paris"]
+    agent.model = ScriptedModel(["still Rome"])
+    await agent.run("and?")
+    rome = await storage.load_session("u", "s")
+    paris = await storage.load_session("u", "s-paris")
+    assert rome is not None and paris is not None
+    assert [r.input for r in rome.runs] == ["plan Paris", "make it Rome", "and?"]
+    assert [r.input for r in paris.runs] == ["plan Paris", "three days in Paris"]
+    assert stored_files(rome) == {"/paris.md": "Paris", "/rome.md": "Rome"}
+    assert stored_files(paris) == {"/paris.md": "Paris", "/days.md": "3 days"}
+    whole = await agent.fork()  # all runs, a new id
+    assert [r.input for r in whole.memory.runs] == [r.input for r in rome.runs]
+    tree = await storage.branches("u", "s-paris")
+    assert {b.session_id: (b.info.parent_id, b.info.forked_at) for _, b in tree.walk()} == {
+        "s": (None, None), "s-paris": ("s", 1), whole.session_id: ("s", 3),
+    }  # fmt: skip
+
+
+async def test_an_agent_rewinds_and_keeps_the_dropped_turns_in_a_branch() -> None:
+    storage = InMemoryStorage()
+    agent = file_agent(storage, {"/paris.md": "Paris"}, "Paris")
+    await agent.run("plan Paris")
+    agent.model = file_writer({"/rome.md": "Rome"}, "Rome")
+    await agent.run("make it Rome")
+    other = file_agent(storage, {"/notes.md": "from the other agent"}, "noted")
+    await other.load()  # it holds the session as it was before the rewind
+    branch = await agent.rewind(to=1)
+    assert (branch.session_id, branch.parent_id, branch.forked_at, branch.runs) == (
+        "s.2", "s", 1, 2,
+    )  # fmt: skip
+    assert [r.input for r in agent.memory.runs] == ["plan Paris"]
+    assert files_of(agent.memory.state) == {"/paris.md": "Paris"}
+    agent.model = model = ScriptedModel(["Paris it is"])
+    await agent.run("so?")
+    assert user_texts(model.requests[0].messages) == ["plan Paris", "so?"]
+    # the other agent's save is refused (the rewind bumped the revision) and merges
+    await other.run("take notes")
+    assert [r.input for r in other.memory.runs] == ["plan Paris", "so?", "take notes"]
+    data = await storage.load_session("u", "s")
+    assert data is not None and [r.input for r in data.runs] == [r.input for r in other.memory.runs]
+    assert stored_files(data) == {"/paris.md": "Paris", "/notes.md": "from the other agent"}
+    kept = await storage.load_session("u", "s.2")
+    assert kept is not None and [r.input for r in kept.runs] == ["plan Paris", "make it Rome"]
+    assert stored_files(kept) == {"/paris.md": "Paris", "/rome.md": "Rome"}
+
+
+async def test_fork_and_rewind_say_what_was_wrong() -> None:
+    with pytest.raises(UsageError, match=r"agent.fork\(\) works on a stored session"):
+        await Agent(model=ScriptedModel([])).fork(at=0)
+    storage = InMemoryStorage()
+    agent = file_agent(storage, {"/a.md": "a"}, "done")
+    await agent.run("write a")
+    with pytest.raises(UsageError, match=r"to=1 keeps all 1 runs of session 's'"):
+        await agent.rewind(to=1)
+    with pytest.raises(UsageError, match=r"at=2 is not a run of session 's': it has 1 runs"):
+        await agent.fork(at=2)
+    # another writer saved since this agent loaded: nothing is rewound, the agent reloads
+    await Agent(model=ScriptedModel(["hi"]), storage=storage, user_id="u", session_id="s").run(
+        "meanwhile"
+    )
+    with pytest.raises(SessionConflictError):
+        await agent.rewind(to=0)
+    assert [r.input for r in agent.memory.runs] == ["write a", "meanwhile"]
+    branch = await agent.rewind(to=0)
+    assert branch.runs == 2 and agent.memory.runs == [] and agent.memory.state == {}

@@ -41,6 +41,7 @@ from agentica.run.state import RunInput
 from agentica.run.stream import RunStream
 from agentica.storage.base import Storage, merge_state
 from agentica.storage.factory import open_storage
+from agentica.storage.records import SessionInfo
 from agentica.tools.context import RunContext
 from agentica.tools.execution import ToolSettings
 from agentica.tools.function import Function
@@ -549,6 +550,70 @@ class Agent(Generic[OutT]):
             user_id=user_id, session_id=session_id, expected=conflict.expected,
             found=conflict.found, run=record,
         )  # fmt: skip
+
+    async def fork(
+        self, *, at: int | None = None, session_id: str | None = None, title: str | None = None
+    ) -> Self:
+        """A new agent with this configuration on a new branch of this conversation.
+
+        The branch holds the first ``at`` runs (``None``: all) with the summary and state as
+        they were after run ``at``, and the session's variables as they are now; it is stored
+        under ``session_id`` (default: a new id) and names this session as its parent
+        (``storage.branches``). Both conversations then go on independently.
+        """
+        storage = self._storage_for("fork")
+        await self.load()
+        new_id = session_id if session_id is not None else uuid.uuid4().hex
+        await storage.fork_session(*self._ids(), new_id, title=title, at=at)
+        twin = self.clone(session_id=new_id)
+        await twin.load()
+        return twin
+
+    async def rewind(self, *, to: int, branch_id: str | None = None) -> SessionInfo:
+        """Drop this conversation's runs after run ``to``, keeping them in a new branch
+        session; the branch's info (``branch.session_id``: ``<session_id>.<revision>`` unless
+        ``branch_id`` is given).
+
+        The agent's memory is reloaded: its first ``to`` runs, with the summary and state as
+        they were after run ``to``. Another agent holding the session as it was gets a
+        ``SessionConflictError`` on its next save and merges its run on top of the rewound
+        session. If another writer saved since this agent loaded, nothing is rewound: the
+        agent reloads and raises ``SessionConflictError`` (check the runs, and rewind again).
+        """
+        storage = self._storage_for("rewind")
+        await self.load()
+        try:
+            branch = await storage.rewind_session(
+                *self._ids(), to, branch_id=branch_id, expected_revision=self._revision
+            )
+        except SessionConflictError:
+            await self._reload(storage)
+            raise
+        await self._reload(storage)
+        return branch
+
+    def _storage_for(self, action: str) -> Storage:
+        if self.storage is None:
+            raise UsageError(
+                f"agent.{action}() works on a stored session: give the agent a storage "
+                "(Agent(storage='memory'), a .db path or a URL)"
+            )
+        if self._running:
+            raise ConcurrentRunError(
+                f"agent {self.name!r} is running: await the run before agent.{action}()"
+            )
+        return self.storage
+
+    async def _reload(self, storage: Storage) -> None:
+        """Replace the memory with the stored session (keeping the state's dicts and lists)."""
+        data = await storage.load_session(*self._ids())
+        self.memory.runs[:] = data.runs if data is not None else []
+        self.memory.summary = data.summary if data is not None else None
+        state = data.state if data is not None else {}
+        _update_in_place(self.memory.state, state, drop=True)
+        self._revision = data.revision if data is not None else 0
+        self._saved = (self.memory.summary, json.dumps(state))
+        self._loaded = True
 
     # ----------------------------------------------------------------- running
 
