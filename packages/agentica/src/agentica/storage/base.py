@@ -144,6 +144,10 @@ class Storage(Protocol):
 
     Variables hold JSON values with an optional one-line summary; backends keep a per-session
     index (no scans of the whole store) and store large values once, by content hash.
+
+    Sessions branch: ``fork_session(at=...)`` copies the first runs with the state as it was
+    after them, ``rewind_session`` drops the later runs into a new branch, ``branches`` lists a
+    lineage as a tree (``branching.py`` says how the state of an earlier run is kept).
     """
 
     async def load_session(self, user_id: str, session_id: str) -> SessionData | None:

@@ -267,12 +267,14 @@ class SQLStorage:
     Tables (``_sqlschema.py``): ``sessions``, ``runs`` (one ``codec.encode_run`` record per run),
     ``variables`` (the per-session index) and ``blobs`` (values stored once by SHA-256; a blob is
     deleted in the transaction that removes its last reference). Every statement is filtered by
-    ``user_id`` and ``session_id``. ``append_run`` is one transaction: it bumps the session's
-    ``run_count`` (the run's sequence number) and ``revision`` and inserts the run, so a crash
-    leaves all of a run or none of it. With ``expected_revision`` the bump is ``UPDATE ... WHERE
-    revision = :expected`` (compare-and-set in one statement): a writer that lost the race
-    changes nothing and gets ``SessionConflictError``. Damaged rows raise ``SessionFormatError``
-    naming the user, session and run.
+    ``user_id`` and ``session_id``. ``append_run`` is one transaction: it reads the session row
+    locked (``SELECT ... FOR UPDATE``; SQLite has one writer at a time), compares its revision
+    with ``expected_revision`` (a writer that lost the race changes nothing and gets
+    ``SessionConflictError``), bumps ``run_count`` (the run's sequence number) and ``revision``
+    and inserts the run with its undo patch (the stored state and summary it replaced, as a
+    diff: ``branching.py``), so a crash leaves all of a run or none of it. A fork copies rows
+    (``INSERT ... SELECT``); a rewind moves the dropped runs to the new branch in the same
+    transaction. Damaged rows raise ``SessionFormatError`` naming the user, session and run.
 
     The schema is managed by alembic (``migrations/``): on first use the storage upgrades the
     database to the newest revision (``create=True``) or checks that it is there
