@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from pydantic import BaseModel
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentica import Agent, RunResponse
 from agentica.errors import StorageError, UsageError
+from agentica.storage import InMemoryStorage
 from agentica.testing import ScriptedModel
 from agentica.workflows import (
     END,
@@ -162,6 +165,71 @@ async def test_an_agent_step_maps_state_to_prompt_and_answer_to_state() -> None:
     result = await flow.run(Ticket("how do I log in?"))
     assert result.state.reply == "It is a login question."
     assert model.requests[0].messages[-1].content == "Explain: how do I log in?"
+
+
+def drafting(agent: Agent, store: WorkflowStore, *, broken: list[bool]) -> Workflow[Ticket]:
+    async def check(t: Ticket) -> dict[str, Any]:
+        if broken and broken.pop():
+            raise RuntimeError("the checker crashed")
+        return {"rounds": t.rounds + 1}
+
+    def keep(t: Ticket, response: RunResponse[str]) -> dict[str, Any]:
+        return {"notes": [*t.notes, response.content or ""]}
+
+    flow = Workflow("drafts", Ticket, store=store)
+    flow.step("draft", agent, prompt=lambda t: f"Draft {t.rounds + 1}", update=keep,
+              max_iterations=3)  # fmt: skip
+    flow.step("check", check).edge("draft", "check")
+    return flow.route("check", lambda t: "again" if t.rounds < 2 else "done",
+                      {"again": "draft", "done": END})  # fmt: skip
+
+
+async def test_an_agent_step_has_one_conversation_per_run_kept_across_a_resume() -> None:
+    storage, store = InMemoryStorage(), InMemoryWorkflowStore()
+    first = ScriptedModel(["draft one"])
+    with pytest.raises(WorkflowFailed, match="the checker crashed"):
+        await drafting(Agent(model=first, storage=storage), store, broken=[True]).run(
+            Ticket("x"), run_id="d-1"
+        )
+    # a new process: a new agent object with the same storage resumes the conversation
+    second = ScriptedModel(["draft two"])
+    agent = Agent(model=second, storage=storage)
+    result = await drafting(agent, store, broken=[]).resume("d-1")
+    assert result.state.notes == ["draft one", "draft two"]
+    seen = [m.content for m in second.requests[0].messages if m.role in ("user", "assistant")]
+    assert seen == ["Draft 1", "draft one", "Draft 2"]
+    assert agent.memory.runs == []  # the declared agent itself ran nothing
+    session = await storage.load_session(agent.user_id, "d-1/draft")
+    assert session is not None and len(session.runs) == 2
+
+
+async def test_a_step_can_be_any_object_with_async_run_such_as_a_team() -> None:
+    @dataclass
+    class Answer:
+        content: str
+
+    class Panel:  # no clone(): it runs as it is
+        def __init__(self) -> None:
+            self.tasks: list[str] = []
+
+        async def run(self, task: str) -> Answer:
+            self.tasks.append(task)
+            return Answer(f"{len(self.tasks)} opinion(s) on {task}")
+
+    panel = Panel()
+    flow = Workflow("panel", Ticket).step(
+        "ask", panel, prompt=lambda t: t.text, update=lambda t, a: {"reply": a.content}
+    )
+    assert (await flow.run(Ticket("Oslo"))).state.reply == "1 opinion(s) on Oslo"
+    assert panel.tasks == ["Oslo"]
+
+
+async def test_runs_sharing_an_agent_step_run_concurrently_in_separate_conversations() -> None:
+    model = ScriptedModel(["a", "b", "c", "d"], latency=0.01)
+    flow = drafting(Agent(model=model), InMemoryWorkflowStore(), broken=[])
+    results = await asyncio.gather(flow.run(Ticket("x")), flow.run(Ticket("y")))
+    assert all(r.status == "completed" and len(r.state.notes) == 2 for r in results)
+    assert all(len(request.messages) in (1, 3) for request in model.requests)  # never 5
 
 
 async def test_several_runs_of_one_workflow_run_at_once() -> None:
@@ -647,9 +715,6 @@ async def test_two_resumers_of_one_run_cannot_both_go_on(store: WorkflowStore) -
 
 
 async def test_sql_tables_of_a_newer_agentica_are_refused(tmp_path: Path) -> None:
-    import sqlalchemy as sa
-    from sqlalchemy.ext.asyncio import create_async_engine
-
     url = f"sqlite+aiosqlite:///{tmp_path / 'w.db'}"
     first = SQLWorkflowStore(url)
     await first.save_run("r", "w", "running", "{}", expected_revision=0)

@@ -196,6 +196,7 @@ class Execution(Generic[S]):
         self.emit = emit
         self.lock = asyncio.Lock()
         self.failures: list[tuple[str, BaseException]] = []
+        self.runners: dict[str, Any] = {}
 
     async def save(self, step: StepRecord | None = None) -> None:
         """Store the record (and ``step``); the caller holds ``self.lock``."""
@@ -384,13 +385,26 @@ class Execution(Generic[S]):
             assert decision is not None
             return spec.update(state, Approval(**decision))
         assert spec.prompt is not None
-        response = await spec.call.run(spec.prompt(state))
+        response = await self._runner(spec).run(spec.prompt(state))
         if getattr(response, "stop_reason", None) == "paused":
             raise UsageError(
                 f"the agent of step {spec.name!r} paused for tool approval, which a workflow "
                 "step cannot wait for: put an approval step before it instead"
             )
         return spec.update(state, response)
+
+    def _runner(self, spec: StepSpec) -> Any:
+        """The agent (or team) of ``spec`` for this run: an agent's clone on the session
+        ``<run_id>/<step>`` (one conversation per run and step, kept across the step's loop
+        iterations, reloaded from the agent's storage when the run resumes elsewhere); an
+        object without ``clone`` as it is."""
+        runner = self.runners.get(spec.name)
+        if runner is None:
+            clone = getattr(spec.call, "clone", None)
+            session = f"{self.rec.run_id}/{spec.name}"
+            runner = clone(session_id=session) if callable(clone) else spec.call
+            self.runners[spec.name] = runner
+        return runner
 
     def _following(self, name: str, value: object) -> str | None:
         """The step after ``name`` given the new state (``None``: the end)."""
