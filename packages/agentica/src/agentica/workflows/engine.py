@@ -296,7 +296,10 @@ class Execution(Generic[S]):
         spec = self.graph.steps[lane.next]
         question = spec.question
         if callable(question):
-            question = question(self._value(lane))
+            try:
+                question = question(self._value(lane))
+            except Exception as exc:  # the pause must still be stored
+                question = f"(the question of step {spec.name!r} failed: {exc!r})"
         return {"step": lane.next, "key": self.rec.key(lane.next), "question": str(question)}
 
     def _value(self, lane: Lane) -> Any:
