@@ -20,6 +20,7 @@ PUBLIC = {
     "GuardrailTripped", "HistoryPolicy", "LimitExceeded", "ModelError", "ModelPrice",
     "ModelSettings", "OpenAIChat", "OpenAILike", "OutputValidationError", "Retry", "RetryPolicy",
     "RunCancelled", "RunContext", "RunLimits", "RunResponse", "RunStream", "RunUsage", "StopRun",
+    "Handoff", "Team",
     "Tool", "ToolError", "ToolSettings", "Usage", "UsageError", "__version__", "tool",
 }  # fmt: skip
 
@@ -126,6 +127,7 @@ SUBPACKAGES: dict[str, set[str]] = {
     },
     "agentica.run": {
         "AgentMemory", "AnswerSentBack", "ContextCompacted", "ContextWindow", "Decision",
+        "Handoff", "HandoffOccurred", "drop_tool_calls", "keep_history", "last_turns",
         "HumanApproval", "ModelRequestStarted", "ModelResponseReceived", "PendingCall",
         "ReasoningDelta", "RepetitionGuard", "RunCompleted", "RunEvent", "RunInput", "RunLimits",
         "RunRecord", "RunResponse", "RunStarted", "RunStream", "TextDelta", "ToolCallCompleted",
@@ -133,13 +135,14 @@ SUBPACKAGES: dict[str, set[str]] = {
         "output_schema_for", "run_events"
     },
     "agentica.storage": {
-        "Branch", "SessionTree",
+        "Branch", "SessionTree", "HandoffRecord",
         "InMemoryStorage", "JSONFileStorage", "MAX_VARIABLE_BYTES", "RUN_FORMAT_VERSION",
         "RunRecord", "SQLStorage", "SQLiteStorage", "SessionData", "SessionInfo",
         "SessionNotFound", "SpanRecord", "Storage", "ToolCallRecord", "Variable", "VariableInfo",
         "decode_run",
         "default_sqlite_path", "dump_run", "encode_run", "load_run", "open_storage"
     },
+    "agentica.teams": {"Team", "TeamMode"},
     "agentica.testing": {
         "BadBody", "FakeAnthropicServer", "FakeOpenAIServer", "FunctionModel", "HTTPFault", "Hang",
         "Reply", "ScriptedModel", "StreamReply", "ToolCallingModel", "TruncatedStream", "call",

@@ -48,7 +48,8 @@ if TYPE_CHECKING:
         OpenAILike,
         RetryPolicy,
     )
-    from agentica.run import RunLimits, RunResponse, RunStream
+    from agentica.run import Handoff, RunLimits, RunResponse, RunStream
+    from agentica.teams import Team
     from agentica.tools import (
         Function,
         FunctionCall,
@@ -74,6 +75,7 @@ __all__ = [
     "Function",
     "FunctionCall",
     "GuardrailTripped",
+    "Handoff",
     "HistoryPolicy",
     "LimitExceeded",
     "LocalModel",
@@ -93,6 +95,7 @@ __all__ = [
     "RunStream",
     "RunUsage",
     "StopRun",
+    "Team",
     "Tool",
     "ToolError",
     "ToolSettings",
@@ -114,6 +117,7 @@ _EXPORTS = {
     "Function": "agentica.tools",
     "FunctionCall": "agentica.tools",
     "GuardrailTripped": "agentica.errors",
+    "Handoff": "agentica.run",
     "HistoryPolicy": "agentica.context",
     "LimitExceeded": "agentica.errors",
     "LocalModel": "agentica.models",
@@ -133,6 +137,7 @@ _EXPORTS = {
     "RunStream": "agentica.run",
     "RunUsage": "agentica.messages",
     "StopRun": "agentica.tools",
+    "Team": "agentica.teams",
     "Tool": "agentica.tools",
     "ToolError": "agentica.errors",
     "ToolSettings": "agentica.tools",

@@ -34,6 +34,7 @@ from agentica.models.registry import resolve_model
 from agentica.run.approval import Decision, PendingCall, pending_calls
 from agentica.run.capability import Capability
 from agentica.run.child import run_child
+from agentica.run.handoff import Handoff
 from agentica.run.loop import run_events
 from agentica.run.output import OutputSpec
 from agentica.run.result import AgentMemory, OutT, RunRecord, RunResponse
@@ -141,11 +142,17 @@ class Agent(Generic[OutT]):
         guardrails: ``@input_guardrail`` / ``@output_guardrail`` checks on the run and
             ``@tool_input_guardrail`` / ``@tool_output_guardrail`` checks on every tool call
             (``agentica.guardrails``).
+        handoffs: agents this one may hand the conversation to (``Agent`` or ``Handoff``): each
+            is a ``transfer_to_<name>`` tool; when the model calls one, the run goes on with
+            that agent's instructions, tools and model, in this conversation. The next run
+            starts with the agent active when the last one ended. Assignable
+            (``billing.handoffs = [triage]`` for a way back).
     """
 
     __slots__ = (
         "__weakref__",
         "_functions",
+        "_handoffs",
         "_loaded",
         "_model",
         "_output",
@@ -192,6 +199,7 @@ class Agent(Generic[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     @overload
@@ -214,6 +222,7 @@ class Agent(Generic[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     @overload
@@ -236,6 +245,7 @@ class Agent(Generic[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     def __init__(
@@ -257,6 +267,7 @@ class Agent(Generic[OutT]):
         user_id: str | None = None,
         session_id: str | None = None,
         guardrails: Sequence[AnyGuardrail] = (),
+        handoffs: Sequence[Agent[Any] | Handoff] = (),
     ) -> None:
         self.model = model  # resolved and checked by the setter
         if not isinstance(tools, list | tuple):
@@ -276,6 +287,7 @@ class Agent(Generic[OutT]):
         self.user_id: str = user_id if user_id is not None else "default"
         self.session_id: str = session_id if session_id is not None else uuid.uuid4().hex
         self.guardrails = AgentGuardrails.of(guardrails)
+        self.handoffs = handoffs  # checked by the setter
         self.memory = AgentMemory()
         self._loaded = storage is None
         self._revision = 0  # of the stored session, as last loaded or saved
@@ -323,6 +335,28 @@ class Agent(Generic[OutT]):
         return tuple(t for t in self._tools if isinstance(t, Tool))
 
     @property
+    def handoffs(self) -> tuple[Handoff, ...]:
+        """The agents this one may hand the conversation to, as ``Handoff`` values."""
+        return self._handoffs
+
+    @handoffs.setter
+    def handoffs(self, targets: Sequence[Agent[Any] | Handoff]) -> None:
+        if not isinstance(targets, list | tuple):
+            raise UsageError("handoffs must be a list of Agent or Handoff objects")
+        handoffs = []
+        for target in targets:
+            if isinstance(target, Agent):
+                target = Handoff(target)
+            if not isinstance(target, Handoff):
+                raise UsageError(
+                    f"handoffs takes Agent or Handoff objects, not {type(target).__name__} (a "
+                    "Team is offered as a tool: tools=[team.as_tool()])"
+                )
+            handoffs.append(target)
+        self._handoffs = tuple(handoffs)
+        self._functions = None  # the transfer tools are among the functions
+
+    @property
     def functions(self) -> Mapping[str, Function]:
         """Every tool function by name, the capabilities' included (resolved once, and again
         when a group's functions changed: an MCP server's tool list)."""
@@ -330,6 +364,7 @@ class Agent(Generic[OutT]):
         revisions = tuple(g.revision for g in groups)
         if self._functions is None or revisions != self._revisions:
             extra = [t for c in self.capabilities for t in c.tools()]
+            extra.extend(h.function() for h in self._handoffs)
             self._functions = resolve_functions([*self._tools, *extra])
             self._revisions = revisions
         return self._functions
@@ -414,6 +449,7 @@ class Agent(Generic[OutT]):
             "user_id": self.user_id,
             "session_id": self.session_id,
             "guardrails": self.guardrails.all,
+            "handoffs": self._handoffs,
         }
 
     def _run_context(
@@ -453,7 +489,11 @@ class Agent(Generic[OutT]):
         config["session_id"] = uuid.uuid4().hex
         config.update(changes)
         twin = self._rebuilt(config)
-        if _same(twin._tools, self._tools) and _same(twin.capabilities, self.capabilities):
+        if (
+            _same(twin._tools, self._tools)
+            and _same(twin.capabilities, self.capabilities)
+            and _same(twin._handoffs, self._handoffs)
+        ):
             twin._functions = self.functions  # the same tool objects: resolved once
             twin._revisions = self._revisions
         if "output_type" not in changes:

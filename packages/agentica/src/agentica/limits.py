@@ -40,6 +40,8 @@ class RunLimits:
         max_wall_time: seconds from the start of the top-level run.
         max_output_retries: how often the model may retry a final answer that did not match the
             requested output type.
+        max_handoffs: handoffs from one agent to another within the run (a guard against two
+            agents handing the conversation back and forth).
     """
 
     max_turns: int | None = 100
@@ -48,6 +50,7 @@ class RunLimits:
     max_cost: float | None = None
     max_wall_time: float | None = None
     max_output_retries: int = 2
+    max_handoffs: int | None = 10
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -4,6 +4,7 @@
   records.py, output.py and child.py hold its parts)
 - ``RunStream``: the handle of a run (stream.py)
 - ``RunEvent`` and its members: what a run yields (events.py)
+- ``Handoff`` and its input filters: one agent hands the conversation to another (handoff.py)
 - ``HumanApproval``, ``Decision``, ``PendingCall``: pausing before chosen calls (approval.py)
 - ``ContextWindow``, ``model_summarizer``: the per-run context management (window.py)
 - ``RepetitionGuard``: warns on repeated tool calls and refuses a looping tool (repetition.py)
@@ -16,6 +17,7 @@ from agentica.run.approval import Decision, HumanApproval, PendingCall
 from agentica.run.events import (
     AnswerSentBack,
     ContextCompacted,
+    HandoffOccurred,
     ModelRequestStarted,
     ModelResponseReceived,
     ReasoningDelta,
@@ -28,6 +30,7 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
+from agentica.run.handoff import Handoff, drop_tool_calls, keep_history, last_turns
 from agentica.run.loop import run_events
 from agentica.run.output import output_schema_for
 from agentica.run.repetition import RepetitionGuard
@@ -42,6 +45,8 @@ __all__ = [
     "ContextCompacted",
     "ContextWindow",
     "Decision",
+    "Handoff",
+    "HandoffOccurred",
     "HumanApproval",
     "ModelRequestStarted",
     "ModelResponseReceived",
@@ -61,6 +66,9 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallStarted",
     "ToolProgress",
+    "drop_tool_calls",
+    "keep_history",
+    "last_turns",
     "model_summarizer",
     "output_schema_for",
     "run_events",

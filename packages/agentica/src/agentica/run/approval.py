@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentica.errors import SessionFormatError, UsageError
 from agentica.messages import AssistantMessage, RunUsage
 from agentica.run.capability import Capability
+from agentica.run.handoff import last_active
 from agentica.storage.records import RunRecord
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
@@ -267,6 +268,7 @@ async def pending_calls(agent: Agent[Any]) -> list[PendingCall]:
     record = paused_run(agent)
     if record is None:
         return []
+    agent = last_active(agent)  # a run paused after a handoff waits on the receiver's tools
     await agent.prepare_tools()  # the paused calls may be of a group's tools (an MCP server)
     ctx = agent._run_context(record.run_id, deps=None, usage=RunUsage(), input=record.input)
     return await _pending_of(agent, ctx, record)

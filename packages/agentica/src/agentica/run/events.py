@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnswerSentBack",
     "ContextCompacted",
+    "HandoffOccurred",
     "ModelRequestStarted",
     "ModelResponseReceived",
     "ReasoningDelta",
@@ -144,6 +145,19 @@ class ToolProgress:
 
 
 @dataclass(slots=True)
+class HandoffOccurred:
+    """The conversation was handed from agent ``from_agent`` to agent ``to_agent`` (names): the
+    model of turn ``turn`` called a handoff tool, saying ``reason``; the next turn is the
+    receiver's."""
+
+    from_agent: str
+    to_agent: str
+    reason: str
+    turn: int
+    kind: Literal["handoff"] = "handoff"
+
+
+@dataclass(slots=True)
 class RunCompleted:
     response: RunResponse
     kind: Literal["run_completed"] = "run_completed"
@@ -161,6 +175,7 @@ RunEvent: TypeAlias = (
     | ToolCallStarted
     | ToolProgress
     | ToolCallCompleted
+    | HandoffOccurred
     | RunCompleted
 )
 """What ``Agent.run_stream()`` yields, in this order:
@@ -175,6 +190,7 @@ RunStarted
   ToolCallStarted ...      (phase 1: in call order)
   ToolProgress ...         (while the calls run: updates a tool reports, e.g. a subagent's steps)
   ToolCallCompleted ...    (phase 3: in call order, after all calls of the turn finished)
+  HandoffOccurred          (only when a call handed the conversation to another agent)
   ModelRequestStarted(turn=2)
   ...
 RunCompleted

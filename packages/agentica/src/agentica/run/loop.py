@@ -36,6 +36,7 @@ from agentica.run.approval import Decision, approvals, resumable_run, resumed_ca
 from agentica.run.events import (
     AnswerSentBack,
     ContextCompacted,
+    HandoffOccurred,
     ModelRequestStarted,
     ModelResponseReceived,
     RunCompleted,
@@ -45,7 +46,8 @@ from agentica.run.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agentica.run.state import ActiveRun, RunInput, start_run
+from agentica.run.handoff import transfer_of
+from agentica.run.state import ActiveRun, RunInput, hand_over, start_run
 from agentica.run.steps import (
     CallModel,
     CheckCalls,
@@ -59,6 +61,7 @@ from agentica.run.steps import (
     RunTools,
     SendBack,
     Step,
+    Transfer,
     decide,
     echoes,
     is_empty,
@@ -106,17 +109,17 @@ async def run_events(
                 agent, user_input, decisions, deps=deps, limits=limits,
                 model_settings=model_settings, stream=stream, budget=budget,
             )  # fmt: skip
-            yield RunStarted(run_id=run.run_id, agent=agent.name, input=run.ctx.input)
+            yield RunStarted(run_id=run.run_id, agent=run.agent.name, input=run.ctx.input)
             if decisions is None:
-                await _check_input(agent, run)
-            while not run.ended:
+                await _check_input(run.agent, run)
+            while not run.ended:  # each step with the agent active now (handoffs change it)
                 run.now = time.monotonic()
                 step = decide(run, run.reply)
                 quiet = _QUIET.get(type(step))
                 if quiet is not None:  # a step that only asks (or raises): no events
-                    await quiet(agent, run, step)
+                    await quiet(run.agent, run, step)
                 else:
-                    events = _REPORTING[type(step)](agent, run, step)
+                    events = _REPORTING[type(step)](run.agent, run, step)
                     try:
                         async for event in events:
                             yield event
@@ -154,7 +157,7 @@ async def _open(
         agent, first if isinstance(first, UserMessage) else "", deps=deps, limits=limits,
         model_settings=model_settings, stream=stream, resuming=record, budget=budget,
     )  # fmt: skip
-    message, calls = await resumed_calls(agent, run.ctx, record, decisions)
+    message, calls = await resumed_calls(run.agent, run.ctx, record, decisions)
     run.calls.extend(calls)
     run.reply = Reply(message, calls=calls, pending=[])
     return run
@@ -473,6 +476,7 @@ async def _run_tools(
         await capability.after_tools(run.ctx, calls)
     run.window.evict(calls)
     timeline.tools_done(calls)
+    handoff = transfer_of(agent.handoffs, calls) if agent.handoffs else None
     stop = _record_results(run, calls)  # phase 3: results, in call order
     for call in calls:
         yield ToolCallCompleted(call=call)
@@ -482,6 +486,7 @@ async def _run_tools(
     run.budget.check()  # a subagent of this turn may have spent the tree's budget
     reply = _current(run)
     reply.ran, reply.stop = True, stop
+    reply.handoff = Transfer(*handoff) if handoff is not None else None
 
 
 async def _with_progress(
@@ -577,7 +582,7 @@ async def _finish(
 ) -> AsyncGenerator[RunEvent, None]:
     response, record = records.completed(run, step.content, step.output, step.reason)
     run.ended = True
-    await records.remember(agent, run, record)
+    await records.remember(run.owner, run, record)
     yield RunCompleted(response=response)
 
 
@@ -585,8 +590,18 @@ async def _pause(agent: Agent[Any], run: ActiveRun, step: Pause) -> AsyncGenerat
     """End the run as ``paused``; its capabilities' ``after_run`` waits for the real end."""
     response, record = records.paused(run, step.calls, step.pending)
     run.ended = True
-    await records.remember(agent, run, record, hooks=False)
+    await records.remember(run.owner, run, record, hooks=False)
     yield RunCompleted(response=response)
+
+
+async def _transfer(
+    agent: Agent[Any], run: ActiveRun, step: Transfer
+) -> AsyncGenerator[RunEvent, None]:
+    """Go on with the agent the reply handed the conversation to (state.py ``hand_over``)."""
+    record = await hand_over(run, step)
+    yield HandoffOccurred(
+        from_agent=record.source, to_agent=record.target, reason=record.reason, turn=run.turn
+    )
 
 
 async def _stop_on_limit(agent: Agent[Any], run: ActiveRun, step: LimitReached) -> None:
@@ -602,6 +617,7 @@ _REPORTING: dict[type[Step], Handler] = {
     CallModel: _call_model,
     RunTools: _run_tools,
     SendBack: _send_back,
+    Transfer: _transfer,
     Finish: _finish,
     Pause: _pause,
 }

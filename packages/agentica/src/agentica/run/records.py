@@ -52,6 +52,8 @@ def _record(
         error=error, output=output, model=run.model_id, models=list(run.models),
         tool_calls=_tool_records(run.calls),
         approvals=approvals or [], trace=run.trace,
+        agent=run.handoff_log[0].source if run.handoff_log else run.agent.name,
+        handoffs=list(run.handoff_log),
     )  # fmt: skip
 
 
@@ -107,9 +109,10 @@ def failed(run: ActiveRun, exc: BaseException) -> RunRecord:
 async def remember(
     agent: Agent[Any], run: ActiveRun, record: RunRecord, *, hooks: bool = True
 ) -> None:
-    """Remember the run: in memory, through the capabilities' hooks, and in storage."""
+    """Remember the run in ``agent``'s memory (the run's owner), through the capabilities'
+    hooks (of the agent active at the end: a handoff's receiver), and in storage."""
     agent.memory.runs.append(record)
     if hooks:  # a paused run is not over: its capabilities' after_run waits for the end
-        for capability in agent.capabilities:
+        for capability in run.agent.capabilities:
             await capability.after_run(run.ctx, record)
     await agent.save(record)

@@ -1,4 +1,5 @@
-"""The state of one active run (``ActiveRun``) and how a run starts from its agent (``start_run``).
+"""The state of one active run (``ActiveRun``) and how a run starts from its agent (``start_run``)
+and goes on with another one after a handoff (``hand_over``).
 
 Everything a run changes lives here, never on the agent: the agent object carries only its
 configuration and its memory, so the same model and tools serve any number of runs at once.
@@ -29,9 +30,10 @@ from agentica.messages import (
 from agentica.models.base import Model, ModelResponse, ModelSettings, ToolChoice
 from agentica.models.pricing import ModelPrice, cost_of, price_for
 from agentica.models.rules import ModelRule, TurnFacts, chosen_model
-from agentica.run.steps import RunState
+from agentica.run.handoff import last_active, receiver_view
+from agentica.run.steps import RunState, Transfer
 from agentica.run.window import ContextWindow
-from agentica.storage.records import RunRecord, SpanRecord
+from agentica.storage.records import HandoffRecord, RunRecord, SpanRecord
 from agentica.tools.call import FunctionCall, running_call
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -39,7 +41,7 @@ from agentica.tools.function import Function
 if TYPE_CHECKING:
     from agentica.agent import Agent
 
-__all__ = ["ActiveRun", "RunInput", "start_run"]
+__all__ = ["ActiveRun", "RunInput", "hand_over", "start_run"]
 
 RunInput = str | UserMessage | list[ContentPart]
 _UNSET: Any = object()
@@ -51,9 +53,12 @@ class ActiveRun(RunState):
 
     Attributes:
         run_id: the run's id (a resumed run keeps the paused run's).
+        agent: the agent whose instructions, tools and model the run uses now (another one
+            after a handoff); ``owner`` the one the run belongs to (its session).
         ctx: the ``RunContext`` handed to tools and capabilities.
         budget: the run tree's ``RunBudget``.
-        settings: the model settings of every call.
+        settings: the model settings of every call; ``overrides`` the run's own (``run(...,
+            model_settings=...)``), kept for a handoff's receiver.
         stream: call the model with ``response_stream`` (else ``response``).
         request_tools: the schemas of every function of the agent.
         tools, offered: the schemas and the functions offered in this turn's request.
@@ -74,9 +79,12 @@ class ActiveRun(RunState):
         trace: the run's timeline (model calls, compactions, tool calls); a run started by a
             tool call is also recorded under that call's span.
         ended: the run's record was built (a failure after that is not recorded twice).
+        handoff_log: the run's handoffs so far.
     """
 
     run_id: str
+    agent: Agent[Any]
+    owner: Agent[Any]
     ctx: RunContext[Any]
     budget: RunBudget
     settings: ModelSettings
@@ -100,6 +108,8 @@ class ActiveRun(RunState):
     tool_choice: ToolChoice | None = None
     require_call: bool = False
     after_echo: bool = False
+    overrides: ModelSettings | None = None
+    handoff_log: list[HandoffRecord] = field(default_factory=list)
 
     def refresh(self, functions: Mapping[str, Function]) -> None:
         """The agent's functions changed during the run (an MCP server's tool list): the next
@@ -158,7 +168,8 @@ def _price_of(model: Model) -> ModelPrice | None:
     return price_for(model.id) if price is _UNSET else price
 
 
-async def _instructions(agent: Agent[Any], ctx: RunContext[Any]) -> str | None:
+async def _instructions(agent: Agent[Any], ctx: RunContext[Any], summary: str | None) -> str | None:
+    """``agent``'s system prompt; ``summary`` is the session's summary of older turns."""
     text = agent.instructions
     if callable(text):
         value = text(ctx)
@@ -169,24 +180,34 @@ async def _instructions(agent: Agent[Any], ctx: RunContext[Any]) -> str | None:
         extra = await capability.instructions(ctx)
         if extra:
             parts.append(extra)
-    if agent.memory.summary:
-        parts.append(f"Summary of the earlier conversation:\n{agent.memory.summary}")
+    if summary:
+        parts.append(f"Summary of the earlier conversation:\n{summary}")
     return "\n\n".join(str(p) for p in parts) or None
 
 
-def _history(agent: Agent[Any], resuming: RunRecord | None) -> list[Message]:
-    """The earlier runs replayed, within the history budget; a paused run left behind (the
-    user moved on) has calls without results: they are repaired."""
+def _history(agent: Agent[Any], runs: list[RunRecord], resuming: RunRecord | None) -> list[Message]:
+    """The session's earlier ``runs`` replayed, within ``agent``'s history budget; a paused run
+    left behind (the user moved on) has calls without results: they are repaired."""
     window = getattr(agent.model, "context_window", None)
     policy = agent.history
     history_tokens = policy.max_tokens or (window // 2 if isinstance(window, int) else 16_000)
-    earlier = agent.memory.runs[:-1] if resuming is not None else agent.memory.runs
+    earlier = runs[:-1] if resuming is not None else runs
     if not earlier:
         return []
     history = assemble_history(
         [r.messages for r in earlier], budget_tokens=history_tokens, policy=policy
     )
     return repair_tool_pairs(history, reason="not approved")
+
+
+def _context(agent: Agent[Any], owner: Agent[Any], run_id: str, **known: Any) -> RunContext[Any]:
+    """The ``RunContext`` of a run of ``owner``'s session that uses ``agent``'s configuration
+    (``owner`` itself, or a handoff's receiver): the session's ids, storage and state."""
+    ctx = agent._run_context(run_id, **known)
+    if owner is not agent:
+        ctx.user_id, ctx.session_id, ctx.storage = owner.user_id, owner.session_id, owner.storage
+        ctx.session_state = owner.memory.state
+    return ctx
 
 
 def _deadline(limits: RunLimits, budget: RunBudget) -> float | None:
@@ -219,15 +240,16 @@ async def start_run(
     if budget is None:  # a top-level run: its limits are the budget of its whole tree
         budget = RunBudget(limits)
     await agent.load()
+    owner, agent = agent, last_active(agent)  # a handoff's receiver keeps the conversation
     usage = RunUsage()
     run_id = resuming.run_id if resuming is not None else uuid.uuid4().hex
     functions = await agent.prepare_tools()
-    ctx = agent._run_context(run_id, deps=deps, usage=usage, input=user.text, budget=budget)
-    system = await _instructions(agent, ctx)
+    ctx = _context(agent, owner, run_id, deps=deps, usage=usage, input=user.text, budget=budget)
+    system = await _instructions(agent, ctx, owner.memory.summary)
     messages: list[Message] = [SystemMessage(content=system)] if system else []
-    messages.extend(_history(agent, resuming))
+    messages.extend(_history(agent, owner.memory.runs, resuming))
     messages.extend(resuming.messages if resuming is not None else [user])
-    output = agent.output_spec()
+    output = owner.output_spec()  # the answer's type is the one the caller asked for
     settings = agent.model_settings.merged(model_settings)
     model = agent.model
     charge = _charger(usage, budget)
@@ -236,7 +258,7 @@ async def start_run(
         charge(response, model)
 
     window = await ContextWindow.open(
-        agent.context, model, settings, state=agent.memory.state,
+        agent.context, model, settings, state=owner.memory.state,
         readable="read_file" in functions, on_summary=on_summary,
     )  # fmt: skip
     task = resuming.messages[0] if resuming is not None and resuming.messages else user
@@ -244,23 +266,24 @@ async def start_run(
     started_at = time.time()
     return ActiveRun(
         limits=limits, usage=usage, model_id=model.id, provider=model.provider, model=model,
-        output=output, started=time.monotonic(), run_id=run_id, ctx=ctx, budget=budget,
+        output=output, started=time.monotonic(), run_id=run_id, agent=agent, owner=owner,
+        ctx=ctx, budget=budget, overrides=model_settings,
         settings=settings, stream=stream, request_tools=request_tools, tools=request_tools,
         offered=functions, started_at=started_at,
         deadline=_deadline(limits, budget), messages=messages,
         new_messages=[user] if resuming is None else [], window=window, pinned=[task],
-        charge=charge, trace=_run_span(agent, run_id, started_at),
+        charge=charge, trace=_run_span(agent, owner.session_id, run_id, started_at),
     )  # fmt: skip
 
 
-def _run_span(agent: Agent[Any], run_id: str, started_at: float) -> SpanRecord:
+def _run_span(agent: Agent[Any], session_id: str, run_id: str, started_at: float) -> SpanRecord:
     """The run's span; under the tool call that started the run, if a tool did."""
     span = SpanRecord(
         kind="run", name=agent.name, start=started_at,
         attributes={
             "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent.name,
             "gen_ai.request.model": agent.model.id, "gen_ai.provider.name": agent.model.provider,
-            "gen_ai.conversation.id": agent.session_id, "agentica.run_id": run_id,
+            "gen_ai.conversation.id": session_id, "agentica.run_id": run_id,
         },
     )  # fmt: skip
     caller = running_call()
@@ -268,3 +291,43 @@ def _run_span(agent: Agent[Any], run_id: str, started_at: float) -> SpanRecord:
         span.attributes["agentica.parent_call"] = caller.id
         caller.span.children.append(span)
     return span
+
+
+async def hand_over(run: ActiveRun, transfer: Transfer) -> HandoffRecord:
+    """Go on with the receiver of ``transfer`` (the current reply called its handoff tool): its
+    instructions, tools, model and context policy from the next turn, on the history its
+    input filter keeps (``receiver_view``), in the same run, session and budget."""
+    assert run.reply is not None
+    receiver, owner = transfer.handoff.agent, run.owner
+    functions = await receiver.prepare_tools()
+    ctx = _context(
+        receiver, owner, run.run_id, deps=run.ctx.deps, usage=run.usage, input=run.ctx.input,
+        budget=run.budget,
+    )  # fmt: skip
+    ctx.state = run.ctx.state  # the run's private state goes on
+    system = await _instructions(receiver, ctx, owner.memory.summary)
+    keep = transfer.handoff.input_filter
+    view = receiver_view(run.messages, run.reply.message, keep, run.pinned[0])
+    settings = receiver.model_settings.merged(run.overrides)
+    model, charge = receiver.model, run.charge
+
+    def on_summary(response: ModelResponse) -> None:  # a summary is a model call of this run
+        charge(response, model)
+
+    run.window = await ContextWindow.open(
+        receiver.context, model, settings, state=owner.memory.state,
+        readable="read_file" in functions, on_summary=on_summary,
+    )  # fmt: skip
+    record = HandoffRecord(
+        source=run.agent.name, target=receiver.name, reason=transfer.reason,
+        at=len(run.new_messages),
+    )  # fmt: skip
+    run.agent, run.ctx, run.settings = receiver, ctx, settings
+    run.refresh(functions)
+    run.offer(functions, run.request_tools)
+    run.messages = [SystemMessage(content=system), *view] if system else view
+    run.pinned = [m for m in run.pinned if m in view]
+    run.notes, run.tool_choice, run.require_call, run.reply = (), None, False, None
+    run.handoffs += 1
+    run.handoff_log.append(record)
+    return record

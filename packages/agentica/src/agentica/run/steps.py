@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from agentica.errors import LimitExceeded, ModelResponseError, OutputValidationError
 from agentica.limits import RunLimits
@@ -22,6 +22,9 @@ from agentica.run.output import OutputMismatch, OutputSpec
 from agentica.tools.call import FunctionCall, render_result
 from agentica.tools.control import StopRun
 from agentica.tools.guardrails import GuardrailVerdict
+
+if TYPE_CHECKING:
+    from agentica.run.handoff import Handoff
 
 __all__ = [
     "EMPTY_REPLY",
@@ -38,6 +41,7 @@ __all__ = [
     "RunTools",
     "SendBack",
     "Step",
+    "Transfer",
     "decide",
     "echoes",
     "is_empty",
@@ -102,6 +106,14 @@ class SendBack:
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs ~1 ms of import time
+class Transfer:
+    """Go on with another agent: the reply called ``handoff``'s tool, saying ``reason``."""
+
+    handoff: Handoff
+    reason: str
+
+
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs ~1 ms of import time
 class Finish:
     """End the run: ``reason`` ``"completed"`` (the model answered) or ``"stopped"`` (a tool
     returned ``StopRun``)."""
@@ -135,6 +147,7 @@ Step: TypeAlias = (
     | ReviewAnswer
     | CheckOutput
     | SendBack
+    | Transfer
     | Finish
     | LimitReached
     | Fail
@@ -152,7 +165,8 @@ class Reply:
         message: the reply.
         calls: its tool calls, once counted (``CheckCalls``).
         pending: the calls waiting for a person's decision (``CheckCalls``).
-        ran: the calls ran (``RunTools``); ``stop`` is the first ``StopRun`` a call returned.
+        ran: the calls ran (``RunTools``); ``stop`` is the first ``StopRun`` a call returned,
+            ``handoff`` the handoff the calls made.
         reviewed: the capabilities reviewed the answer; ``review`` is the first that sends it
             back.
         guarded: the output guardrails ran; ``verdict`` is theirs (``None``: allowed).
@@ -163,6 +177,7 @@ class Reply:
     pending: list[PendingCall] | None = None
     ran: bool = False
     stop: StopRun | None = None
+    handoff: Transfer | None = None
     reviewed: bool = False
     review: SendBack | None = None
     guarded: bool = False
@@ -185,6 +200,7 @@ class RunState:
         empty_replies: empty replies (or echoes of ``notes``) in a row.
         notes: what the harness said to the model last (this turn's capability slots, the
             last message that sent an answer back): a reply that only repeats one is no answer.
+        handoffs: handoffs made in this run.
         reply: the reply being handled, ``None`` between turns.
     """
 
@@ -199,6 +215,7 @@ class RunState:
     output_retries: int = 0
     empty_replies: int = 0
     notes: tuple[str, ...] = ()
+    handoffs: int = 0
     reply: Reply | None = None
 
 
@@ -260,7 +277,8 @@ def _next_turn(state: RunState) -> Step:
 
 
 def _after_calls(state: RunState, reply: Reply) -> Step:
-    """A reply with tool calls: count them, pause for approvals, run them, then go on."""
+    """A reply with tool calls: count them, pause for approvals, run them, then go on (finish
+    on a ``StopRun``, hand over to another agent, or call the model again)."""
     if reply.calls is None:
         limit, asked = state.limits.max_tool_calls, len(reply.message.tool_calls)
         if limit is not None and state.usage.tool_calls + asked > limit:
@@ -275,6 +293,12 @@ def _after_calls(state: RunState, reply: Reply) -> Step:
         content = reply.stop.content
         text = None if content is None else render_result(content)
         return Finish(text, content, "stopped")
+    if reply.handoff is not None:
+        limit = state.limits.max_handoffs
+        if limit is not None and state.handoffs >= limit:
+            detail = f"{state.handoffs} handoffs made and another requested"
+            return LimitReached(LimitExceeded("max_handoffs", limit, detail))
+        return reply.handoff
     return _next_turn(state)
 
 

@@ -1,9 +1,9 @@
 """Storage: durable sessions and variable spaces, keyed by (user, session).
 
 - ``Storage``: the async protocol every backend implements; ``merge_state`` (base.py)
-- ``RunRecord``, ``ToolCallRecord``, ``SpanRecord`` (a run's timeline), ``SessionInfo``,
-  ``SessionData``: what is stored (records.py), in a versioned JSON format (``encode_run`` /
-  ``decode_run``, codec.py); ``SessionTree``, ``Branch``: a session's branches (branching.py)
+- ``RunRecord`` (its ``ToolCallRecord``s, ``HandoffRecord``s, ``SpanRecord`` timeline),
+  ``SessionInfo``, ``SessionData``: what is stored (records.py), as versioned JSON (``encode_run``
+  / ``decode_run``, codec.py); ``SessionTree``, ``Branch``: a session's branches (branching.py)
 - backends: ``InMemoryStorage`` (memory.py), ``SQLStorage`` / ``SQLiteStorage`` (sql.py, schema
   managed by alembic), ``JSONFileStorage`` (jsonfile.py, for debugging)
 - ``open_storage``: a backend from ``"memory"``, a URL, a ``.db`` path or a directory (factory.py)
@@ -25,6 +25,7 @@ from agentica.storage.factory import open_storage
 from agentica.storage.jsonfile import JSONFileStorage
 from agentica.storage.memory import InMemoryStorage
 from agentica.storage.records import (
+    HandoffRecord,
     RunRecord,
     SessionData,
     SessionInfo,
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_VARIABLE_BYTES",
     "RUN_FORMAT_VERSION",
     "Branch",
+    "HandoffRecord",
     "InMemoryStorage",
     "JSONFileStorage",
     "RunRecord",

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from agentica.messages import Message, RunUsage, UserMessage
 
 __all__ = [
+    "HandoffRecord",
     "RunRecord",
     "RunStatus",
     "SessionData",
@@ -73,8 +74,25 @@ class ToolCallRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class HandoffRecord:
+    """One handoff of a run: agent ``source`` handed the conversation to agent ``target``
+    (names), saying ``reason``; ``at`` is the index in the run's ``messages`` of the first
+    message after the handoff (what ``target`` produced, until the next handoff)."""
+
+    source: str
+    target: str
+    reason: str = ""
+    at: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
 class RunRecord:
-    """One run as the session remembers it (and as storage keeps it)."""
+    """One run as the session remembers it (and as storage keeps it).
+
+    ``agent`` names the agent that took the input and ``handoffs`` the handoffs during the run,
+    so ``agent_of(i)`` says which agent produced each message (both are empty in records
+    stored before handoffs existed).
+    """
 
     run_id: str
     messages: list[Message]
@@ -89,12 +107,29 @@ class RunRecord:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     approvals: list[str] = field(default_factory=list)  # of a paused run: ids awaiting a decision
     trace: SpanRecord | None = None  # the run's timeline (None: stored before it was recorded)
+    agent: str | None = None  # the agent that took the input (None: stored before handoffs)
+    handoffs: list[HandoffRecord] = field(default_factory=list)
 
     @property
     def input(self) -> str:
         """The user's input text (the run's first message)."""
         first = self.messages[0] if self.messages else None
         return first.text if isinstance(first, UserMessage) else ""
+
+    @property
+    def last_agent(self) -> str | None:
+        """The agent active when the run ended (the last handoff's target, else ``agent``)."""
+        return self.handoffs[-1].target if self.handoffs else self.agent
+
+    def agent_of(self, index: int) -> str | None:
+        """The agent whose turn produced ``messages[index]`` (the input counts as the first
+        agent's); ``None`` for a record stored before handoffs existed."""
+        agent = self.agent
+        for handoff in self.handoffs:
+            if handoff.at > index:
+                break
+            agent = handoff.target
+        return agent
 
 
 @dataclass(slots=True, kw_only=True)
