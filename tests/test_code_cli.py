@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp.web  # noqa: F401  (imported here: the server's first start must not import it)
+import pytest
 
 from agentica.messages import AssistantMessage
 from agentica.testing import FakeOpenAIServer, call
 from tests.test_cli import agentica_cli
+from tests.test_deep_shell import BWRAP, BWRAP_REASON
 
 Start = Callable[..., Awaitable[FakeOpenAIServer]]
 
@@ -215,3 +217,32 @@ async def test_a_folders_config_cannot_turn_the_questions_off_or_take_the_key(
     assert code == 0, err
     assert "base_url of .agentica/config.toml is not used" in err
     assert not (folder / "ran.txt").exists()  # still auto-edit: the command was refused
+
+
+async def test_full_auto_commands_run_in_the_sandbox_by_default(
+    tmp_path: Path, fake_openai: Start
+) -> None:
+    if not BWRAP:
+        pytest.skip(BWRAP_REASON)
+    folder = tmp_path / "project"
+    folder.mkdir()
+    outside = tmp_path / "outside.txt"
+    results: list[str] = []
+    port = 0
+
+    def script(body: dict[str, Any]) -> Any:
+        if body["messages"][-1]["role"] == "tool":
+            results.append(str(body["messages"][-1]["content"]))
+            return "Done."
+        return _calls(call("execute", command=(
+            f"echo in > inside.txt; echo out > {outside}; python3 -c \"import socket; "
+            f"socket.create_connection(('127.0.0.1', {port}), timeout=2)\" 2>&1 | tail -1"
+        )))  # fmt: skip
+
+    server = await fake_openai(script)
+    port = int(server.base_url.rsplit(":", 1)[1].split("/")[0])  # the model's own server
+    code, _, err = await _code(server, folder, "-p", "Write the files.", "--approval", "full-auto")
+    assert code == 0, err
+    assert (folder / "inside.txt").read_text() == "in\n"  # the folder is writable
+    assert not outside.exists()  # nothing outside it is
+    assert "OSError" in results[0] or "Error" in results[0], results  # and no network
