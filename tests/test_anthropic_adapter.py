@@ -340,7 +340,11 @@ async def test_messages_of_every_role_are_sent_as_built(
         "max_tokens": 4096,
         "system": [{"type": "text", "text": "Be brief."}],
         "messages": CONVERSATION_WIRE,
-    }
+        # no tools offered, but the history calls some: the API needs them defined
+        "tools": [{"name": "add", "description": "(not available now)",
+                   "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "none"},
+    }  # fmt: skip
     response = await model.response(request)
     assert response.message.content == "a cat"
     assert server.requests == [body]  # what went over the wire is exactly build_body()
@@ -1246,7 +1250,13 @@ async def test_fake_server_rejects_what_the_api_rejects(fake_anthropic: StartFak
         "maximum of 4": [
             {"role": "user", "content": [dict(text, cache_control=CACHE)] * 5},
         ],
+        "must define tools": [
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": [use]},
+            {"role": "user", "content": [result]},
+        ],
     }
+    tools = {"tools": [{"name": "add", "input_schema": {"type": "object"}}]}
     async with aiohttp.ClientSession() as session:
         for expected, messages in cases.items():
             assert expected in (request_error(base | {"messages": messages}) or "")
@@ -1263,13 +1273,13 @@ async def test_fake_server_rejects_what_the_api_rejects(fake_anthropic: StartFak
         ok = [{"role": "user", "content": "a"}, {"role": "assistant", "content": [use]}]
         ok.append({"role": "user", "content": [result, text]})
         async with session.post(
-            server.base_url + "/v1/messages", json=base | {"messages": ok}
+            server.base_url + "/v1/messages", json=base | tools | {"messages": ok}
         ) as resp:
             assert resp.status == 400  # no anthropic-version header
             assert "anthropic-version" in (await resp.json())["error"]["message"]
         async with session.post(
             server.base_url + "/v1/messages",
-            json=base | {"messages": ok},
+            json=base | tools | {"messages": ok},
             headers={"anthropic-version": "2023-06-01"},
         ) as resp:
             assert resp.status == 200

@@ -420,6 +420,9 @@ async def test_the_history_after_a_handoff_is_accepted_by_anthropic(
     assert last["system"][0]["text"] == "You are billing."
     blocks = [b["type"] for m in last["messages"][-2:] for b in m["content"]]
     assert blocks[-2:] == ["tool_use", "tool_result"]
+    # billing has no tools: the calls in its history are defined for the API, and forbidden
+    assert last["tool_choice"] == {"type": "none"}
+    assert {t["name"] for t in last["tools"]} >= {"transfer_to_billing"}
 
 
 async def test_the_receivers_model_may_be_of_another_kind() -> None:

@@ -229,9 +229,24 @@ def _tool_choice(s: ModelSettings, *, thinking: bool = False) -> dict[str, Any] 
 
 
 def _put_tools(
-    body: dict[str, Any], tools: Sequence[ToolDefinition], s: ModelSettings, *, thinking: bool
+    body: dict[str, Any],
+    tools: Sequence[ToolDefinition],
+    s: ModelSettings,
+    *,
+    thinking: bool,
+    turns: Sequence[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """Put ``tools`` (and ``tool_choice``) into ``body``; returns the tool definitions."""
+    """Put ``tools`` (and ``tool_choice``) into ``body``; returns the tool definitions.
+
+    Without tools, the tools the conversation called are defined and calls forbidden: the API
+    refuses ``tool_use`` blocks in a request that defines no tools (an agent without tools took
+    over a conversation with calls in it)."""
+    if not tools:
+        if used := _tools_used(turns):
+            body["tools"] = [{"name": name, "description": "(not available now)",
+                              "input_schema": {"type": "object"}} for name in used]  # fmt: skip
+            body["tool_choice"] = {"type": "none"}
+        return []
     body["tools"] = definitions = [
         {"name": t.name, "description": t.description, "input_schema": t.parameters}
         | ({"strict": True} if t.strict else {})
@@ -241,6 +256,18 @@ def _put_tools(
     if choice is not None:
         body["tool_choice"] = choice
     return definitions
+
+
+def _tools_used(turns: Sequence[dict[str, Any]]) -> list[str]:
+    """The names of the tools the conversation's ``tool_use`` blocks call, in order."""
+    names = (
+        str(block.get("name") or "tool")
+        for turn in turns
+        if isinstance(turn.get("content"), list)
+        for block in turn["content"]
+        if block.get("type") == "tool_use"
+    )
+    return list(dict.fromkeys(names))
 
 
 def _structured_output_instructions(schema: OutputSchema) -> str:
@@ -469,7 +496,7 @@ class Claude(HttpModel[None]):
         # thinking, unless this request goes on with a tool loop another model started (it is
         # on again from the next turn that is not a tool loop)
         thinking = self.thinking_budget is not None and not _in_foreign_tool_loop(turns)
-        tools = _put_tools(body, request.tools, s, thinking=thinking) if request.tools else []
+        tools = _put_tools(body, request.tools, s, thinking=thinking, turns=turns)
         if thinking and self.thinking_budget is not None:
             if max_tokens <= self.thinking_budget:
                 raise UsageError(

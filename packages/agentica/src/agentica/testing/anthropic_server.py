@@ -71,6 +71,12 @@ def request_error(body: dict[str, Any]) -> str | None:
     problem = _thinking_loop_error(body.get("thinking") or {}, messages)
     if problem:
         return problem
+    if not body.get("tools") and any(
+        isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+        for m in messages
+        for b in _content(m)
+    ):
+        return "Requests which include `tool_use` or `tool_result` blocks must define tools."
     if breakpoints > 4:
         return f"A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
     return None
