@@ -16,7 +16,9 @@ from pydantic import TypeAdapter, ValidationError
 from agentica.errors import SessionFormatError
 from agentica.storage.records import RunRecord
 
-__all__ = ["RUN_FORMAT_VERSION", "decode_run", "dump_run", "encode_run", "load_run"]
+__all__ = [
+    "RUN_FORMAT_VERSION", "decode_run", "dump_run", "encode_run", "load_run", "warm_codec",
+]  # fmt: skip
 
 RUN_FORMAT_VERSION = 1
 _FORMAT = "agentica.run"
@@ -26,6 +28,12 @@ _FORMAT = "agentica.run"
 def _adapter() -> TypeAdapter[RunRecord]:
     """Built on first use: building it costs tens of milliseconds, not paid at import."""
     return TypeAdapter(RunRecord)
+
+
+def warm_codec() -> None:
+    """Build the validator now (a backend calls this in a worker thread, so that its first
+    save does not build it on the event loop)."""
+    _adapter()
 
 
 def dump_run(record: RunRecord) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from agentica.storage.branching import (
     encode_undo,
     state_at,
 )
-from agentica.storage.codec import decode_run, encode_run
+from agentica.storage.codec import decode_run, encode_run, warm_codec
 from agentica.storage.records import RunRecord, SessionData, SessionInfo
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ def _describe(url: str) -> str:
 
 
 def _import_backend() -> None:
-    """Import SQLAlchemy, the drivers and alembic (run in a worker thread: ~0.5 s)."""
+    """Import SQLAlchemy, the drivers and alembic, and build the run codec (run in a worker
+    thread: ~0.5 s)."""
     for module in (
         "sqlalchemy.ext.asyncio",
         "sqlalchemy.dialects.postgresql.asyncpg",
@@ -109,6 +110,7 @@ def _import_backend() -> None:
         "agentica.storage._sqlschema",
     ):
         importlib.import_module(module)
+    warm_codec()  # (building the run codec's validator takes a quarter second)
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
