@@ -220,9 +220,12 @@ class Repl:
         if not name:
             self.console.print(f"model: {self.s.agent.model.id}")
             return
+        from agentica.cli.code_session import settings_for
+
         model = self.new_model(name)
         old, self.s.agent.model = self.s.agent.model, model
         self.s.model = model
+        self.s.agent.model_settings = settings_for(model, self.s.agent.model_settings.temperature)
         await old.aclose()
         self.console.print(f"model: {model.id}")
 

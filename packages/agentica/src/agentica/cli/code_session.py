@@ -40,7 +40,8 @@ from agentica.storage import Storage, open_storage
 
 __all__ = [
     "EXIT_DONE", "EXIT_FAILED", "EXIT_LIMIT", "EXIT_USAGE", "Setup", "folder_user", "model_for",
-    "noninteractive", "project_endpoint_trusted", "save_checkpoints", "setup", "trust_project",
+    "noninteractive", "project_endpoint_trusted", "save_checkpoints", "settings_for", "setup",
+    "trust_project",
     "trust_servers", "untrusted_servers",
 ]  # fmt: skip
 
@@ -209,7 +210,7 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
             model=model, workspace=root, backend=IgnoringBackend(checkpoints, root),
             sandbox=sandbox, skills=skills, tools=servers,
             instructions=instructions or None, capabilities=capabilities, name="agentica-code",
-            model_settings=ModelSettings(temperature=temperature),
+            model_settings=settings_for(model, temperature),
             limits=RunLimits(max_turns=max_turns), storage=storage, user_id=user,
             session_id=session_id,
         )  # fmt: skip
@@ -221,6 +222,18 @@ async def setup(args: argparse.Namespace, default_mode: str) -> Setup:
         raise
     return Setup(root, project, model, storage, agent, checkpoints, mode, kernel, session_id,
                  servers, sandbox)  # fmt: skip
+
+
+def settings_for(model: Model, temperature: float | None) -> ModelSettings:
+    """The agent's model settings: on the embedded model one call per step and short replies
+    (as ``agentica demo``: a small model that sends several calls at once writes results it
+    has not seen yet, and a long reply costs minutes on a CPU)."""
+    from agentica.models.local import LocalModel
+
+    chosen = ModelSettings(temperature=temperature)
+    if isinstance(model, LocalModel):
+        return ModelSettings(max_tokens=768, parallel_tool_calls=False).merged(chosen)
+    return chosen
 
 
 _CHECKPOINTS_KEY = "agentica.code.checkpoints"
