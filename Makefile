@@ -63,12 +63,14 @@ test: lint typecheck layers web-test $(MCP_PEERS)
 test-fast: install $(MCP_PEERS)
 	$(RUN) pytest -q -x -m "not slow"
 
-bench: install web $(MCP_PEERS)  # the framework core, MCP, then the team service (team.py)
+bench: install web $(MCP_PEERS)  # the framework core, MCP, the team service, knowledge, evals, several agents
 	$(RUN) python benchmarks/run.py $(ARGS)
 	$(RUN) python benchmarks/mcp_calls.py
 	$(RUN) python benchmarks/team.py
 	$(RUN) python benchmarks/knowledge.py
 	$(RUN) python benchmarks/eval_speedup.py
+	$(RUN) python benchmarks/multi_agent.py
+	$(RUN) python benchmarks/workflows.py
 
 demo: install
 	$(RUN) agentica demo
