@@ -168,3 +168,40 @@ async def test_a_failed_setup_leaves_no_storage_open(
     with pytest.raises(UsageError, match="no session 'no-such-session'"):
         await session.load()
     assert _open_files(tmp_path / "sessions.db") == []
+
+
+async def test_compact_holds_in_a_resumed_session(
+    tmp_path: Path, home: Path, fake_openai: Start
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    writes = _writes("a.txt", "b.txt")
+
+    def responder(body: dict[str, Any]) -> Any:
+        if not body.get("tools"):  # the summary /compact asks for
+            return "SUMMARY: a.txt was created."
+        return writes(body)
+
+    server = await fake_openai(responder)
+    args = _args(server, folder, "--approval", "auto-edit")
+    repl = await _Session(args, Console(file=io.StringIO(), width=150)).load()
+    try:
+        await repl.task("Create a.txt.")
+        await repl.command("/compact")
+        await repl.task("Create b.txt.")  # (saves the session with its summary)
+        session_id = repl.s.session_id
+    finally:
+        await repl.s.aclose()
+
+    resumed = _args(server, folder, "--approval", "auto-edit", "--resume", session_id)
+    repl = await _Session(resumed, Console(file=io.StringIO(), width=150)).load()
+    try:
+        assert repl.compacted_at == 1
+        server.requests.clear()
+        await repl.task("Create a.txt.")  # (the model answers at once: its file exists)
+    finally:
+        await repl.s.aclose()
+    sent = json.dumps(server.requests[0]["messages"])
+    assert "SUMMARY: a.txt was created." in sent
+    assert "Create b.txt." in sent  # the turn after the compaction is replayed
+    assert sent.count("Create a.txt.") == 1  # the compacted turn is not: only the new task

@@ -35,6 +35,7 @@ from agentica.run.result import RunResponse
 __all__ = ["COMMANDS", "Repl", "exit_summary"]
 
 _ATTACHED_CHARS = 20_000
+_COMPACTED = "agentica_code_compacted_at"
 _SHELL_CHARS = 8_000
 _MENTION = re.compile(r"(?<!\S)@([\w./-]+)")
 
@@ -59,8 +60,18 @@ class Repl:
         self.new_session = new_session  # (session id or None for a new one, sandbox or None)
         self.sandbox_set = sandbox_set  # --sandbox was given: /approvals keeps it
         self.notes: list[str] = []  # shell output for the next task
-        self.compacted_at: int | None = None
         self.running: asyncio.Task[Any] | None = None
+
+    @property
+    def compacted_at(self) -> int | None:
+        """The number of turns /compact summarised (kept in the session's state, so a resumed
+        session replays only what came after, with the summary)."""
+        value = self.s.agent.memory.state.get(_COMPACTED)
+        return value if isinstance(value, int) else None
+
+    @compacted_at.setter
+    def compacted_at(self, turns: int | None) -> None:
+        self.s.agent.memory.state[_COMPACTED] = turns
 
     def prompt_line(self) -> str:
         return f"[{self.s.mode.mode}] > "
@@ -267,7 +278,6 @@ class Repl:
 
     async def _clear(self, _: str) -> None:
         self.s = await self.new_session(None, None)
-        self.compacted_at = None
         self.console.print(f"new conversation: {self.s.session_id}")
 
     async def _resume(self, session: str) -> None:
