@@ -24,8 +24,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from agentica import Agent, RunResponse
 from agentica.errors import StorageError, UsageError
+from agentica.messages import Message
+from agentica.models import ModelRequest
 from agentica.storage import InMemoryStorage
-from agentica.testing import ScriptedModel
+from agentica.teams import Team
+from agentica.testing import FunctionModel, ScriptedModel
 from agentica.workflows import (
     END,
     Approval,
@@ -230,6 +233,29 @@ async def test_runs_sharing_an_agent_step_run_concurrently_in_separate_conversat
     results = await asyncio.gather(flow.run(Ticket("x")), flow.run(Ticket("y")))
     assert all(r.status == "completed" and len(r.state.notes) == 2 for r in results)
     assert all(len(request.messages) in (1, 3) for request in model.requests)  # never 5
+
+
+async def test_runs_sharing_a_team_step_run_concurrently_in_separate_conversations() -> None:
+    gate = asyncio.Barrier(2)  # both runs' leads in a model call at once
+
+    async def lead_reply(messages: list[Message], request: ModelRequest) -> str:
+        async with asyncio.timeout(10):  # one run after the other would wait here forever
+            await gate.wait()
+        return f"{sum(m.role == 'user' for m in messages)} task(s) seen"
+
+    async def member_reply(messages: list[Message], request: ModelRequest) -> str:
+        return "part"
+
+    team = Team(
+        name="desk", coordinator=Agent(name="lead", model=FunctionModel(lead_reply)),
+        members=[Agent(name="m", model=FunctionModel(member_reply))],
+    )  # fmt: skip
+    flow = Workflow("desk", Ticket).step(
+        "ask", team, prompt=lambda t: t.text, update=lambda t, r: {"reply": r.content}
+    )
+    results = await asyncio.gather(flow.run(Ticket("a")), flow.run(Ticket("b")))
+    assert [r.state.reply for r in results] == ["1 task(s) seen"] * 2
+    assert team.coordinator.memory.runs == []  # the declared team itself ran nothing
 
 
 async def test_several_runs_of_one_workflow_run_at_once() -> None:

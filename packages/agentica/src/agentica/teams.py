@@ -257,6 +257,16 @@ class Team:
                 pass
         return stream.response
 
+    def clone(self, *, session_id: str | None = None) -> Team:
+        """The same team on a fresh conversation: its coordinator's clone (a new session id
+        unless ``session_id`` is given, the same storage), as ``Agent.clone``. A workflow step
+        runs a team so: each run has its own conversation, and runs go on at the same time."""
+        changes = {} if session_id is None else {"session_id": session_id}
+        return Team(
+            name=self.name, coordinator=self.coordinator.clone(**changes), members=self.members,
+            mode=self.mode, description=self.description,
+        )  # fmt: skip
+
     def as_tool(self, *, name: str | None = None, description: str | None = None) -> Function:
         """This team as a tool another agent can call; each call runs the team afresh in the
         caller's run tree (its budget; the usage added to the caller's)."""

@@ -121,9 +121,9 @@ class Workflow(Generic[S]):
           state, a dict of changed fields, or ``None`` (the state as it is now);
         - or an agent or team (anything with ``async run(input)``): ``prompt(state)`` is its
           input, ``update(state, response)`` maps its answer back into the state. An agent
-          runs as ``agent.clone(session_id="<run_id>/<step>")``: one conversation per run and
-          step (its loop iterations continue it; other runs never see it; with a storage on
-          the agent it survives a crash).
+          (or team) runs as its ``clone(session_id="<run_id>/<step>")``: one conversation per
+          run and step (its loop iterations continue it; other runs never see it; with a
+          storage on the agent it survives a crash).
 
         ``max_iterations`` bounds how often the step may run in one run; every cycle of the
         graph needs one bounded step.
