@@ -454,6 +454,35 @@ async def test_an_approval_step_pauses_the_run_until_a_decision_resumes_it() -> 
         assert (await retry).state.reply == "dropped: too curt"  # completed: returned as is
 
 
+async def test_a_run_failed_in_one_branch_shows_the_approval_its_other_branch_waits_for() -> None:
+    broken = [True]
+
+    async def left(order: Order) -> dict[str, Any]:
+        if broken and broken.pop():
+            raise RuntimeError("left is down")
+        return {"left": 1}
+
+    async def noop(order: Order) -> None:
+        return None
+
+    flow = Workflow("fan", Order)
+    flow.step("start", noop).step("left", left).step("total", noop)
+    flow.approval("right", "Go right?", apply=lambda o, a: {"right": int(a.approved)})
+    flow.parallel("start", ["left", "right"], join="total")
+    flow.edge("left", "total").edge("right", "total")
+    with pytest.raises(WorkflowFailed):
+        await flow.run(Order(item="x"), run_id="f-1")
+    failed = await flow.inspect("f-1")
+    assert failed.status == "failed"
+    assert [(p.step, p.question) for p in failed.pending] == [("right", "Go right?")]
+    with pytest.raises(UsageError, match=r"also waits at approval step\(s\) \['right'\]"):
+        await flow.resume("f-1")
+    done = await flow.resume("f-1", approval=Approval(True))
+    assert (done.status, done.state.left, done.state.right, done.pending) == (
+        "completed", 1, 1, []
+    )  # fmt: skip
+
+
 # -- events -------------------------------------------------------------------------------------
 
 

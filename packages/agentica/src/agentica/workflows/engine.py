@@ -243,14 +243,14 @@ class Execution(Generic[S]):
         """After a round of lanes: fail, pause, join the parallel section, or complete."""
         rec = self.rec
         async with self.lock:
+            waiting = [lane for lane in rec.lanes() if lane.waiting]
+            rec.pending = [self._question(lane) for lane in waiting]  # a failed run's too
             if self.failures:
                 rec.status = "failed"
                 await self.save()
                 raise self._failed()
-            waiting = [lane for lane in rec.lanes() if lane.waiting]
             if waiting:
                 rec.status = "paused"
-                rec.pending = [self._question(lane) for lane in waiting]
                 await self.save()
                 return
             if rec.section is not None:

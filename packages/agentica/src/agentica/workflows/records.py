@@ -74,8 +74,9 @@ class WorkflowResult(Generic[S]):
 
     Attributes:
         status: ``"completed"``, ``"paused"`` (waiting at approval steps: ``pending``),
-            ``"failed"`` (``errors``; resumable after a fix) or ``"running"`` (in progress, or
-            its process died: ``resume`` continues it).
+            ``"failed"`` (``errors``; resumable after a fix; ``pending`` names the approvals
+            its other branches wait for) or ``"running"`` (in progress, or its process died:
+            ``resume`` continues it).
         state: the state after the last completed step (before a parallel section's join,
             the state the branches started from).
         next: the steps that run next (several inside a parallel section).

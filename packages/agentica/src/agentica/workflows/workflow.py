@@ -324,9 +324,10 @@ def _prepare_resume(record: Record, approval: Approval | Mapping[str, Approval] 
             record.attempts[key] = record.attempts.get(key, 1) + 1
     if approval is None and waiting:
         steps = [lane.next for lane in waiting]
+        where = "is paused" if record.status == "paused" else "also waits"
         raise UsageError(
-            f"run {record.run_id!r} is paused at approval step(s) {steps}: resume it with "
-            "approval=Approval(approved=True or False, comment=...)"
+            f"run {record.run_id!r} {where} at approval step(s) {steps} (inspect() shows the "
+            "questions): resume it with approval=Approval(approved=True or False, comment=...)"
         )
     if approval is not None and not waiting:
         raise UsageError(f"run {record.run_id!r} is {record.status}, not waiting for an approval")
