@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentica import Agent, LimitExceeded, RunContext, RunLimits, UsageError
+from agentica import Agent, ConcurrentRunError, LimitExceeded, RunContext, RunLimits, UsageError
 from agentica.messages import Message, UserMessage
 from agentica.models import ModelRequest
 from agentica.run import RunCompleted, RunEvent, RunStarted, ToolProgress
@@ -159,6 +159,33 @@ async def test_collaborate_asks_every_member_at_once_then_synthesises() -> None:
     started = next(i for i, e in enumerate(events) if isinstance(e, RunStarted))
     assert {e.source for e in events[:started] if isinstance(e, ToolProgress)} == {"a", "b", "c"}
     assert isinstance(events[-1], RunCompleted)
+
+
+async def test_a_second_collaborate_run_is_refused_before_any_member_is_asked() -> None:
+    line = StartLine(3)  # the first run's members wait here until the third one arrives
+    asked: list[str] = []
+    both_asked = asyncio.Event()
+
+    async def reply(messages: list[Message], request: ModelRequest) -> str:
+        asked.append(last_user_text(request))
+        if len(asked) == 2:
+            both_asked.set()
+        await line.wait()
+        return "a view"
+
+    members = [Agent(name=n, model=FunctionModel(reply)) for n in ("a", "b")]
+    team = Team(
+        name="panel", coordinator=Agent(name="lead", model=ScriptedModel(["one"])),
+        members=members, mode="collaborate",
+    )  # fmt: skip
+    first = asyncio.create_task(team.run("first"))
+    async with asyncio.timeout(10):  # both members of the first run are at work
+        await both_asked.wait()
+    with pytest.raises(ConcurrentRunError, match="already running"):
+        await team.run("second")
+    assert asked == ["first", "first"]  # nothing was spent on the refused run
+    line.all_in.set()
+    assert (await first).content == "one"
 
 
 async def test_collaborate_synthesises_without_a_failed_member_and_fails_if_all_fail() -> None:

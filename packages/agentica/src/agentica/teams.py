@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, Literal, TypeAlias
 
 from agentica.agent import Agent
-from agentica.errors import UsageError
+from agentica.errors import ConcurrentRunError, UsageError
 from agentica.limits import RunBudget, RunLimits
 from agentica.messages import RunUsage
 from agentica.run.capability import Capability
@@ -192,7 +192,7 @@ class Team:
         description: what the team does (its tool description as a member).
     """
 
-    __slots__ = ("_lead", "coordinator", "description", "members", "mode", "name")
+    __slots__ = ("_asking", "_lead", "coordinator", "description", "members", "mode", "name")
 
     def __init__(
         self,
@@ -224,6 +224,7 @@ class Team:
         self.coordinator: Agent[Any] = coordinator
         self.members: tuple[Member, ...] = tuple(members)
         self.mode: TeamMode = mode
+        self._asking = False  # a top-level collaborate run is asking its members
         self._lead: Agent[Any] = coordinator.clone(
             capabilities=[*coordinator.capabilities, _Lead(self)],
             session_id=coordinator.session_id,
@@ -332,22 +333,33 @@ class Team:
     ) -> AsyncGenerator[RunEvent, None]:
         """A top-level ``collaborate`` run: the members' answers (their events as
         ``ToolProgress``), then the lead's run on them; the response's usage is the tree's."""
-        budget = RunBudget(limits or self.coordinator.limits)
-        ctx: RunContext[Any] = RunContext(
-            run_id=uuid.uuid4().hex, deps=deps, usage=RunUsage(), input=task, budget=budget
-        )
-        updates: asyncio.Queue[ToolProgress | None] = asyncio.Queue()
-        ctx.set_progress(lambda source, update: updates.put_nowait(ToolProgress(source, update)))
-        gathering = asyncio.ensure_future(self._answers(task, ctx, ctx.report))
-        gathering.add_done_callback(lambda _: updates.put_nowait(None))
+        if self._asking or self._lead.is_running:  # before any member is asked (and paid)
+            raise ConcurrentRunError(
+                f"team {self.name!r} is already running: a team is one conversation. Await the "
+                "running run first, or use team.clone() for an independent one."
+            )
+        self._asking = True
         try:
-            while (update := await updates.get()) is not None:
-                yield update
-            answers = await gathering
+            budget = RunBudget(limits or self.coordinator.limits)
+            ctx: RunContext[Any] = RunContext(
+                run_id=uuid.uuid4().hex, deps=deps, usage=RunUsage(), input=task, budget=budget
+            )
+            updates: asyncio.Queue[ToolProgress | None] = asyncio.Queue()
+            ctx.set_progress(
+                lambda source, update: updates.put_nowait(ToolProgress(source, update))
+            )
+            gathering = asyncio.ensure_future(self._answers(task, ctx, ctx.report))
+            gathering.add_done_callback(lambda _: updates.put_nowait(None))
+            try:
+                while (update := await updates.get()) is not None:
+                    yield update
+                answers = await gathering
+            finally:
+                if not gathering.done():  # the stream was closed early, or cancelled
+                    gathering.cancel()
+                    await asyncio.gather(gathering, return_exceptions=True)
         finally:
-            if not gathering.done():  # the stream was closed early, or cancelled
-                gathering.cancel()
-                await asyncio.gather(gathering, return_exceptions=True)
+            self._asking = False
         synthesis = _synthesis_input(task, self.members, answers)
         events = run_events(self._lead, synthesis, deps=deps, stream=stream, budget=budget)
         async with RunStream(events) as lead:
