@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from agentica import RunLimits, UsageError
+from agentica import Agent, RunLimits, UsageError
 from agentica.deep import DeepAgent, Shell, SubAgent
 from agentica.messages import SystemMessage, ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -213,3 +213,7 @@ async def test_a_clone_is_a_deep_agent_rebuilt_from_the_same_arguments(tmp_path:
     assert (await answering.run("Say done.")).content == "Done."
     with pytest.raises(UsageError, match="unknown settings: colour"):
         agent.clone(colour="red")
+    reviewer_agent = Agent(name="reviewer", model=ScriptedModel([]))
+    handing = agent.clone(handoffs=[reviewer_agent])  # a deep agent hands over too
+    assert type(handing) is DeepAgent and "transfer_to_reviewer" in handing.functions
+    assert "transfer_to_reviewer" in handing.clone().functions

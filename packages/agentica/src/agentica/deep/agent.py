@@ -32,6 +32,7 @@ from agentica.limits import RunLimits
 from agentica.models.base import Model, ModelSettings
 from agentica.run.approval import HumanApproval, Rule
 from agentica.run.capability import Capability
+from agentica.run.handoff import Handoff
 from agentica.run.repetition import RepetitionGuard
 from agentica.run.result import OutT
 from agentica.storage.base import Storage
@@ -224,7 +225,7 @@ class DeepAgent(Agent[OutT]):
         instructions: your instructions; the harness paragraph comes first.
         tools, capabilities: added to the harness's.
         model, name, description, model_settings, limits, tool_settings, history, context,
-            output_type, storage, user_id, session_id, guardrails: as for ``Agent``
+            output_type, storage, user_id, session_id, guardrails, handoffs: as for ``Agent``
             (``DeepAgent(output_type=Report)`` is a ``DeepAgent[Report]``).
     """
 
@@ -266,6 +267,7 @@ class DeepAgent(Agent[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     @overload
@@ -304,6 +306,7 @@ class DeepAgent(Agent[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     @overload
@@ -342,6 +345,7 @@ class DeepAgent(Agent[OutT]):
         user_id: str | None = ...,
         session_id: str | None = ...,
         guardrails: Sequence[AnyGuardrail] = ...,
+        handoffs: Sequence[Agent[Any] | Handoff] = ...,
     ) -> None: ...
 
     def __init__(
@@ -379,6 +383,7 @@ class DeepAgent(Agent[OutT]):
         user_id: str | None = None,
         session_id: str | None = None,
         guardrails: Sequence[AnyGuardrail] = (),
+        handoffs: Sequence[Agent[Any] | Handoff] = (),
     ) -> None:
         harness = _Harness(
             workspace=workspace,
@@ -419,6 +424,7 @@ class DeepAgent(Agent[OutT]):
             user_id=user_id,
             session_id=session_id,
             guardrails=guardrails,
+            handoffs=handoffs,
         )
         self._harness = harness
 
