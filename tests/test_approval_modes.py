@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from agentica.cli.code_cmd import APPROVAL_MODES
 from agentica.deep import DeepAgent
-from agentica.deep.modes import ApprovalMode
+from agentica.deep.modes import MODES, ApprovalMode
 from agentica.errors import UsageError
 from agentica.run.approval import Decision
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -114,3 +115,7 @@ async def test_an_edit_the_tool_will_refuse_says_why(tmp_path: Path) -> None:
     (pending,) = response.pending
     assert pending.description.startswith("edit_file a.py will fail: ")
     assert "replace\nz = 9\nwith\nz = 3" in pending.description
+
+
+def test_the_command_line_offers_the_modes_there_are() -> None:
+    assert tuple(MODES) == APPROVAL_MODES  # (named twice: parsing imports no agent stack)
