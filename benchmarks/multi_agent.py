@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from agentica import Agent, OpenAILike, Team  # noqa: E402
 from agentica.messages import AssistantMessage, ToolCall  # noqa: E402
 from benchmarks.docs import write_section  # noqa: E402
+from benchmarks.run import scripted_server  # noqa: E402
 
 COMMAND = "uv run python benchmarks/multi_agent.py --write-docs"
 MEMBERS = 4
@@ -58,24 +56,9 @@ def respond(body: dict[str, Any]) -> Any:
     return "done"
 
 
-@contextmanager
-def server(latency: float) -> Iterator[str]:
+def server(latency: float) -> AbstractContextManager[str]:
     """A scripted server (``respond``) in its own process; yields its base URL."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentica.testing",
-         "--responder", "benchmarks.multi_agent:respond", "--latency", str(latency)],
-        stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline().decode()
-        match = re.match(r"PORT (\d+)", line)
-        if not match:
-            raise RuntimeError(f"benchmark server did not start: {line!r}")
-        yield f"http://127.0.0.1:{match.group(1)}/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
+    return scripted_server(latency, "benchmarks.multi_agent:respond")
 
 
 async def noop() -> str:

@@ -47,11 +47,12 @@ console = Console()
 
 
 @contextmanager
-def scripted_server(latency: float) -> Iterator[str]:
-    """Start the benchmark server in its own process; yields its base URL."""
+def scripted_server(latency: float, responder: str = "benchmarks.server:respond") -> Iterator[str]:
+    """Start a scripted server (``responder``: ``module:function``) in its own process; yields
+    its base URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "agentica.testing",
-         "--responder", "benchmarks.server:respond", "--latency", str(latency)],
+         "--responder", responder, "--latency", str(latency)],
         stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     try:
