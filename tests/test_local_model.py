@@ -258,8 +258,13 @@ async def test_a_tool_grammar_makes_a_malformed_call_well_formed(model: LocalMod
     try:
         reply = await model.response(ModelRequest(messages=ask, tools=tools, settings=SMALL))
         plain = await model.response(ModelRequest(messages=ask, settings=SMALL))
+        hello = [UserMessage(content="Say hello.")]  # (answered in text when not forced)
+        forced = SMALL.merged(ModelSettings(tool_choice="get_weather"))
+        whole = await model.response(ModelRequest(messages=hello, tools=tools, settings=forced))
     finally:
         model.tool_grammar = False
+    (only,) = whole.message.tool_calls
+    assert only.name == "get_weather" and get_weather.validate_arguments(only.arguments)
     assert 1 <= len(reply.message.tool_calls) <= 4, reply.message
     for call in reply.message.tool_calls:
         assert call.name == "get_weather"

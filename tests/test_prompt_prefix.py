@@ -67,3 +67,49 @@ async def test_a_changing_todo_list_leaves_the_start_of_every_request_as_it_was(
         "Todos: [x] read  [ ] write",
         "Todos: [x] read  [x] write",
     ]
+
+
+async def test_a_turn_offering_fewer_tools_leaves_the_prompt_s_start_as_it_was() -> None:
+    """A capability that takes tools away for a turn (a repetition stop, the todo tools after
+    a list saved twice) used to change the tool list in the system turn, so the embedded model
+    processed the whole conversation again (seen: 105 s for one call of a 3,900-token
+    conversation, 10 s before and after). Every tool stays listed; the callable ones are named
+    last, and a call of another is refused as before."""
+    from agentica.models.local import LocalModel
+    from agentica.run.capability import Capability
+
+    class EveryOther(Capability):
+        name = "every-other"
+
+        async def allowed_tools(self, ctx: object) -> list[str] | None:
+            self.turns = getattr(self, "turns", 0) + 1
+            return ["work"] if self.turns % 2 == 0 else None
+
+    @tool
+    def work() -> str:
+        """Do the next step."""
+        return "done"
+
+    @tool
+    def rest() -> str:
+        """Take a break."""
+        return "rested"
+
+    model = ScriptedModel([
+        tool_calls(call("rest")), tool_calls(call("rest")), tool_calls(call("work")), "Done.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[work, rest], capabilities=[EveryOther()])
+    await agent.run("Do it")
+    statuses = [c.status for r in agent.memory.runs for c in r.tool_calls]
+    assert statuses == ["success", "error", "success"]
+    assert [[t.name for t in r.tools] for r in model.requests] == [
+        ["work", "rest"], ["work"], ["work", "rest"], ["work"],
+    ]  # fmt: skip
+    local = LocalModel("qwen2.5-coder-0.5b-instruct")
+    prompts = [local.build_body(r, stream=False)["prompt"] for r in model.requests]
+    note = "<|im_start|>system\nFor this reply you can call only these tools: work.<|im_end|>\n"
+    for before, after in itertools.pairwise(prompts):
+        kept = before.removesuffix("<|im_start|>assistant\n").removesuffix(note)
+        assert after.startswith(kept)
+    assert prompts[1].endswith(note + "<|im_start|>assistant\n") and '"rest"' in prompts[1]
+    assert note not in prompts[2]

@@ -103,3 +103,24 @@ def test_a_required_call_is_held_to_the_offered_tools_names() -> None:
     assert model._drop_grammar(refused, request)
     assert "grammar" not in model.build_body(request, stream=False)
     assert not model._drop_grammar(refused, request)  # (then the error is the caller's)
+
+
+def test_under_the_tool_grammar_a_required_call_is_a_whole_call_of_the_allowed_tools() -> None:
+    """A call opened in the prompt is past the lazy grammar's trigger, so it would run free:
+    with ``tool_grammar`` a required call is sampled whole under the (non-lazy) grammar of the
+    tools it may name, and nothing is written for the model."""
+    model = LocalModel("qwen2.5-coder-0.5b-instruct", tool_grammar=True)
+    ask = [UserMessage(content="hi")]
+    for choice, names in (("read_file", ["read_file"]), ("required", ["read_file", "run.python"])):
+        request = ModelRequest(messages=ask, tools=[READ, RUN],
+                               settings=ModelSettings(tool_choice=choice))  # fmt: skip
+        body = model.build_body(request, stream=False)
+        assert body["prompt"].endswith("<|im_start|>assistant\n")
+        assert "grammar_lazy" not in body and "grammar_triggers" not in body
+        call = json.loads(body["grammar"].split("call: %json ", 1)[1])
+        assert [b["properties"]["name"]["const"] for b in call["anyOf"]] == names
+        assert body["grammar"].startswith("%llguidance {}\nstart: call\n")  # one call
+        tool_names, first_only, prefill = model._tool_policy(request)
+        assert first_only and prefill == ""
+    free = ModelRequest(messages=ask, tools=[READ, RUN])
+    assert model.build_body(free, stream=False)["grammar_lazy"] is True

@@ -90,10 +90,17 @@ class ModelSettings:
 
 @dataclass(slots=True, kw_only=True)
 class ModelRequest:
-    """Everything one model call needs."""
+    """Everything one model call needs.
+
+    ``tools`` are what the model may call now; ``listed_tools``, when set, every tool of the
+    agent (a turn may offer fewer). A model that describes tools in its prompt lists all of
+    them on every turn and names the ones callable now at the end, so the prompt's start does
+    not change with the offer and a server's prompt cache keeps covering it.
+    """
 
     messages: Sequence[Message]
     tools: Sequence[ToolDefinition] = ()
+    listed_tools: Sequence[ToolDefinition] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
     output_schema: OutputSchema | None = None
 

@@ -88,7 +88,11 @@ def _call_json(message: AssistantMessage) -> str:
 
 
 def prompted_messages(
-    messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *, parallel: bool = True
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition] = (),
+    *,
+    parallel: bool = True,
+    listed: Sequence[ToolDefinition] = (),
 ) -> list[Message]:
     """``messages`` for a model without native tool calling: one system message that offers the
     tools, earlier calls as JSON text, and results as ``<tool_response>`` blocks of a user turn.
@@ -96,14 +100,17 @@ def prompted_messages(
 
     The leading system messages become the system turn; a system message later in the
     conversation (a per-turn slot, a summary) stays a system turn where it is, so the prompt
-    before it is unchanged and the server's prompt cache still covers it."""
+    before it is unchanged and the server's prompt cache still covers it. For the same reason
+    ``listed`` (every tool of the agent, when this turn offers only ``tools``) is described in
+    the system turn, and a last system turn names the tools callable now."""
     lead = 0
     while lead < len(messages) and isinstance(messages[lead], SystemMessage):
         lead += 1
     system = "\n\n".join(m.content for m in messages[:lead] if isinstance(m, SystemMessage))
     system = system or DEFAULT_SYSTEM
-    if tools:
-        system = f"{system}\n\n{tool_instructions(tools, parallel=parallel)}"
+    described = listed if tools and listed else tools
+    if described:
+        system = f"{system}\n\n{tool_instructions(described, parallel=parallel)}"
     out: list[Message] = [SystemMessage(content=system)]
     pending: list[str] = []
 
@@ -126,11 +133,18 @@ def prompted_messages(
         elif isinstance(message, UserMessage):
             out.append(message)
     flush_results()
+    if described is not tools and {t.name for t in tools} != {t.name for t in listed}:
+        names = ", ".join(t.name for t in tools)
+        out.append(SystemMessage(content=f"For this reply you can call only these tools: {names}."))
     return out
 
 
 def render_chatml(
-    messages: Sequence[Message], tools: Sequence[ToolDefinition] = (), *, parallel: bool = True
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition] = (),
+    *,
+    parallel: bool = True,
+    listed: Sequence[ToolDefinition] = (),
 ) -> str:
     """The full ChatML prompt for ``messages``, ending with an open assistant turn.
 
@@ -143,7 +157,7 @@ def render_chatml(
     ``agentica.models.toolparse``.
     """
     out = []
-    for message in prompted_messages(messages, tools, parallel=parallel):
+    for message in prompted_messages(messages, tools, parallel=parallel, listed=listed):
         if isinstance(message, UserMessage) and not isinstance(message.content, str):
             text = "\n".join(
                 "[image]" if isinstance(p, ImagePart) else p.text for p in message.content

@@ -40,7 +40,12 @@ from agentica.models.base import (
     StreamAssembler,
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
-from agentica.models.grammar import is_grammar_error, tool_grammar_fields, tool_name_grammar
+from agentica.models.grammar import (
+    is_grammar_error,
+    tool_call_grammar,
+    tool_grammar_fields,
+    tool_name_grammar,
+)
 from agentica.models.pricing import ModelPrice
 from agentica.models.retry import RetryPolicy, call_with_retries, stream_with_retries
 from agentica.models.toolparse import (
@@ -82,6 +87,13 @@ def _prefill(choice: str | None, tools: Sequence[ToolDefinition]) -> str:
     first = required[0]
     string = properties[first].get("type") == "string"
     return f"{start}{json.dumps(first)}: " + ('"' if string else "")
+
+
+def _forced(choice: str | None, tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
+    """The tools a required call may name (all for ``"required"``, the one named), else []."""
+    if choice == "required":
+        return list(tools)
+    return [t for t in tools if t.name == choice]
 
 
 def _usage(raw: Any) -> Usage:
@@ -245,11 +257,15 @@ class LocalModel:
         """The raw-completion request for ``request`` (prompt rendered here)."""
         s = self.settings.merged(request.settings)
         tools = () if s.tool_choice == "none" else request.tools
+        forced = _forced(s.tool_choice, tools) if self.tool_grammar else []
         body: dict[str, Any] = {
             "prompt": render_chatml(
-                request.messages, tools, parallel=s.parallel_tool_calls is not False
+                request.messages,
+                tools,
+                parallel=s.parallel_tool_calls is not False,
+                listed=request.listed_tools if tools else (),
             )
-            + _prefill(s.tool_choice, tools),
+            + ("" if forced else _prefill(s.tool_choice, tools)),
             "max_tokens": s.max_tokens or self.max_tokens,
             "temperature": s.temperature if s.temperature is not None else 0.0,
             "stop": list(CHATML_STOP) + list(s.stop or ()),
@@ -261,7 +277,9 @@ class LocalModel:
             body["seed"] = s.seed
         if request.output_schema is not None and not tools:
             body["json_schema"] = request.output_schema.schema
-        if tools and self.tool_grammar:
+        if forced:  # the whole reply is a call of one of them (no text, no prefix)
+            body["grammar"] = tool_call_grammar(forced, parallel=False)
+        elif tools and self.tool_grammar:
             body.update(tool_grammar_fields(tools, parallel=s.parallel_tool_calls is not False))
         elif tools and s.tool_choice == "required" and self._name_grammar:
             body["grammar"] = tool_name_grammar(tools)  # the call opened for it names a tool
@@ -279,10 +297,11 @@ class LocalModel:
         if s.tool_choice == "none":
             return [], False, ""
         tools = request.tools
+        forced = self.tool_grammar and bool(_forced(s.tool_choice, tools))
         return (
             [t.name for t in tools],
-            s.parallel_tool_calls is False,
-            _prefill(s.tool_choice, tools),
+            s.parallel_tool_calls is False or forced,
+            "" if forced else _prefill(s.tool_choice, tools),
         )
 
     def _timeout(self, settings: ModelSettings) -> float:

@@ -325,6 +325,7 @@ class OpenAIChat(HttpModel[Sequence[str]]):
                 messages,
                 () if s.tool_choice == "none" else tools,
                 parallel=s.parallel_tool_calls is not False,
+                listed=request.listed_tools,
             )
             tools = ()
         body: dict[str, Any] = {

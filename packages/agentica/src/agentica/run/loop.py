@@ -322,6 +322,7 @@ async def _request(
     request = ModelRequest(
         messages=_with_slots(run.messages, slots),
         tools=run.tools,
+        listed_tools=run.request_tools if run.tools != run.request_tools else (),
         settings=settings,
         output_schema=run.output.schema if run.output is not None else None,
     )
