@@ -120,7 +120,7 @@ def test_under_the_tool_grammar_a_required_call_is_a_whole_call_of_the_allowed_t
         call = json.loads(body["grammar"].split("call: %json ", 1)[1])
         assert [b["properties"]["name"]["const"] for b in call["anyOf"]] == names
         assert body["grammar"].startswith("%llguidance {}\nstart: call\n")  # one call
-        tool_names, first_only, prefill = model._tool_policy(request)
+        _names, first_only, prefill = model._tool_policy(request)
         assert first_only and prefill == ""
     free = ModelRequest(messages=ask, tools=[READ, RUN])
     assert model.build_body(free, stream=False)["grammar_lazy"] is True
