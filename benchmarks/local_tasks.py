@@ -90,6 +90,8 @@ class Outcome:
     files: dict[str, str] = field(default_factory=dict)  # the workspace afterwards
     messages: list[dict[str, str]] = field(default_factory=list)  # the conversation, abridged
     tokens: int = 0  # output tokens of the whole run (subagents included)
+    prompt_tokens: int = 0  # input tokens of every model call
+    cached_tokens: int = 0  # of those, read from the server's prompt cache
 
 
 def build_agent(variant: str, model: Model, root: Path, settings: ModelSettings) -> Agent:
@@ -154,6 +156,7 @@ async def run_task(
     outcome = Outcome(
         variant, task.name, task.kind, repeat, ok, seconds, agent.usage.tool_calls, malformed,
         error, answer, calls, message, _snapshot(root), messages, agent.usage.output_tokens,
+        agent.usage.input_tokens, agent.usage.cache_read_tokens,
     )  # fmt: skip
     shutil.rmtree(root, ignore_errors=True)
     if verbose:
@@ -186,6 +189,16 @@ def _speed(outcomes: list[Outcome]) -> str:
     return f"{tokens / seconds:.1f}" if tokens and seconds else "not recorded"
 
 
+def _uncached(outcomes: list[Outcome]) -> str:
+    """Prompt tokens the model processed (not read from its cache) per run."""
+    recorded = [o for o in outcomes if o.prompt_tokens]
+    if not recorded:
+        return "not recorded"
+    fresh = sum(o.prompt_tokens - o.cached_tokens for o in recorded) / len(recorded)
+    total = sum(o.prompt_tokens for o in recorded) / len(recorded)
+    return f"{fresh:,.0f} of {total:,.0f}"
+
+
 def _task_cell(runs: list[Outcome]) -> str:
     if not runs:
         return "not run"
@@ -214,6 +227,8 @@ def report(outcomes: list[Outcome], variants: list[str], header: str) -> str:
     lines.append(row.format("malformed tool calls", *malformed))
     speed = [_speed(runs[v]) for v in variants]
     lines.append(row.format("output tokens per second of run time", *speed))
+    uncached = [_uncached(runs[v]) for v in variants]
+    lines.append(row.format("prompt tokens processed (not cached) per run", *uncached))
     lines += ["", "Kinds: " + "; ".join(f"{k}: {label}" for k, label in KINDS.items()) + ".", ""]
     lines += [row.format("task", *variants), "|---|" + "---|" * len(variants)]
     for task in TASKS:

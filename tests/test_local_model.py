@@ -36,7 +36,7 @@ SMALL = ModelSettings(max_tokens=96, temperature=0.0)
 
 @pytest.fixture(scope="session")
 def small_model() -> LocalModel:
-    model = LocalModel("qwen2.5-coder-0.5b-instruct", n_ctx=4096)
+    model = LocalModel("qwen2.5-coder-0.5b-instruct", n_ctx=4096, parallel=1)
     model.start_blocking()
     return model
 

@@ -123,9 +123,14 @@ class LocalModel:
         name: an embedded model (``"qwen2.5-coder-1.5b-instruct"``, the default, or
             ``"qwen2.5-coder-0.5b-instruct"``), or any name when ``model_path`` is given.
         model_path: a GGUF file to load instead of the embedded weights.
-        n_ctx: the context window to allocate (tokens); memory grows with it.
+        n_ctx: the context to allocate (tokens), shared by the ``parallel`` slots; memory
+            grows with it.
         threads: CPU threads for inference (default: all cores).
-        parallel: requests decoded at once (each gets ``n_ctx / parallel`` tokens of context).
+        parallel: requests decoded at once, each in a slot of ``n_ctx / parallel`` tokens that
+            keeps its own prompt cache. Two by default (8,192 tokens each): an agent and its
+            subagent, or the summariser, each keep theirs, where with one slot the agent's
+            whole conversation was processed again after every subagent (15 s for 800 tokens,
+            about 90 s for 3,900).
         settings: default ``ModelSettings`` (temperature defaults to 0 for reliable tool calls).
         timeout: seconds for one request (for a stream: between two chunks).
         max_tokens: the default cap on generated tokens per reply.
@@ -142,9 +147,9 @@ class LocalModel:
         name: str = DEFAULT_LOCAL_MODEL,
         *,
         model_path: str | Path | None = None,
-        n_ctx: int = 8192,
+        n_ctx: int = 16384,
         threads: int | None = None,
-        parallel: int = 1,
+        parallel: int = 2,
         settings: ModelSettings | None = None,
         timeout: float = 600.0,
         max_tokens: int = 2048,
