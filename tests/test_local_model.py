@@ -241,35 +241,39 @@ async def test_llama_cpp_s_own_server_through_openailike(model: LocalModel) -> N
     assert results["native"] == [], results
 
 
-async def test_a_tool_grammar_makes_a_malformed_call_well_formed(model: LocalModel) -> None:
-    """Asked for two calls, the 0.5B model writes one call with the argument twice; under the
-    grammar of the offered tools every call it writes parses and validates, at most four of
-    them, and free text (no tools offered) is untouched."""
-    from agentica.models.grammar import tool_grammar_fields
-
+async def test_a_tool_grammar_keeps_free_text_free_and_calls_well_formed(
+    model: LocalModel,
+) -> None:
+    """Under ``tool_grammar`` a question is still answered in text with tools offered (the
+    llguidance grammar used to apply from the first token: every reply was a call), and a call,
+    streamed or not, is sampled in two requests, its arguments under the tool's schema (one
+    call per reply). A required call is sampled whole under the grammar."""
     tools = [get_weather.definition]
     ask = [UserMessage(content="What is the weather in Paris and in Rome? Call the tool twice.")]
-    free = LocalModel("qwen2.5-coder-0.5b-instruct", model_path=model.weights_path,
-                      tool_grammar=True)  # fmt: skip
-    body = free.build_body(ModelRequest(messages=ask, tools=tools, settings=SMALL), stream=False)
-    assert body["grammar_lazy"] and "get_weather" in body["grammar_triggers"][0]["value"]
-    assert body.items() >= tool_grammar_fields(tools).items()
+    question = [UserMessage(content="In one sentence, what is a prime number?")]
     model.tool_grammar = True
     try:
+        request = ModelRequest(messages=ask, tools=tools, settings=SMALL)
+        body = model.build_body(request, stream=False)
+        assert body["grammar_lazy"] and not body["grammar"].startswith("%llguidance")
         reply = await model.response(ModelRequest(messages=ask, tools=tools, settings=SMALL))
-        plain = await model.response(ModelRequest(messages=ask, settings=SMALL))
+        events = [e async for e in model.response_stream(
+            ModelRequest(messages=ask, tools=tools, settings=SMALL))]  # fmt: skip
+        text = await model.response(ModelRequest(messages=question, tools=tools, settings=SMALL))
         hello = [UserMessage(content="Say hello.")]  # (answered in text when not forced)
         forced = SMALL.merged(ModelSettings(tool_choice="get_weather"))
         whole = await model.response(ModelRequest(messages=hello, tools=tools, settings=forced))
+        assert model.tool_grammar  # llama.cpp took every grammar
     finally:
         model.tool_grammar = False
+    done = events[-1]
+    assert isinstance(done, ResponseDone)
+    for message in (reply.message, done.response.message):
+        (call,) = message.tool_calls
+        assert call.name == "get_weather" and get_weather.validate_arguments(call.arguments)
+    assert text.message.content and not text.message.tool_calls
     (only,) = whole.message.tool_calls
     assert only.name == "get_weather" and get_weather.validate_arguments(only.arguments)
-    assert 1 <= len(reply.message.tool_calls) <= 4, reply.message
-    for call in reply.message.tool_calls:
-        assert call.name == "get_weather"
-        assert get_weather.validate_arguments(call.arguments)["city"]
-    assert plain.message.content and not plain.message.tool_calls
 
 
 async def test_a_required_tool_choice_makes_the_model_call_that_tool(model: LocalModel) -> None:

@@ -10,7 +10,13 @@ import re
 from agentica.errors import ModelHTTPError
 from agentica.messages import ToolDefinition, UserMessage
 from agentica.models.base import ModelRequest, ModelSettings
-from agentica.models.grammar import is_grammar_error, tool_call_grammar, tool_grammar_fields
+from agentica.models.grammar import (
+    arguments_grammar,
+    call_start_fields,
+    is_grammar_error,
+    opened_call,
+    tool_call_grammar,
+)
 from agentica.models.local import LocalModel
 
 READ = ToolDefinition(
@@ -33,14 +39,30 @@ def test_the_grammar_names_only_the_offered_tools_with_their_closed_schemas() ->
     assert "{0,3}" in grammar and "{0,3}" not in tool_call_grammar([READ], parallel=False)
 
 
-def test_the_trigger_fires_on_a_call_of_an_offered_tool_only() -> None:
-    fields = tool_grammar_fields([READ, RUN])
+def test_a_reply_is_free_until_a_call_begins_then_ends_after_the_tool_s_name() -> None:
+    """llama.cpp applies an llguidance grammar from the first token whatever the trigger (the
+    0.5B model, asked what a prime is with tools offered, had to call write_file), so the lazy
+    part is a GBNF grammar: it starts at a call's first letter of a name and ends the reply
+    after the name (and a comma: one token can be ``",``)."""
+    fields = call_start_fields([READ, RUN])
     assert fields["grammar_lazy"] is True
     trigger = re.compile(fields["grammar_triggers"][0]["value"])
-    assert trigger.match('Let me look.\n```json\n{"name": "read_file", "arguments"')
+    match = trigger.match('Let me look.\n```json\n{"name": "read_file", "arguments"')
+    assert match and match.group(1) == '{"name": "r'  # (the token that ends it is fed whole)
     assert trigger.match('{ "name" : "run.python"')
     assert not trigger.match('{"name": "Ann", "age": 7}')  # other JSON in an answer stays free
-    assert not trigger.match('{"name": "runXpython"')  # the dot is literal
+    assert not fields["grammar"].startswith("%llguidance")
+    assert 'name ::= "read_file" | "run.python"' in fields["grammar"]
+    # the reply that ended there is continued under the arguments' grammar
+    assert opened_call('Sure.\n{"name": "read_file"', [READ, RUN]) == (READ, False)
+    assert opened_call('{ "name": "run.python" ,', [READ, RUN]) == (RUN, True)
+    assert opened_call('{"name": "write_file"', [READ, RUN]) is None
+    assert opened_call("The answer is 4.", [READ, RUN]) is None
+    rest = arguments_grammar(READ)
+    assert rest.startswith("%llguidance {}\nstart: SEP args END\n") and "*,[" in rest
+    assert "*,[" not in arguments_grammar(READ, comma=True)
+    schema = json.loads(rest.split("args: %json ", 1)[1])
+    assert schema["required"] == ["path"] and schema["additionalProperties"] is False
 
 
 def test_a_refused_grammar_is_dropped_for_good() -> None:

@@ -1,11 +1,12 @@
-"""Grammar-constrained tool calls for llama.cpp: the tools of a turn as a lazy grammar.
+"""Grammar-constrained tool calls for llama.cpp: a call, once begun, can only be well formed.
 
-The model may answer in free text; once it starts a call (``{"name"``), llama.cpp's sampler
-(llguidance) lets it write only ``{"name": TOOL, "arguments": {...}}`` objects, one per line,
-whose name is one of the tools offered and whose arguments match that tool's JSON schema. A
-malformed or schema-invalid call then cannot be sampled. ``tool_grammar_fields`` gives the
-request fields (``grammar``, ``grammar_lazy``, ``grammar_triggers``) for llama.cpp's
-``/completion`` and ``/v1/chat/completions``.
+The model may answer in free text. llama.cpp applies an llguidance grammar from the first token
+(its lazy triggers work only for GBNF grammars), so a reply is sampled in two requests: the
+first under a lazy GBNF grammar (``call_start_fields``) that ends the reply where a call of an
+offered tool begins (``{"name": "read_file"``); the second continues that text under the
+llguidance grammar of that tool's arguments (``arguments_grammar``: its JSON schema). A required
+call is sampled whole under ``tool_call_grammar``. Malformed or schema-invalid calls then cannot
+be sampled.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ from agentica.errors import ModelError, ModelHTTPError
 from agentica.messages import ToolDefinition
 
 __all__ = [
-    "TRIGGER",
+    "arguments_grammar",
+    "call_start_fields",
     "is_grammar_error",
+    "opened_call",
     "tool_call_grammar",
-    "tool_grammar_fields",
     "tool_name_grammar",
 ]
 
-# a call starts where an object names one of the tools (in a code fence or not): the grammar
-# applies from there on, so other JSON in a free-text answer ({"name": "Ann"}) stays free
-TRIGGER = r'[\s\S]*?(\{\s*"name"\s*:\s*"(?:{names})")'
 _PATTERN_TRIGGER = 2  # llama.cpp's COMMON_GRAMMAR_TRIGGER_TYPE_PATTERN
 _GRAMMAR_ERROR = re.compile(r"grammar|llguidance|json[_ ]schema", re.IGNORECASE)
 
@@ -96,20 +95,61 @@ def tool_name_grammar(tools: Sequence[ToolDefinition]) -> str:
     return f"%llguidance {{}}\nstart: NAME REST\nNAME: {names}\nREST: /(.|\\n)*/\n"
 
 
-def tool_grammar_fields(
-    tools: Sequence[ToolDefinition], *, parallel: bool = True
-) -> dict[str, Any]:
-    """The request fields that constrain calls of ``tools`` (lazily: free text stays free)."""
+def call_start_fields(tools: Sequence[ToolDefinition]) -> dict[str, Any]:
+    """Request fields that leave the reply free until it starts a call of one of ``tools``,
+    and end it right after the tool's name (a lazy GBNF grammar: llama.cpp's triggers work for
+    GBNF only). ``opened_call`` finds that start; ``arguments_grammar`` continues it."""
+    # The trigger ends at the name's first letter: llama.cpp feeds the grammar the whole token
+    # that completed the match, and one that ran past the name (``",``) failed the request.
+    names = " | ".join(_gbnf_literal(t.name) for t in tools)
+    grammar = (
+        'root ::= "{" space "\\"name\\"" space ":" space "\\"" name "\\"" space ","?\n'
+        f"name ::= {names}\n"
+        "space ::= [ \\t\\n]*\n"
+    )
+    firsts = "|".join(sorted({re.escape(t.name[:1]) for t in tools if t.name}))
+    trigger = r'[\s\S]*?(\{\s*"name"\s*:\s*"(?:' + firsts + "))"
     return {
-        "grammar": tool_call_grammar(tools, parallel=parallel),
+        "grammar": grammar,
         "grammar_lazy": True,
-        "grammar_triggers": [{"type": _PATTERN_TRIGGER, "value": _trigger(tools)}],
+        "grammar_triggers": [{"type": _PATTERN_TRIGGER, "value": trigger}],
     }
 
 
-def _trigger(tools: Sequence[ToolDefinition]) -> str:
-    names = "|".join(re.escape(t.name) for t in tools)
-    return TRIGGER.replace("{names}", names)
+_OPENED = re.compile(r'\{\s*"name"\s*:\s*"([^"\\]*)"\s*(,?)\Z')
+
+
+def opened_call(text: str, tools: Sequence[ToolDefinition]) -> tuple[ToolDefinition, bool] | None:
+    """The tool whose call ``text`` ends by opening (``... {"name": "read_file"``), and whether
+    the comma after the name is written already; ``None`` if it opens none."""
+    match = _OPENED.search(text)
+    if match is None:
+        return None
+    tool = next((t for t in tools if t.name == match.group(1)), None)
+    return None if tool is None else (tool, bool(match.group(2)))
+
+
+def arguments_grammar(tool: ToolDefinition, *, comma: bool = False) -> str:
+    """An llguidance grammar for the rest of a call of ``tool`` after its name: ``, "arguments":
+    {...}}`` with arguments that match the tool's schema (nothing after the call); ``comma``:
+    the text has the comma already."""
+    defs: dict[str, Any] = {}
+    closed = _closed(tool.parameters, "t_", defs)
+    schema: dict[str, Any] = {"x-guidance": {"lenient": True}, **closed}
+    if defs:
+        schema["$defs"] = defs
+    return (
+        "%llguidance {}\n"
+        "start: SEP args END\n"
+        f'SEP: /[ \\t\\n]*{"" if comma else ","}[ \\t\\n]*"arguments"[ \\t\\n]*:[ \\t\\n]*/\n'
+        "END: /[ \\t\\n]*\\}/\n"
+        f"args: %json {json.dumps(schema, ensure_ascii=False)}\n"
+    )
+
+
+def _gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def is_grammar_error(error: ModelError) -> bool:

@@ -41,9 +41,11 @@ from agentica.models.base import (
 )
 from agentica.models.chat_template import CHATML_STOP, render_chatml
 from agentica.models.grammar import (
+    arguments_grammar,
+    call_start_fields,
     is_grammar_error,
+    opened_call,
     tool_call_grammar,
-    tool_grammar_fields,
     tool_name_grammar,
 )
 from agentica.models.pricing import ModelPrice
@@ -96,6 +98,15 @@ def _forced(choice: str | None, tools: Sequence[ToolDefinition]) -> list[ToolDef
     return [t for t in tools if t.name == choice]
 
 
+def _joined(first: Usage, second: Usage) -> Usage:
+    """The usage of a reply sampled in two requests (the second's prompt holds the first)."""
+    return Usage(
+        input_tokens=first.input_tokens,
+        output_tokens=first.output_tokens + second.output_tokens,
+        cache_read_tokens=first.cache_read_tokens,
+    )
+
+
 def _usage(raw: Any) -> Usage:
     if not isinstance(raw, dict):
         return Usage()
@@ -136,10 +147,11 @@ class LocalModel:
         max_tokens: the default cap on generated tokens per reply.
         server_options: extra llama.cpp server parameters (``xllamacpp.CommonParams``
             attributes, e.g. ``{"use_jinja": True}``), for experiments.
-        tool_grammar: constrain tool calls with a lazy grammar of the turn's tools
+        tool_grammar: constrain tool calls with grammars of the turn's tools
             (``agentica.models.grammar``): free text stays free, and a call, once begun, can
-            only name an offered tool with arguments that match its schema. Off by default
-            until the task suite shows it helps (``agentica demo`` failed with it on).
+            only name an offered tool with arguments that match its schema (one call per
+            reply, sampled in two requests). Off by default until the task suite shows it
+            helps.
     """
 
     def __init__(
@@ -284,8 +296,8 @@ class LocalModel:
             body["json_schema"] = request.output_schema.schema
         if forced:  # the whole reply is a call of one of them (no text, no prefix)
             body["grammar"] = tool_call_grammar(forced, parallel=False)
-        elif tools and self.tool_grammar:
-            body.update(tool_grammar_fields(tools, parallel=s.parallel_tool_calls is not False))
+        elif tools and self.tool_grammar:  # free until a call begins (then see _continued)
+            body.update(call_start_fields(tools))
         elif tools and s.tool_choice == "required" and self._name_grammar:
             body["grammar"] = tool_name_grammar(tools)  # the call opened for it names a tool
         if stream:
@@ -294,6 +306,31 @@ class LocalModel:
         if s.extra_body:
             body.update(s.extra_body)
         return body
+
+    def _lazy_tools(self, request: ModelRequest) -> Sequence[ToolDefinition]:
+        """The tools whose calls are sampled in two requests (a call's start, then its
+        arguments under the grammar): the turn's tools under ``tool_grammar``, unless the call
+        is required (then it is sampled whole)."""
+        s = self.settings.merged(request.settings)
+        if not (self.tool_grammar and request.tools) or s.tool_choice == "none":
+            return ()
+        return () if _forced(s.tool_choice, request.tools) else request.tools
+
+    def _continued(
+        self, body: dict[str, Any], text: str, tools: Sequence[ToolDefinition], used: int
+    ) -> bytes | None:
+        """The second request of a reply that ``text`` ended by opening a call of one of
+        ``tools`` (``used`` tokens so far): the same prompt with the text, the arguments under
+        that tool's grammar. ``None`` when the reply opened no call."""
+        opened = opened_call(text, tools) if tools else None
+        if opened is None:
+            return None
+        tool, comma = opened
+        body = {k: v for k, v in body.items() if k not in ("grammar_lazy", "grammar_triggers")}
+        body["prompt"] += text
+        body["grammar"] = arguments_grammar(tool, comma=comma)
+        body["max_tokens"] = max(1, int(body["max_tokens"]) - used)
+        return dumps(body)
 
     def _tool_policy(self, request: ModelRequest) -> _Policy:
         """The tool names to parse from the reply, whether to keep only the first call, and the
@@ -376,15 +413,17 @@ class LocalModel:
 
     async def _response(self, request: ModelRequest) -> ModelResponse:
         base = await self.start()
-        body = dumps(self.build_body(request, stream=False))
+        fields = self.build_body(request, stream=False)
+        body = dumps(fields)
         timeout = self._timeout(request.settings)
         policy = self._tool_policy(request)
+        lazy = self._lazy_tools(request)
 
-        async def attempt() -> ModelResponse:
-            data = await post_json(self._endpoint(base), body, _HEADERS, timeout=timeout)
+        async def post(payload: bytes) -> tuple[dict[str, Any], str, str | None]:
+            data = await post_json(self._endpoint(base), payload, _HEADERS, timeout=timeout)
             try:
                 choice = data["choices"][0]
-                text = choice.get("text") or ""
+                return data, choice.get("text") or "", choice.get("finish_reason")
             except (KeyError, IndexError, TypeError) as exc:
                 raise ModelResponseError(
                     f"llama.cpp answered without choices[0].text: {json.dumps(data)[:200]}",
@@ -392,9 +431,16 @@ class LocalModel:
                     model=self._name,
                     retryable=True,
                 ) from exc
-            message = self._message(
-                text, policy, _usage(data.get("usage")), choice.get("finish_reason")
-            )
+
+        async def attempt() -> ModelResponse:
+            data, text, finish = await post(body)
+            usage = _usage(data.get("usage"))
+            rest = self._continued(fields, text, lazy, usage.output_tokens)
+            if rest is not None:  # a call begun: its arguments under the tool's grammar
+                more, tail, finish = await post(rest)
+                text += tail
+                usage = _joined(usage, _usage(more.get("usage")))
+            message = self._message(text, policy, usage, finish)
             return ModelResponse(message=message, provider="local", response_id=data.get("id"))
 
         return await call_with_retries(attempt, self.retry)
@@ -403,10 +449,13 @@ class LocalModel:
         self, request: ModelRequest
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         base = await self.start()
-        body = dumps(self.build_body(request, stream=True))
+        fields = self.build_body(request, stream=True)
         timeout = self._timeout(request.settings)
         policy = self._tool_policy(request)
-        events = stream_with_retries(lambda: self._stream(base, body, timeout, policy), self.retry)
+        lazy = self._lazy_tools(request)
+        events = stream_with_retries(
+            lambda: self._stream(base, fields, timeout, policy, lazy), self.retry
+        )
         async with aclosing(events):
             async for event in events:
                 yield event
@@ -415,14 +464,30 @@ class LocalModel:
         return Endpoint(self._pool, f"{base}/v1/completions", "local", self._name)
 
     async def _stream(
-        self, base: str, body: bytes, timeout: float, policy: _Policy
+        self,
+        base: str,
+        fields: dict[str, Any],
+        timeout: float,
+        policy: _Policy,
+        lazy: Sequence[ToolDefinition] = (),
     ) -> AsyncGenerator[ModelStreamEvent, None]:
         reply = _StreamReply(self._name, policy)
-        sse = stream_sse(self._endpoint(base), body, _HEADERS, timeout=timeout)
-        async with aclosing(sse) as chunks:
-            async for name, data in chunks:
-                for text in reply.feed(name, data):
-                    yield text
+        body: bytes | None = dumps(fields)
+        first: Usage | None = None
+        while body is not None:
+            sse = stream_sse(self._endpoint(base), body, _HEADERS, timeout=timeout)
+            async with aclosing(sse) as chunks:
+                async for name, data in chunks:
+                    for text in reply.feed(name, data):
+                        yield text
+            body = None
+            if first is None:  # a call begun: its arguments under the tool's grammar
+                first = reply.usage or Usage()
+                body = self._continued(fields, reply.raw, lazy, first.output_tokens)
+                if body is not None:
+                    reply.done = False
+            elif reply.usage is not None:
+                reply.usage = _joined(first, reply.usage)
         held_back, message = reply.finish()
         for delta in held_back:
             yield delta
@@ -441,6 +506,7 @@ class _StreamReply:
         "_splitter",
         "done",
         "finish_reason",
+        "raw",
         "usage",
     )
 
@@ -452,6 +518,7 @@ class _StreamReply:
         if self._splitter is not None and prefill:
             self._splitter.feed(prefill)  # the call's start, written for the model: held back
         self._assembler = StreamAssembler()
+        self.raw = ""  # the text as the model wrote it
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
         self.done = False
@@ -481,6 +548,7 @@ class _StreamReply:
         out: list[TextDelta] = []
         for choice in chunk.get("choices") or ():
             text = choice.get("text") or ""
+            self.raw += text
             shown = self._splitter.feed(text) if self._splitter is not None else text
             if shown:
                 out.append(TextDelta(shown))
