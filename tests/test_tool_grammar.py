@@ -142,7 +142,50 @@ def test_under_the_tool_grammar_a_required_call_is_a_whole_call_of_the_allowed_t
         call = json.loads(body["grammar"].split("call: %json ", 1)[1])
         assert [b["properties"]["name"]["const"] for b in call["anyOf"]] == names
         assert body["grammar"].startswith("%llguidance {}\nstart: call\n")  # one call
-        _names, first_only, prefill = model._tool_policy(request)
+        _names, first_only, prefill, _code = model._tool_policy(request)
         assert first_only and prefill == ""
     free = ModelRequest(messages=ask, tools=[READ, RUN])
     assert model.build_body(free, stream=False)["grammar_lazy"] is True
+
+
+def test_a_required_python_call_is_written_as_a_fenced_block() -> None:
+    """Seen on the 1.5B model, forced to call run_python after an answer from its head: the
+    script inside the JSON string on one line (``with open(...) as f: rows = ... total = 0 for
+    row in rows: ...``), the same SyntaxError after every hint. The call's code is now the
+    fenced block the model writes after ```python, lines and all (whatever it writes there is
+    the code, as it was inside the opened JSON string); an empty block is no call; other tools
+    are opened as JSON."""
+    from agentica.messages import Usage
+
+    code_tool = ToolDefinition(
+        name="run_python", description="Run Python code.",
+        parameters={"type": "object", "properties": {"code": {"type": "string"}},
+                    "required": ["code"]},
+    )  # fmt: skip
+    model = LocalModel("qwen2.5-coder-0.5b-instruct")
+    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[READ, code_tool],
+                           settings=ModelSettings(tool_choice="run_python"))  # fmt: skip
+    body = model.build_body(request, stream=False)
+    assert body["prompt"].endswith("<|im_start|>assistant\n```python\n")
+    assert "```" in body["stop"]
+    policy = model._tool_policy(request)
+    assert policy[2:] == ("```python\n", "run_python")
+    script = (
+        "import csv\nwith open('scores.csv') as f:\n    rows = list(csv.reader(f))\n"
+        "print(len(rows))"
+    )
+    message = model._message(script + "\n", policy, Usage(), "stop")
+    (call,) = message.tool_calls
+    assert call.name == "run_python" and json.loads(call.arguments) == {"code": script}
+    assert message.content is None
+    empty = model._message("\n", policy, Usage(), "stop")
+    assert not empty.tool_calls and empty.content is None
+    # the 0.5B model wrote a JSON call in the block: read as a call (of an offered tool only)
+    as_json = '{"name": "run_python", "arguments": {"code": "print(1)"}}\n'
+    (call,) = model._message(as_json, policy, Usage(), "stop").tool_calls
+    assert json.loads(call.arguments) == {"code": "print(1)"}
+    # a tool whose code is not Python, or whose first argument is not `code`, is opened as JSON
+    read = ModelRequest(messages=request.messages, tools=[READ, code_tool],
+                        settings=ModelSettings(tool_choice="read_file"))  # fmt: skip
+    assert model.build_body(read, stream=False)["prompt"].endswith('{"path": "')
+    assert "```" not in model.build_body(read, stream=False)["stop"]

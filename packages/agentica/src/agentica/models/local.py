@@ -66,8 +66,32 @@ _FREE = ModelPrice(input=0.0, output=0.0)
 _HEADERS = {"Content-Type": "application/json"}
 
 
-# (tool names to parse, keep only the first call, the reply's start written for the model)
-_Policy: TypeAlias = tuple[list[str], bool, str]
+# (tool names to parse, keep only the first call, the reply's start written for the model,
+# the tool whose code the reply is when that start is a fenced block, else "")
+_Policy: TypeAlias = tuple[list[str], bool, str, str]
+_FENCE = "```python\n"
+
+
+def _code_tool(choice: str | None, tools: Sequence[ToolDefinition]) -> ToolDefinition | None:
+    """The tool ``choice`` names when it runs Python from one ``code`` string: its required call
+    is written as a fenced block, not as a JSON string (seen: a script inside the JSON written
+    on one line, ``with open(...) as f: rows = ... total = 0 for row in rows: ...``, a
+    SyntaxError sent again after every hint; in a fence the model writes lines)."""
+    tool = next((t for t in tools if t.name == choice), None)
+    if tool is None or (tool.parameters.get("required") or [None])[0] != "code":
+        return None
+    code = (tool.parameters.get("properties") or {}).get("code")
+    if not isinstance(code, dict) or code.get("type") != "string":
+        return None
+    return tool if "python" in f"{tool.name} {tool.description}".lower() else None
+
+
+def _fenced_call(tool: str, text: str) -> str:
+    """The call of ``tool`` with the code the model wrote after ``_FENCE`` (up to its end)."""
+    code = text.split("```", 1)[0].rstrip()
+    if not code.strip() or code.lstrip().startswith("{"):  # nothing, or a JSON call after all
+        return ""
+    return json.dumps({"name": tool, "arguments": {"code": code}})
 
 
 def _prefill(choice: str | None, tools: Sequence[ToolDefinition]) -> str:
@@ -78,6 +102,8 @@ def _prefill(choice: str | None, tools: Sequence[ToolDefinition]) -> str:
     names = [t.name for t in tools]
     if choice == "required" and names:
         return '{"name": "'
+    if _code_tool(choice, tools) is not None:
+        return _FENCE
     tool = next((t for t in tools if t.name == choice), None)
     if tool is None:
         return ""
@@ -285,7 +311,9 @@ class LocalModel:
             + ("" if forced else _prefill(s.tool_choice, tools)),
             "max_tokens": s.max_tokens or self.max_tokens,
             "temperature": s.temperature if s.temperature is not None else 0.0,
-            "stop": list(CHATML_STOP) + list(s.stop or ()),
+            "stop": list(CHATML_STOP)
+            + list(s.stop or ())
+            + (["```"] if not forced and _code_tool(s.tool_choice, tools) else []),
             "cache_prompt": True,
         }
         if s.top_p is not None:
@@ -337,13 +365,15 @@ class LocalModel:
         start of the reply written for the model (a required call)."""
         s = self.settings.merged(request.settings)
         if s.tool_choice == "none":
-            return [], False, ""
+            return [], False, "", ""
         tools = request.tools
         forced = self.tool_grammar and bool(_forced(s.tool_choice, tools))
+        prefill = "" if forced else _prefill(s.tool_choice, tools)
         return (
             [t.name for t in tools],
             s.parallel_tool_calls is False or forced,
-            "" if forced else _prefill(s.tool_choice, tools),
+            prefill,
+            str(s.tool_choice) if prefill == _FENCE else "",
         )
 
     def _timeout(self, settings: ModelSettings) -> float:
@@ -352,7 +382,9 @@ class LocalModel:
     def _message(
         self, text: str, policy: _Policy, usage: Usage, finish: str | None
     ) -> AssistantMessage:
-        tool_names, first_only, prefill = policy
+        tool_names, first_only, prefill, code_tool = policy
+        if code_tool and (call := _fenced_call(code_tool, text)):
+            text, prefill = call, ""
         if tool_names:
             parsed = parse_tool_calls(prefill + text, tool_names)
             calls = as_tool_calls(parsed, first_only=first_only)
@@ -500,6 +532,7 @@ class _StreamReply:
 
     __slots__ = (
         "_assembler",
+        "_code_tool",
         "_first_only",
         "_model",
         "_prefill",
@@ -511,11 +544,11 @@ class _StreamReply:
     )
 
     def __init__(self, model: str, policy: _Policy) -> None:
-        tool_names, self._first_only, prefill = policy
+        tool_names, self._first_only, prefill, self._code_tool = policy
         self._prefill = prefill
         self._model = model
         self._splitter = ToolCallStreamSplitter(tool_names) if tool_names else None
-        if self._splitter is not None and prefill:
+        if self._splitter is not None and prefill and not self._code_tool:
             self._splitter.feed(prefill)  # the call's start, written for the model: held back
         self._assembler = StreamAssembler()
         self.raw = ""  # the text as the model wrote it
@@ -549,7 +582,10 @@ class _StreamReply:
         for choice in chunk.get("choices") or ():
             text = choice.get("text") or ""
             self.raw += text
-            shown = self._splitter.feed(text) if self._splitter is not None else text
+            if self._code_tool:  # the code of a call: held back whole (see finish)
+                shown = ""
+            else:
+                shown = self._splitter.feed(text) if self._splitter is not None else text
             if shown:
                 out.append(TextDelta(shown))
                 self._assembler.add(out[-1])
@@ -569,6 +605,8 @@ class _StreamReply:
         out: list[TextDelta | ToolCallDelta] = []
         calls: list[ToolCall] = []
         if self._splitter is not None:
+            if self._code_tool:
+                self._splitter.feed(_fenced_call(self._code_tool, self.raw) or self.raw)
             parsed = self._splitter.finish()
             calls = as_tool_calls(parsed, first_only=self._first_only)
             text = parsed.text
