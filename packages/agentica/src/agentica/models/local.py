@@ -301,6 +301,7 @@ class LocalModel:
         s = self.settings.merged(request.settings)
         tools = () if s.tool_choice == "none" else request.tools
         forced = _forced(s.tool_choice, tools) if self.tool_grammar else []
+        opening = self._opening(s, tools)
         body: dict[str, Any] = {
             "prompt": render_chatml(
                 request.messages,
@@ -308,12 +309,10 @@ class LocalModel:
                 parallel=s.parallel_tool_calls is not False,
                 listed=request.listed_tools if tools else (),
             )
-            + ("" if forced else _prefill(s.tool_choice, tools)),
+            + opening,
             "max_tokens": s.max_tokens or self.max_tokens,
             "temperature": s.temperature if s.temperature is not None else 0.0,
-            "stop": list(CHATML_STOP)
-            + list(s.stop or ())
-            + (["```"] if not forced and _code_tool(s.tool_choice, tools) else []),
+            "stop": list(CHATML_STOP) + list(s.stop or ()) + (["```"] if opening == _FENCE else []),
             "cache_prompt": True,
         }
         if s.top_p is not None:
@@ -368,13 +367,20 @@ class LocalModel:
             return [], False, "", ""
         tools = request.tools
         forced = self.tool_grammar and bool(_forced(s.tool_choice, tools))
-        prefill = "" if forced else _prefill(s.tool_choice, tools)
+        prefill = self._opening(s, tools)
         return (
             [t.name for t in tools],
             s.parallel_tool_calls is False or forced,
             prefill,
             str(s.tool_choice) if prefill == _FENCE else "",
         )
+
+    def _opening(self, s: ModelSettings, tools: Sequence[ToolDefinition]) -> str:
+        """The start of the reply written for the model: a required call's opening, unless
+        the tool grammar samples that call whole."""
+        if self.tool_grammar and _forced(s.tool_choice, tools):
+            return ""
+        return _prefill(s.tool_choice, tools)
 
     def _timeout(self, settings: ModelSettings) -> float:
         return settings.timeout or self.settings.timeout or self.timeout
