@@ -415,6 +415,36 @@ async def test_run_python_adds_a_missing_standard_library_import_and_says_so(
     assert "NameError" in undefined and "without importing" not in undefined
 
 
+async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blanks(
+    tmp_path: Path,
+) -> None:
+    """As measured on the 1.5B model: totals written into totals.json with str() of a dict
+    (single quotes), the run ended on it; lines of a CSV split with .split() (IndexError four
+    times in a row)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "t.csv").write_text("date,person,hours\n2024-03-04,Priya,7.5\n")
+    (workspace / "old.json").write_text("{'written': 'before'}")
+    os.utime(workspace / "old.json", (1, 1))  # (an invalid file the code did not write)
+    shell = Shell(workspace, python=True, background=False)
+    wrote = await shell.run_python(
+        "open('/totals.json', 'w').write(str({'north': 165}))\nprint(open('old.json').read())"
+    )
+    assert "(Your code wrote totals.json, which is not valid JSON (Expecting property name" in wrote
+    assert "json.dump(value, file)" in wrote and "old.json" not in wrote.split("{'written'")[1]
+    good = await shell.run_python(
+        "import json\njson.dump({'north': 165}, open('totals.json', 'w'))\nprint('ok')"
+    )
+    assert "not valid JSON" not in good
+    split = await shell.run_python("for line in open('t.csv'):\n    print(line.split()[1])")
+    assert "IndexError" in split
+    assert "Your code names t.csv and splits text with .split()" in split
+    read = await shell.run_python("import csv\nprint(list(csv.reader(open('t.csv')))[1][2])")
+    assert read.startswith("exit code 0") and "7.5" in read and "splits" not in read
+    outside = await shell.run_python("open('../x.json', 'w').write('{bad')\nprint(1)")
+    assert (tmp_path / "x.json").exists() and "not valid JSON" not in outside  # (not read)
+
+
 async def test_run_python_puts_a_mistyped_closing_bracket_right_and_says_so(
     tmp_path: Path,
 ) -> None:

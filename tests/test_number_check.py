@@ -311,8 +311,8 @@ async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoti
 
     @tool
     def run_python(code: str) -> str:
-        """Run Python code."""
-        return "exit code 0\n13\n"
+        """Run Python code."""  # with the shell's remark on the path (it hid the 13)
+        return "exit code 0\n13\n\n(Your code named /notes.txt the way the file tools do.)"
 
     model = ScriptedModel([
         tool_calls(call("read_file", path="notes.txt")),
@@ -326,6 +326,37 @@ async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoti
     quoted = model.requests[4].messages[-1]
     assert isinstance(quoted, UserMessage)
     assert quoted.text.startswith("Your answer says 1, but your last run_python call printed: 13.")
+
+
+async def test_a_small_count_answered_against_what_the_code_printed_goes_back() -> None:
+    """A count below ten is not checked as unseen, but a task asking for one, answered with a
+    number the model's own code did not print, goes back quoting the printed value; an answer
+    naming no number (a name, "the oldest person") or saying the printed value ends the run."""
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\n13\n"
+
+    model = ScriptedModel([
+        tool_calls(call("run_python", code="print(len(open('notes.txt').read().split()))")),
+        "There is 1 word.",
+        "There are 13 words.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("How many words are in notes.txt?")).content == "There are 13 words."
+    quoted = model.requests[2].messages[-1]
+    assert isinstance(quoted, UserMessage)
+    assert quoted.text.startswith("Your answer says 1, but your last run_python call printed: 13.")
+    for answer in ("Ines Duarte is the oldest.", "13"):
+        model = ScriptedModel([tool_calls(call("run_python", code="...")), answer])
+        agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck()])
+        assert (await agent.run("Who is the oldest person?")).content == answer
+        assert model.remaining == 0 and len(model.requests) == 2
+    # a task that asks for no value from data is left alone
+    model = ScriptedModel([tool_calls(call("run_python", code="...")), "Done in 2 steps."])
+    agent = Agent(model=model, tools=[run_python], capabilities=[NumberCheck()])
+    assert (await agent.run("Tidy up notes.txt")).content == "Done in 2 steps."
 
 
 async def test_a_count_the_file_states_is_not_sent_back_to_compute() -> None:

@@ -400,6 +400,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _COMPUTE_TOOLS = ("run_python", "execute", "calculator")
+_REMARK = re.compile(r"^\(Your code [^\n]*\)$", re.M)  # run_python's remarks on the code
 _DELEGATING_TOOLS = ("task",)  # a subagent's work counts as computed (the demo's design)
 
 
@@ -556,6 +557,8 @@ class NumberCheck(Capability):
                 failed = returned_error(call)
                 ctx.state[f"{self.name}.failed"] = call.name if failed else ""
                 printed = _printed(call.content_without_notes) if not failed else ""
+                # (print(14, 13, 12) computed nothing: not taken as the value asked for)
+                ctx.state[f"{self.name}.echoed"] = _echoes(printed, call.call.arguments)
                 ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
                 if not failed:
                     ctx.state[f"{self.name}.computed"] = True
@@ -567,16 +570,15 @@ class NumberCheck(Capability):
         unseen = self._sources(ctx).unseen(text)
         retries = int(ctx.state.get(f"{self.name}.retries", 0))
         printed = ctx.state.get(f"{self.name}.printed")
-        if not unseen and printed and ctx.state.get(f"{self.name}.compute"):
-            # the value the task asks for was computed when asked to, and the answer does not
-            # say it (seen: run_python printed 13 words, the model answered 1 again)
-            said = {t for _, parts in _numbers(text) for t in parts}
-            wanted = [t for _, parts in _numbers(printed[1]) for t in parts]
-            if wanted and not said & set(wanted) and retries < self.max_retries:
-                ctx.state[f"{self.name}.retries"] = retries + 1
-                numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
-                return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1],
-                                             **_list(numbers))  # fmt: skip
+        if (
+            not unseen and printed and retries < self.max_retries
+            and self._unanswered(ctx, text, printed[1])
+        ):  # fmt: skip
+            # the value the task asks for was computed, and the answer does not say it (seen:
+            # run_python printed 13 words, the model answered 1 again)
+            ctx.state[f"{self.name}.retries"] = retries + 1
+            numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
+            return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1], **_list(numbers))
         if not unseen:
             return self._compute(ctx, text)
         if printed and retries < self.max_retries and self.max_nudges:
@@ -593,6 +595,22 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.retries"] = retries + 1
         ctx.state[f"{self.name}.choice"] = failed
         return RETRY_PROMPT.format(tool=failed, **_list(unseen))
+
+    def _unanswered(self, ctx: RunContext[Any], answer: str, printed: str) -> bool:
+        """Whether ``answer`` leaves out what the last computing call printed, when that was
+        the value asked for: after this check asked to compute it (whatever the answer says),
+        or in answer to a task asking for a value from data with only small numbers (counts
+        below ten, which the unseen-number check leaves alone)."""
+        said = [t for _, parts in _numbers(answer) for t in parts]
+        wanted = {t for _, parts in _numbers(printed) for t in parts}
+        if not wanted or wanted & set(said) or self.max_nudges == 0:
+            return False
+        if ctx.state.get(f"{self.name}.compute"):
+            return True
+        if ctx.state.get(f"{self.name}.echoed"):
+            return False
+        small = bool(said) and not any(_needs_source(t) for t in said)
+        return small and _AGGREGATE.search(ctx.input) is not None
 
     def _compute(self, ctx: RunContext[Any], answer: str) -> str | None:
         """Once per run: a task asking for a value worked out from data (a total, the largest)
@@ -616,14 +634,21 @@ class NumberCheck(Capability):
 
 def _printed(output: str) -> str:
     """A computing call's output worth quoting back: short, with a number ("3", "82.5\n");
-    the "exit code 0" line the shell tools put first is left out."""
-    text = output.strip()
+    the "exit code 0" line the shell tools put first and their remarks in parentheses after
+    the output ("(Your code named /notes.txt ...)" on a line of its own) are left out."""
+    text = _REMARK.sub("", output).strip()
     first, _, rest = text.partition("\n")
     if first.startswith("exit code 0"):
         text = rest.strip()
     if not text or len(text) > _PRINTED_CHARS or not _NUMBER.search(text):
         return ""
     return " ".join(text.split())
+
+
+def _echoes(printed: str, arguments: str) -> bool:
+    """Whether every number ``printed`` shows was already in the call's ``arguments``."""
+    given = {t for joined, parts in _numbers(arguments) for t in [joined, *parts] if t}
+    return all(t in given for _, parts in _numbers(printed) for t in parts)
 
 
 def _list(numbers: list[str]) -> dict[str, str]:

@@ -310,8 +310,10 @@ async def _request(
     """The next model request: the conversation repaired and compacted if needed (context
     management, window.py), this turn's slots inserted, the offered tools (none when only a
     final answer may be given)."""
+    # every tool is counted: a model that lists them all in its prompt (listed_tools) sends
+    # them whichever are offered, and the count stays the same from turn to turn
     run.messages, prepared = await run.window.prepare(
-        run.messages, extra=slots, tools=run.tools, pinned=run.pinned, overflow=overflow
+        run.messages, extra=slots, tools=run.request_tools, pinned=run.pinned, overflow=overflow
     )
     if prepared.final_only:
         run.offer({}, ())

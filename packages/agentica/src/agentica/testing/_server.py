@@ -5,6 +5,7 @@ latency, and the handling of each request up to the provider's own answer."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import itertools
 import json
@@ -151,8 +152,8 @@ class ScriptedServer:
         return f"http://{self.host}:{self.port}{self.base_path}"
 
     async def start(self) -> Self:
-        from aiohttp import web
-
+        # aiohttp's first import takes 0.2-0.4 s (its SSL context): not on the event loop
+        web = await asyncio.to_thread(importlib.import_module, "aiohttp.web")
         app = web.Application()
         app.router.add_post(self.route, self._handle)
         # Cancel a handler when its client disconnects (as a real server does), so a ``Hang``

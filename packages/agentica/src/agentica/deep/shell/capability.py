@@ -19,6 +19,7 @@ from agentica.deep.shell.hints import (
     COMMON_PACKAGES,
     check_command,
     check_python,
+    data_remarks,
     hint,
     missing_imports,
     repair_brackets,
@@ -368,7 +369,11 @@ class Shell(Capability):
             code, moved = await asyncio.to_thread(workspace_paths, code, self.root)
         python = self.backend.python or "python3"
         command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
+        started = time.time()
         result = await self._run(command, timeout)
+        if self.root is not None:
+            for remark in await asyncio.to_thread(data_remarks, code, self.root, started):
+                result += f"\n({remark})"
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
         if moved:

@@ -1,11 +1,13 @@
 """What the model is told about its commands: refused input (``check_command``,
 ``check_python``), advice after a failure (``hint``), and Python code put right before it runs:
-mistyped brackets (``repair_brackets``), missing standard-library imports (``missing_imports``)."""
+mistyped brackets (``repair_brackets``), missing standard-library imports (``missing_imports``),
+and remarks on the data files code wrote or read (``data_remarks``)."""
 
 from __future__ import annotations
 
 import ast
 import io
+import json
 import re
 import tokenize
 from pathlib import Path, PurePosixPath
@@ -293,3 +295,44 @@ def _means_workspace(value: str, root: Path) -> bool:
     if not parts or Path(value).exists():
         return False
     return len(parts) == 1 or (root / parts[0]).exists()
+
+
+_DATA_LITERAL = re.compile(r"""['"]([\w./-]{1,200}\.(json|csv))['"]""")
+_SPLIT_BLANK = re.compile(r"\.split\(\s*\)")
+_MAX_CHECKED = 1 << 20  # bytes of a written JSON file parsed to check it
+
+
+def data_remarks(code: str, root: Path, since: float) -> list[str]:
+    """Remarks on how ``code`` (which has run) handled the data files it names: a JSON file
+    in the workspace it wrote (changed after ``since``, a ``time.time()``) that does not parse
+    (seen: a dict written with ``str()``, so single quotes), and a CSV file's lines split on
+    blanks (seen: ``line.split()[1]`` on "2024-03-04,Priya,7.5"). Blocking (it reads files)."""
+    remarks: list[str] = []
+    named = {m.group(1).lstrip("/"): m.group(2) for m in _DATA_LITERAL.finditer(code)}
+    top = root.resolve()
+    for name, kind in named.items():
+        if kind == "csv":
+            if _SPLIT_BLANK.search(code):
+                remarks.append(
+                    f"Your code names {name} and splits text with .split(), which splits on "
+                    "blanks; the fields of a CSV line are separated by commas: read it with "
+                    "csv.DictReader(open(...)) or split with .split(',')."
+                )
+            continue
+        path = (root / name).resolve()
+        try:
+            stat = path.stat()
+            old = stat.st_mtime < since - 1  # (file times are coarser than time.time())
+            if not path.is_relative_to(top) or old or stat.st_size > _MAX_CHECKED:
+                continue
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            remarks.append(
+                f"Your code wrote {name}, which is not valid JSON ({exc}). Write it with "
+                "json.dump(value, file) (str() of a dict gives single quotes, not JSON)."
+            )
+    return list(dict.fromkeys(remarks))
