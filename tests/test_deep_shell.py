@@ -445,6 +445,19 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     assert (tmp_path / "x.json").exists() and "not valid JSON" not in outside  # (not read)
 
 
+async def test_run_python_tracebacks_show_the_failing_lines_of_the_code(tmp_path: Path) -> None:
+    """Code run with -c has no file, so Python's traceback names line 6 without showing it
+    (seen: the same failing code sent four times). The line is shown as for a file, once."""
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python("def f(row):\n    return row.split()[1]\n\nprint(f('a,b'))")
+    assert (
+        "  File \"<string>\", line 4, in <module>\n    print(f('a,b'))\n"
+        '  File "<string>", line 2, in f\n    return row.split()[1]\n'
+    ) in out
+    syntax = await shell.run_python("x = 1\nprint(x +)")
+    assert syntax.count("print(x +)") == 1 and "SyntaxError" in syntax
+
+
 async def test_run_python_puts_a_mistyped_closing_bracket_right_and_says_so(
     tmp_path: Path,
 ) -> None:

@@ -23,6 +23,7 @@ from agentica.deep.shell.hints import (
     hint,
     missing_imports,
     repair_brackets,
+    source_lines,
     workspace_paths,
 )
 from agentica.deep.shell.local import BwrapCommands, LocalCommands, check_limits
@@ -370,7 +371,7 @@ class Shell(Capability):
         python = self.backend.python or "python3"
         command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
         started = time.time()
-        result = await self._run(command, timeout)
+        result = source_lines(await self._run(command, timeout), code)
         if self.root is not None:
             for remark in await asyncio.to_thread(data_remarks, code, self.root, started):
                 result += f"\n({remark})"

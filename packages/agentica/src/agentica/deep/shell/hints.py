@@ -1,7 +1,8 @@
 """What the model is told about its commands: refused input (``check_command``,
 ``check_python``), advice after a failure (``hint``), and Python code put right before it runs:
 mistyped brackets (``repair_brackets``), missing standard-library imports (``missing_imports``),
-and remarks on the data files code wrote or read (``data_remarks``)."""
+remarks on the data files code wrote or read (``data_remarks``) and the code's lines shown in its
+tracebacks (``source_lines``)."""
 
 from __future__ import annotations
 
@@ -336,3 +337,27 @@ def data_remarks(code: str, root: Path, since: float) -> list[str]:
                 "json.dump(value, file) (str() of a dict gives single quotes, not JSON)."
             )
     return list(dict.fromkeys(remarks))
+
+
+_STRING_FRAME = re.compile(r'^(\s*)File "<string>", line (\d+)(?:, in .*)?$')
+
+
+def source_lines(output: str, code: str) -> str:
+    """``output`` with the line of ``code`` shown under each traceback frame of it, as Python
+    shows a file's lines (code run with ``-c`` has none: seen, the 1.5B model sent the same
+    failing code four times, told only "line 6 ... IndexError")."""
+    if 'File "<string>"' not in output:
+        return output
+    lines = code.splitlines()
+    output_lines = output.splitlines(keepends=True)
+    shown: list[str] = []
+    for at, line in enumerate(output_lines):
+        shown.append(line)
+        match = _STRING_FRAME.match(line.rstrip("\n"))
+        if match is None or not 0 < int(match.group(2)) <= len(lines):
+            continue
+        source = lines[int(match.group(2)) - 1].strip()
+        following = output_lines[at + 1].strip() if at + 1 < len(output_lines) else ""
+        if source and following != source:  # (a SyntaxError shows its line itself)
+            shown.append(f"{match.group(1)}  {source}\n")
+    return "".join(shown)
