@@ -305,3 +305,32 @@ async def test_a_question_about_the_folders_documents_answered_unread_is_sent_to
     model = ScriptedModel(["4"])
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     assert (await agent.run("What is 2 + 2?")).content == "4" and len(model.requests) == 1
+
+
+async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: "Bump the version in setup.cfg to 1.5.0." answered "has
+    been updated" after a read and a todo list marked done, setup.cfg as it was. Sent back once
+    with edit_file chosen; a question that names a file ("It's set in settings.ini") is not."""
+    (tmp_path / "setup.cfg").write_text("[metadata]\nversion = 1.4.2\n")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="setup.cfg")),
+        "The version in setup.cfg has been updated to 1.5.0.",
+        tool_calls(call("edit_file", path="setup.cfg", old_string="1.4.2", new_string="1.5.0")),
+        *["Bumped the version to 1.5.0."] * 3,  # (the harness's checks may ask again)
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    response = await agent.run("Bump the version in setup.cfg to 1.5.0.")
+    assert response.content == "Bumped the version to 1.5.0."
+    sent_back = model.requests[2].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert "none of your tool calls changed a file, so setup.cfg is as it was" in sent_back.text
+    assert model.requests[2].settings.tool_choice == "edit_file"
+    assert (tmp_path / "setup.cfg").read_text() == "[metadata]\nversion = 1.5.0\n"
+    # a question about a file is answered from reading it
+    (tmp_path / "settings.ini").write_text("[server]\nport = 8080\n")
+    model = ScriptedModel([tool_calls(call("read_file", path="settings.ini")), *["8080"] * 3])
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("What port does the web server listen on? It's set in settings.ini.")
+    assert all("changed a file" not in str(r.messages[-1].content) for r in model.requests)

@@ -516,6 +516,10 @@ async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -
     assert "[check] None of the 3 lines /setup.cfg had are in it now." in out
     kept = await tools.write_file(ctx, "/setup.cfg", "version = '1.5.0'\n[tool.poetry]\nx\n")
     assert "[check]" not in kept  # (two lines before: too few to say)
+    # a file this run created is its own to replace (seen: 100 invented names written before
+    # names.txt was read, then the right three; the note had the model put the 100 back)
+    await tools.write_file(ctx, "/upper.txt", "".join(f"NAME{n}\n" for n in range(100)))
+    assert "[check]" not in await tools.write_file(ctx, "/upper.txt", "ADA\nGRACE\nLINUS\n")
 
 
 async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is() -> None:

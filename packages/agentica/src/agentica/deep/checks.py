@@ -75,6 +75,8 @@ class AnswerCheck(Capability):
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
+            if call.name in _CHANGERS:
+                ctx.state[f"{self.name}.changed"] = True
             written = _written(call, data_only=False)
             if written is not None:
                 await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
@@ -128,9 +130,12 @@ class AnswerCheck(Capability):
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
+        unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
+        if self.max_checks and not unused and (unchanged := await self._unchanged(ctx)):
+            ctx.state[self.name] = done + 1  # (this is the run's check)
+            return unchanged
         if done >= self.max_checks:
             return self._bare_confirmation(ctx, message) if done else None
-        unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
         # no tool used: check only a task about files ("Create config.json ...", "What is in
         # notes.txt?" when it exists), not a question that names Node.js or setup.py
         if self.only_after_tools and ctx.usage.tool_calls == 0:
@@ -158,6 +163,33 @@ class AnswerCheck(Capability):
             )
         return prompt
 
+    async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a task asking to change files it names that exist, answered when no
+        call changed anything (seen: "Bump the version in setup.cfg to 1.5.0." answered "has
+        been updated" after a read and a todo list marked done, the file as it was)."""
+        key = f"{self.name}.unchanged"
+        if ctx.state.get(key) or ctx.state.get(f"{self.name}.changed") or ctx.files is None:
+            return None
+        asks = _CHANGING.search(ctx.input) and not _QUESTION.match(ctx.input)
+        if not asks or ctx.usage.tool_calls == 0:
+            return None  # (a question; or an answer without tools: the check below sees it)
+        named = []
+        for name in dict.fromkeys(m.group(1) for m in _FILE_NAME.finditer(ctx.input)):
+            try:
+                info = await ctx.files.stat(name)
+            except AgenticaError:
+                continue
+            if info is not None and not info.is_dir:
+                named.append(name)
+        if not named:
+            return None
+        ctx.state[key] = True
+        tool = next((t for t in ("edit_file", "write_file") if t in ctx.functions), None)
+        if tool is not None:
+            ctx.state[f"{self.name}.choice"] = tool
+        names = " and ".join(named)
+        return UNCHANGED_PROMPT.format(task=ctx.input.strip(), names=names, tool=tool or "a tool")
+
     async def _unread_folder(self, ctx: RunContext[Any], done: int) -> str | None:
         """A question about "the documents in this folder" answered without a tool call (seen:
         "How many days of paid vacation ...?" answered "3" with handbook.md unread): sent back
@@ -182,6 +214,21 @@ class AnswerCheck(Capability):
             return None
         ctx.state[key] = True
         return FINAL_PROMPT.replace("{task}", ctx.input.strip() or "(see above)")
+
+
+UNCHANGED_PROMPT = (
+    "The task asks for a change: {task}\nBut none of your tool calls changed a file, so "
+    "{names} is as it was: reading a file or marking a step done changes nothing. Make the "
+    "change now with {tool}, then answer with what you changed."
+)
+# A task that asks to change something (not a question about it)
+_CHANGING = re.compile(
+    r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"
+    r"turn|remove|delete|replace|move|combine|merge|subtract|convert|edit|append|insert)\b"
+)
+# ... unless it opens with a question ("What port ...? It's set in settings.ini.")
+_QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
+_CHANGERS = frozenset({"write_file", "edit_file", "execute", "run_python", "start_command"})
 
 
 FINAL_PROMPT = (

@@ -383,6 +383,13 @@ class FileTools(Tool):
             known = ctx.state[f"{self.name}.known"] = set()
         return known
 
+    def _created(self, ctx: RunContext[Any]) -> set[str]:
+        """The files this run created (or found empty) with write_file (their paths)."""
+        created = ctx.state.get(f"{self.name}.created")
+        if not isinstance(created, set):
+            created = ctx.state[f"{self.name}.created"] = set()
+        return created
+
     def _saw(self, ctx: RunContext[Any], path: str) -> None:
         self._known(ctx).add(normalize_path(path))
 
@@ -521,7 +528,10 @@ class FileTools(Tool):
             before = await self._check_overwrite(ctx, backend, path, written)
         info = await backend.write(path, written)
         self._saw(ctx, info.path)
-        if before is not None and (gone := _all_lines_gone(before, written)):
+        created = self._created(ctx)
+        if before is None:
+            created.add(info.path)  # (its lines are this run's own: replacing them loses nothing)
+        elif info.path not in created and (gone := _all_lines_gone(before, written)):
             note += (
                 f"\n[check] None of the {gone} lines {info.path} had are in it now. If the task "
                 "asked to change a part of the file, the rest is lost: write the whole file "
