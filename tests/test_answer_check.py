@@ -157,9 +157,25 @@ async def test_writing_a_file_without_reading_the_one_the_task_names_gets_a_note
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("Write the lines of lines.txt in reverse order to reversed.txt.")
     results = [m for m in model.requests[3].messages if isinstance(m, ToolMessage)]
-    assert "[check] You wrote reversed.txt without reading lines.txt" in results[0].content
+    assert results[0].is_error and results[0].content == (  # refused by the file tools, once
+        "nothing was written: the task names lines.txt, which you have not read, and what you "
+        "write to reversed.txt must come from it. Call read_file('lines.txt') now, then write "
+        "reversed.txt from what it shows"
+    )
+    assert model.requests[1].settings.tool_choice == "read_file"
     assert "[check]" not in results[2].content  # read by then
     assert (tmp_path / "reversed.txt").read_text() == "b\na\n"
+    # with the refusal off, the write is made and gets the check's note
+    (tmp_path / "reversed.txt").unlink()
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="reversed.txt", content="line 2\nline 1\n")),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    agent.tools[0].read_task_files = False  # type: ignore[union-attr]
+    await agent.run("Write the lines of lines.txt in reverse order to reversed.txt.")
+    note = next(m for m in model.requests[1].messages if isinstance(m, ToolMessage)).content
+    assert "[check] You wrote reversed.txt without reading lines.txt" in note
 
 
 async def test_a_failed_write_before_reading_the_file_the_task_names_sends_the_model_to_it(

@@ -624,3 +624,31 @@ async def test_only_a_yaml_mapping_or_list_in_a_json_file_is_converted(
     backend = StateBackend()
     await FileTools(backend).write_file(CTX, path, content)
     assert await backend.read(path) == content
+
+
+async def test_a_write_before_the_files_the_task_names_were_read_is_refused_once() -> None:
+    """As measured on the deep agent: "Write the lines of lines.txt in reverse order to
+    reversed.txt" answered by writing invented lines first, then copying them after reading."""
+    backend = StateBackend()
+    await backend.write("/lines.txt", "a\nb\n")
+    tools = FileTools(backend)
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), input=(
+        "Write the lines of lines.txt in reverse order to reversed.txt (see notes.md)."
+    ))  # fmt: skip
+    with pytest.raises(ToolError, match=r"the task names lines.txt, which you have not read"):
+        await tools.write_file(ctx, "/reversed.txt", "line 2\nline 1\n")
+    assert await backend.stat("/reversed.txt") is None  # nothing written; notes.md is no file
+    # refused once per file: a second attempt is written (the answer check notes it then)
+    assert (await tools.write_file(ctx, "/reversed.txt", "x\n")).startswith("wrote /reversed.txt")
+    fresh = RunContext(run_id="r2", deps=None, usage=RunUsage(), input=ctx.input)
+    await tools.read_file(fresh, "/lines.txt")
+    assert (await tools.write_file(fresh, "/out.txt", "b\na\n")).startswith("wrote")
+    # only files named before the one written are its sources ("Create a.txt and change b.txt")
+    await backend.write("/b.txt", "old\n")
+    later = RunContext(run_id="r4", deps=None, usage=RunUsage(), input="Create a.txt, edit b.txt")
+    assert (await tools.write_file(later, "/a.txt", "new\n")).startswith("wrote /a.txt")
+    # the file to write may itself be named; the refusal can be turned off
+    own = RunContext(run_id="r3", deps=None, usage=RunUsage(), input="Fill in lines.txt")
+    await FileTools(backend, read_before_overwrite=False).write_file(own, "/lines.txt", "c\n")
+    off = FileTools(backend, read_task_files=False)
+    assert (await off.write_file(context(), "/other.txt", "y\n")).startswith("wrote")

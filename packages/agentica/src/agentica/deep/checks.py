@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from agentica.deep.files import FILE_NAME, UNREAD_REFUSAL, task_files
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -68,7 +69,10 @@ class AnswerCheck(Capability):
             log.append(_describe(call))
             if call.status != "success":
                 await _note_task_words(ctx, call)
-                if call.name in _WRITERS:  # (seen: a list made up until the length limit, 4 times)
+                refused = call.content_without_notes.startswith(UNREAD_REFUSAL)
+                if refused and "read_file" in ctx.functions:  # (the refusal says it all)
+                    ctx.state[f"{self.name}.choice"] = "read_file"
+                elif call.name in _WRITERS:  # (seen: a list made up until the length limit)
                     path = _PATH_IN_ARGUMENTS.search(call.call.arguments)
                     target = path.group(1) if path else "the file"
                     await self._note_unread(ctx, call, target, ctx.state.get(key, ""), failed=True)
@@ -174,7 +178,7 @@ class AnswerCheck(Capability):
         if not asks or ctx.usage.tool_calls == 0:
             return None  # (a question; or an answer without tools: the check below sees it)
         named = []
-        for name in dict.fromkeys(m.group(1) for m in _FILE_NAME.finditer(ctx.input)):
+        for name in task_files(ctx.input):
             try:
                 info = await ctx.files.stat(name)
             except AgenticaError:
@@ -306,7 +310,6 @@ _MAX_LISTED = 12
 _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
 _WRITERS = frozenset({"write_file", "edit_file"})
 _PATH_IN_ARGUMENTS = re.compile(r'"(?:path|file_path)"\s*:\s*"([^"\\]{1,200})"')
-_FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 
 def _arguments(call: FunctionCall) -> dict[str, Any]:
@@ -356,7 +359,7 @@ async def _task_words_in(ctx: RunContext[Any], path: str) -> list[tuple[str, int
         text = await ctx.files.read(path)
     except AgenticaError:
         return []
-    task = _FILE_NAME.sub(" ", ctx.input)
+    task = FILE_NAME.sub(" ", ctx.input)
     found = []
     for word in dict.fromkeys(_WORD.findall(task)):
         count = len(re.findall(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text[:200_000]))
@@ -367,14 +370,7 @@ async def _task_words_in(ctx: RunContext[Any], path: str) -> list[tuple[str, int
 
 def _unused_files(task: str, arguments: str) -> list[str]:
     """File names the task mentions that no successful tool call's arguments mention."""
-    names = dict.fromkeys(m.group(1) for m in _FILE_NAME.finditer(task))
-    return [
-        n
-        for n in names
-        if n not in arguments
-        and not n[0].isdigit()
-        and len(n) > 3  # "e.g", "i.e": abbreviations, not files
-    ]
+    return [n for n in task_files(task) if n not in arguments]
 
 
 def _short(text: str, limit: int) -> str:

@@ -322,6 +322,19 @@ async def _text_or_none(backend: FileBackend, path: str) -> str | None:
         return None
 
 
+# A file name as a task writes it: "lines.txt", "src/app.py" (not a path's tail, not "v1.5.0")
+FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
+
+
+UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
+
+
+def task_files(task: str) -> list[str]:
+    """The file names ``task`` mentions, in order, once each ("e.g", "1.5" left out)."""
+    names = dict.fromkeys(m.group(1) for m in FILE_NAME.finditer(task))
+    return [n for n in names if not n[0].isdigit() and len(n) > 3]
+
+
 class FileTools(Tool):
     """File tools over a ``FileBackend``: ls, read_file, write_file, edit_file, glob, grep.
 
@@ -333,6 +346,10 @@ class FileTools(Tool):
         read_before_overwrite: refuse a ``write_file`` over a file that has text and that this
             run has neither read, written nor edited (a small model writes a whole config file
             from its head and loses what was in it; the refusal tells it to read first).
+        read_task_files: refuse (once per file) a ``write_file`` of a new file made while none
+            of the files the task names before it (which exist) was read, written or edited in
+            this run (a small model writes "the lines of lines.txt in reverse order to
+            reversed.txt" from its head, then copies what it wrote).
         name: the group's name.
     """
 
@@ -343,6 +360,7 @@ class FileTools(Tool):
         max_output_chars: int = 12_000,
         max_line_chars: int = 500,
         read_before_overwrite: bool = True,
+        read_task_files: bool = True,
         name: str = "files",
     ) -> None:
         if max_output_chars < 1000:
@@ -362,6 +380,7 @@ class FileTools(Tool):
         self.max_output_chars = max_output_chars
         self.max_line_chars = max_line_chars
         self.read_before_overwrite = read_before_overwrite
+        self.read_task_files = read_task_files
         super().__init__(name)
 
     def file_backend(self, ctx: RunContext[Any]) -> FileBackend:
@@ -477,6 +496,43 @@ class FileTools(Tool):
             )
         return out
 
+    async def _check_task_files(
+        self, ctx: RunContext[Any], backend: FileBackend, path: str
+    ) -> None:
+        """Refuse a write made before any of the files the task names was used (see the
+        class)."""
+        target = normalize_path(path)
+        known = self._known(ctx)
+        if target in known:
+            return  # (a file read or written before: its new text may come from it)
+        refused: set[str] = ctx.state.setdefault(f"{self.name}.refused_unread", set())
+        unread = []
+        for name in task_files(ctx.input):  # (in the task's order)
+            try:
+                named = normalize_path(name)
+            except BackendError:
+                continue
+            if named == target:
+                break  # the sources are the files named before it ("from a.csv to b.json")
+            if named in known:
+                return  # (one of them read: the write may come from it)
+            if named in refused:
+                continue
+            try:
+                info = await backend.stat(named)
+            except BackendError:
+                continue
+            if info is not None and not info.is_dir:
+                unread.append(name)
+        if unread:
+            refused.update(normalize_path(n) for n in unread)
+            names = " and ".join(unread)
+            raise ToolError(
+                f"{UNREAD_REFUSAL} {names}, which you have not read, and "
+                f"what you write to {path} must come from {'it' if len(unread) == 1 else 'them'}. "
+                f"Call read_file('{unread[0]}') now, then write {path} from what it shows"
+            )
+
     async def _check_overwrite(
         self, ctx: RunContext[Any], backend: FileBackend, path: str, content: str
     ) -> str | None:
@@ -523,6 +579,8 @@ class FileTools(Tool):
                 f"this JSON (check it):\n{shown}"
             )
         backend = self.resolve(ctx)
+        if self.read_task_files:
+            await self._check_task_files(ctx, backend, path)
         before = None
         if self.read_before_overwrite:
             before = await self._check_overwrite(ctx, backend, path, written)
