@@ -389,3 +389,33 @@ async def test_a_count_the_file_states_is_not_sent_back_to_compute() -> None:
     agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
     assert (await agent.run("How many orders are pending?")).content == "2"
     assert "asks for the count," in str(model.requests[2].messages[-1].content)
+
+
+async def test_a_file_written_before_the_code_printed_another_value_is_sent_back() -> None:
+    """As measured on the 1.5B model: max.txt written 55 from reading numbers.txt, then
+    run_python printed 97 and the model answered 97, max.txt left at 55."""
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\n97\n"
+
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="numbers.txt")),
+        tool_calls(call("write_file", path="/max.txt", content="55")),
+        tool_calls(call("run_python", code="print(max(...))")),
+        "The largest number is 97.",
+        tool_calls(call("write_file", path="/max.txt", content="97")),
+        "Wrote 97 to max.txt.",
+    ])  # fmt: skip
+    tools = [read_file, write_file, run_python]
+    agent = Agent(model=model, tools=tools, capabilities=[NumberCheck()])
+    response = await agent.run("numbers.txt has one number per line. Write the largest to max.txt.")
+    assert response.content == "Wrote 97 to max.txt." and model.remaining == 0
+    sent_back = model.requests[4].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert sent_back.text.startswith(
+        "Your last run_python call printed: 97. But /max.txt, which the task asks for, still "
+        "says '55', written before that."
+    )
+    assert model.requests[4].settings.tool_choice == "write_file"

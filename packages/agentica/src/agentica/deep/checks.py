@@ -431,6 +431,11 @@ PRINTED_PROMPT = (
     "prints."
 )
 _PRINTED_CHARS = 80  # a computing call's output short enough to quote back
+STALE_PROMPT = (
+    "Your last {tool} call printed: {printed}. But {path}, which the task asks for, still says "
+    "{text}, written before that. If the printed value is what the task asks for, write it to "
+    "{path} now; then answer."
+)
 
 # Where a written number must come from a tool: reports and data, not code or configuration
 # (a port or a version there is the model's to choose).
@@ -586,6 +591,8 @@ class NumberCheck(Capability):
         sources = self._sources(ctx)
         for call in calls:
             written = _written(call)
+            if written is not None:
+                ctx.state.setdefault(f"{self.name}.files", {})[written[0]] = written[1]
             if written is not None and not call.notes:  # one remark per call: the first stands
                 path, text = written
                 unseen = sources.unseen(text)
@@ -622,6 +629,11 @@ class NumberCheck(Capability):
             ctx.state[f"{self.name}.retries"] = retries + 1
             numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
             return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1], **_list(numbers))
+        if not unseen and printed and retries < self.max_retries and self.max_nudges:
+            stale = self._stale_file(ctx, printed)
+            if stale is not None:
+                ctx.state[f"{self.name}.retries"] = retries + 1
+                return stale
         if not unseen:
             return self._compute(ctx, text)
         if printed and retries < self.max_retries and self.max_nudges:
@@ -638,6 +650,25 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.retries"] = retries + 1
         ctx.state[f"{self.name}.choice"] = failed
         return RETRY_PROMPT.format(tool=failed, **_list(unseen))
+
+    def _stale_file(self, ctx: RunContext[Any], printed: tuple[str, str]) -> str | None:
+        """A file the task names, written with numbers before the code printed others: sent
+        back to write the printed value there (seen: max.txt written 55 from reading, then the
+        code printed 97, and the model answered 97 with max.txt left at 55)."""
+        if ctx.state.get(f"{self.name}.echoed"):
+            return None
+        tool, output = printed
+        wanted = {t for _, parts in _numbers(output) for t in parts}
+        named = {PurePosixPath(n).name for n in task_files(ctx.input)}
+        files: dict[str, str] = ctx.state.get(f"{self.name}.files") or {}
+        for path, text in files.items():
+            has = {t for _, parts in _numbers(text) for t in parts}
+            if PurePosixPath(path).name in named and has and not has & wanted:
+                if "write_file" in ctx.functions:
+                    ctx.state[f"{self.name}.choice"] = "write_file"
+                shown = repr(_short(text, 60))
+                return STALE_PROMPT.format(tool=tool, printed=output, path=path, text=shown)
+        return None
 
     def _unanswered(self, ctx: RunContext[Any], answer: str, printed: str) -> bool:
         """Whether ``answer`` leaves out what the last computing call printed, when that was
