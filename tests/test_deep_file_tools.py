@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -652,3 +653,25 @@ async def test_a_write_before_the_files_the_task_names_were_read_is_refused_once
     await FileTools(backend, read_before_overwrite=False).write_file(own, "/lines.txt", "c\n")
     off = FileTools(backend, read_task_files=False)
     assert (await off.write_file(context(), "/other.txt", "y\n")).startswith("wrote")
+
+
+@pytest.mark.parametrize(
+    ("path", "content", "why"),
+    [
+        ("/money.py", "<tool_response>", "'<tool_response>' is a marker of the conversation"),
+        ("/a.txt", " <|im_end|>\n", "'<|im_end|>' is a marker of the conversation"),
+        ("/stats.py", "import unittest\nfrom stats import mean\n", "this code imports stats"),
+        ("/pkg/util.py", "import os\nimport util\n", "this code imports util"),
+    ],
+)
+async def test_text_that_cannot_be_the_file_is_refused(path: str, content: str, why: str) -> None:
+    """As measured on the 1.5B model: money.py overwritten with "<tool_response>"; the tests of
+    test_stats.py written into stats.py, which they import."""
+    backend = StateBackend()
+    tools = FileTools(backend)
+    with pytest.raises(ToolError, match=re.escape(why)):
+        await tools.write_file(context(), path, content)
+    assert await backend.stat(path) is None
+    # a module importing another, or a file that mentions a marker among other text, is written
+    for name, text in [("stats", "from statistics import mean\n"), ("b", "see <tool_call>\n")]:
+        assert (await tools.write_file(context(), f"/{name}.py", text)).startswith("wrote")

@@ -19,6 +19,7 @@ import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import CompositeBackend, StateBackend
@@ -154,6 +155,31 @@ def _json_from_mapping_lines(path: str, text: str) -> str | None:
 
 
 _KEYLESS = re.compile(r"^\s*[=:]\s*\S")  # "= true": a setting whose name was deleted
+
+
+_MARKER = re.compile(r"\s*(?:</?(?:tool_call|tool_response|tools)>|<\|[\w-]+\|>)\s*")
+
+
+def _refused_content(path: str, text: str) -> str | None:
+    """Why ``text`` cannot be meant as ``path``'s content, or ``None``: a marker of the chat
+    format alone (seen: ``<tool_response>`` written into money.py), or a Python module that
+    imports itself (seen: test_stats.py's tests written into stats.py, which they import)."""
+    if _MARKER.fullmatch(text):
+        return (
+            f"nothing was written: {text.strip()!r} is a marker of the conversation's format, "
+            f"not text for {path}. Write the file's whole content"
+        )
+    if not path.endswith(".py") or len(text) > _PARSE_LIMIT:
+        return None
+    module = PurePosixPath(path).stem
+    pattern = rf"^\s*(?:from\s+{re.escape(module)}\s+import\b|import\s+{re.escape(module)}\b)"
+    if module.isidentifier() and re.search(pattern, text, re.M):
+        return (
+            f"nothing was written: this code imports {module}, the module it would be written "
+            f"to (is it the tests?). {path} must define what other files import from it: "
+            f"write {path}'s own code, changed where it is wrong"
+        )
+    return None
 
 
 def _parse_problem(path: str, text: str) -> str | None:
@@ -578,6 +604,8 @@ class FileTools(Tool):
                 "; the content was YAML-style key: value lines, not JSON, so it was written as "
                 f"this JSON (check it):\n{shown}"
             )
+        if (refused := _refused_content(path, written)) is not None:
+            raise ToolError(refused)
         backend = self.resolve(ctx)
         if self.read_task_files:
             await self._check_task_files(ctx, backend, path)
