@@ -419,3 +419,28 @@ async def test_a_file_written_before_the_code_printed_another_value_is_sent_back
         "says '55', written before that."
     )
     assert model.requests[4].settings.tool_choice == "write_file"
+
+
+async def test_the_file_the_task_asks_for_is_put_right_before_the_answer() -> None:
+    """As measured on the 1.5B model: count.txt written "1", run_python printed 13, and the
+    model, told twice that its code printed 13, answered 1 both times. The file comes first."""
+
+    @tool
+    def run_python(code: str) -> str:
+        """Run Python code."""
+        return "exit code 0\n13\n\n(Your code named /notes.txt the way the file tools do.)"
+
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="/count.txt", content="1")),
+        tool_calls(call("run_python", code="print(len(open('notes.txt').read().split()))")),
+        "The number of words in notes.txt is 1.",
+        tool_calls(call("write_file", path="/count.txt", content="13")),
+        "There are 13 words.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    task = "Count the words in notes.txt and write only the number to count.txt."
+    assert (await agent.run(task)).content == "There are 13 words."
+    sent_back = model.requests[3].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert sent_back.text.startswith("Your last run_python call printed: 13. But /count.txt")
+    assert model.requests[3].settings.tool_choice == "write_file" and model.remaining == 0

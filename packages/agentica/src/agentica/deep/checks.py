@@ -620,6 +620,13 @@ class NumberCheck(Capability):
         unseen = self._sources(ctx).unseen(text)
         retries = int(ctx.state.get(f"{self.name}.retries", 0))
         printed = ctx.state.get(f"{self.name}.printed")
+        if not unseen and printed and retries < self.max_retries and self.max_nudges:
+            # first the file the task asks for: writing it is one concrete call (seen: told
+            # twice that its code printed 13, the model answered 1 again both times)
+            stale = self._stale_file(ctx, printed)
+            if stale is not None:
+                ctx.state[f"{self.name}.retries"] = retries + 1
+                return stale
         if (
             not unseen and printed and retries < self.max_retries
             and self._unanswered(ctx, text, printed[1])
@@ -629,11 +636,6 @@ class NumberCheck(Capability):
             ctx.state[f"{self.name}.retries"] = retries + 1
             numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
             return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1], **_list(numbers))
-        if not unseen and printed and retries < self.max_retries and self.max_nudges:
-            stale = self._stale_file(ctx, printed)
-            if stale is not None:
-                ctx.state[f"{self.name}.retries"] = retries + 1
-                return stale
         if not unseen:
             return self._compute(ctx, text)
         if printed and retries < self.max_retries and self.max_nudges:
