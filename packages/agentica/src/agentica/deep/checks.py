@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import FILE_NAME, UNREAD_REFUSAL, task_files
+from agentica.deep.files import FILE_NAME, UNREAD_REFUSAL, existing_files, task_files
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -102,16 +102,10 @@ class AnswerCheck(Capability):
         noted: list[str] = ctx.state.setdefault(f"{self.name}.unread", [])
         if backend is None:
             return
-        unread = []
-        for name in _unused_files(ctx.input, arguments):
-            if name in noted or PurePosixPath(path).name == PurePosixPath(name).name:
-                continue
-            try:
-                info = await backend.stat(name)
-            except AgenticaError:
-                continue
-            if info is not None and not info.is_dir:
-                unread.append(name)
+        unread = await existing_files(backend, [
+            name for name in _unused_files(ctx.input, arguments)
+            if name not in noted and PurePosixPath(path).name != PurePosixPath(name).name
+        ])  # fmt: skip
         if unread:
             noted.extend(unread)
             if "read_file" in ctx.functions:
@@ -177,14 +171,7 @@ class AnswerCheck(Capability):
         asks = _CHANGING.search(ctx.input) and not _QUESTION.match(ctx.input)
         if not asks or ctx.usage.tool_calls == 0:
             return None  # (a question; or an answer without tools: the check below sees it)
-        named = []
-        for name in task_files(ctx.input):
-            try:
-                info = await ctx.files.stat(name)
-            except AgenticaError:
-                continue
-            if info is not None and not info.is_dir:
-                named.append(name)
+        named = await existing_files(ctx.files, task_files(ctx.input))
         if not named:
             return None
         ctx.state[key] = True

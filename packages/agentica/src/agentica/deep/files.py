@@ -17,14 +17,14 @@ import json
 import re
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import CompositeBackend, StateBackend
 from agentica.deep.backends.paths import normalize_path
-from agentica.errors import ToolError, UsageError
+from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
 from agentica.tools.context import RunContext
@@ -361,6 +361,19 @@ def task_files(task: str) -> list[str]:
     return [n for n in names if not n[0].isdigit() and len(n) > 3]
 
 
+async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
+    """Those of ``names`` that are files in ``backend`` (a name it refuses is none)."""
+    found = []
+    for name in names:
+        try:
+            info = await backend.stat(name)
+        except AgenticaError:
+            continue
+        if info is not None and not info.is_dir:
+            found.append(name)
+    return found
+
+
 class FileTools(Tool):
     """File tools over a ``FileBackend``: ls, read_file, write_file, edit_file, glob, grep.
 
@@ -542,14 +555,9 @@ class FileTools(Tool):
                 break  # the sources are the files named before it ("from a.csv to b.json")
             if named in known:
                 return  # (one of them read: the write may come from it)
-            if named in refused:
-                continue
-            try:
-                info = await backend.stat(named)
-            except BackendError:
-                continue
-            if info is not None and not info.is_dir:
+            if named not in refused:
                 unread.append(name)
+        unread = await existing_files(backend, unread)
         if unread:
             refused.update(normalize_path(n) for n in unread)
             names = " and ".join(unread)
