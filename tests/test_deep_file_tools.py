@@ -675,3 +675,25 @@ async def test_text_that_cannot_be_the_file_is_refused(path: str, content: str, 
     # a module importing another, or a file that mentions a marker among other text, is written
     for name, text in [("stats", "from statistics import mean\n"), ("b", "see <tool_call>\n")]:
         assert (await tools.write_file(context(), f"/{name}.py", text)).startswith("wrote")
+
+
+async def test_the_tests_that_judge_a_fix_are_not_changed_once() -> None:
+    """As measured on the 1.5B model: told that stats.py cannot be the tests, it edited
+    test_stats.py to expect the bug's result. A change to those tests is refused once per run;
+    tests the task asks to write or fix are the model's to change."""
+    backend = StateBackend()
+    await backend.write("/test_stats.py", "assert mean([2, 4, 6]) == 4\n")
+    tools = FileTools(backend)
+    task = "The tests in test_stats.py fail. Fix stats.py so they pass."
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), input=task)
+    await tools.read_file(ctx, "/test_stats.py")
+    with pytest.raises(ToolError, match="holds the tests the task uses to check the fix"):
+        await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.5")
+    assert await backend.read("/test_stats.py") == "assert mean([2, 4, 6]) == 4\n"
+    edited = await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.0")  # (once per run)
+    assert edited.startswith("edited /test_stats.py")
+    for wanted in ("Add a test for mean to test_stats.py", "Fix the failing tests in test_a.py"):
+        asked = RunContext(run_id="w", deps=None, usage=RunUsage(), input=wanted)
+        await tools.read_file(asked, "/test_stats.py")
+        out = await tools.write_file(asked, "/test_stats.py", "assert mean([1]) == 1\n")
+        assert out.startswith("wrote /test_stats.py")

@@ -361,6 +361,23 @@ def task_files(task: str) -> list[str]:
     return [n for n in names if not n[0].isdigit() and len(n) > 3]
 
 
+_TEST_FILE = re.compile(r"(?:^|/)(?:test_[\w-]*|[\w-]+_test)\.py$")
+_TESTS_JUDGE = re.compile(
+    r"(?i)\b(?:tests?|test_\w+\.py|\w+_test\.py)\b.*\b(?:fail\w*|pass\w*|expected|cases)\b"
+)
+_TESTS_WANTED = re.compile(  # "add a test", "fix the failing tests" (not "fix it so the tests")
+    r"(?i)\b(?:add|write|create|update|extend|change|fix)\s+(?:\w+\s+){0,2}?tests?\b"
+)
+
+
+def _guards_the_tests(task: str, path: str) -> bool:
+    """Whether ``path`` holds the tests that ``task`` uses to judge the fix ("The tests in
+    test_stats.py fail. Fix stats.py so they pass."), not tests the task asks to write."""
+    if not _TEST_FILE.search(path) or _TESTS_WANTED.search(task):
+        return False
+    return bool(_TESTS_JUDGE.search(task))
+
+
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
     """Those of ``names`` that are files in ``backend`` (a name it refuses is none)."""
     found = []
@@ -535,6 +552,20 @@ class FileTools(Tool):
             )
         return out
 
+    def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
+        """Refuse, once per run, a change to the tests that judge the task's fix (seen: told
+        that stats.py cannot be the tests, the model edited test_stats.py to expect the bug's
+        4.5)."""
+        key = f"{self.name}.tests_refused"
+        if not self.read_task_files or ctx.state.get(key) or not _guards_the_tests(ctx.input, path):
+            return
+        ctx.state[key] = True
+        raise ToolError(
+            f"nothing was changed: {path} holds the tests the task uses to check the fix, so "
+            "they stay as they are. Change the code they test (read the failing assertion, then "
+            "fix the function it calls)"
+        )
+
     async def _check_task_files(
         self, ctx: RunContext[Any], backend: FileBackend, path: str
     ) -> None:
@@ -614,6 +645,7 @@ class FileTools(Tool):
             )
         if (refused := _refused_content(path, written)) is not None:
             raise ToolError(refused)
+        self._check_tests(ctx, path)
         backend = self.resolve(ctx)
         if self.read_task_files:
             await self._check_task_files(ctx, backend, path)
@@ -660,6 +692,7 @@ class FileTools(Tool):
             )
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same; there is nothing to change")
+        self._check_tests(ctx, path)
         backend = self.resolve(ctx)
         try:
             text = await backend.read(path)
