@@ -373,6 +373,7 @@ _TESTS_WANTED = re.compile(  # "add a test", "fix the failing tests" (not "fix i
 def _guards_the_tests(task: str, path: str) -> bool:
     """Whether ``path`` holds the tests that ``task`` uses to judge the fix ("The tests in
     test_stats.py fail. Fix stats.py so they pass."), not tests the task asks to write."""
+    task = task[:2000]  # (a task's first lines say what it is; the patterns stay cheap)
     if not _TEST_FILE.search(path) or _TESTS_WANTED.search(task):
         return False
     return bool(_TESTS_JUDGE.search(task))
@@ -405,7 +406,9 @@ class FileTools(Tool):
         read_task_files: refuse (once per file) a ``write_file`` of a new file made while none
             of the files the task names before it (which exist) was read, written or edited in
             this run (a small model writes "the lines of lines.txt in reverse order to
-            reversed.txt" from its head, then copies what it wrote).
+            reversed.txt" from its head, then copies what it wrote); and, once per run, a
+            change to the tests a task names as the judge of its fix ("The tests in
+            test_stats.py fail. Fix stats.py ..."), which a small model edits to pass.
         name: the group's name.
     """
 
