@@ -450,6 +450,11 @@ def _numbers(text: str) -> list[tuple[str, list[str]]]:
     return found
 
 
+def _parts(text: str) -> list[str]:
+    """Every number of ``text`` one by one, in order ("1,2" is 1 and 2)."""
+    return [t for _, parts in _numbers(text) for t in parts]
+
+
 def _value(token: str) -> float | None:
     """The value of a plain number ("82.5"); ``None`` for a dotted token like "1.5.0"."""
     return float(token) if token.count(".") <= 1 and token.strip(".") else None
@@ -491,7 +496,7 @@ class _Sources:
 
     def states(self, text: str, noun: str) -> bool:
         """Whether every number of ``text`` was seen written before ``noun`` ("27 days")."""
-        numbers = [t.replace(",", "") for _, parts in _numbers(text) for t in parts]
+        numbers = [t.replace(",", "") for t in _parts(text)]
         wanted = _singular(noun)
         return bool(numbers) and all((n, wanted) in self.stated for n in numbers)
 
@@ -621,7 +626,7 @@ class NumberCheck(Capability):
             # the value the task asks for was computed, and the answer does not say it (seen:
             # run_python printed 13 words, the model answered 1 again)
             ctx.state[f"{self.name}.retries"] = retries + 1
-            numbers = [t for _, parts in _numbers(text) for t in parts] or ["something else"]
+            numbers = _parts(text) or ["something else"]
             return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1], **_list(numbers))
         if not unseen:
             return self._compute(ctx, text)
@@ -647,11 +652,11 @@ class NumberCheck(Capability):
         if ctx.state.get(f"{self.name}.echoed"):
             return None
         tool, output = printed
-        wanted = {t for _, parts in _numbers(output) for t in parts}
+        wanted = set(_parts(output))
         named = {PurePosixPath(n).name for n in task_files(ctx.input)}
         files: dict[str, str] = ctx.state.get(f"{self.name}.files") or {}
         for path, text in files.items():
-            has = {t for _, parts in _numbers(text) for t in parts}
+            has = set(_parts(text))
             if PurePosixPath(path).name in named and has and not has & wanted:
                 if "write_file" in ctx.functions:
                     ctx.state[f"{self.name}.choice"] = "write_file"
@@ -664,8 +669,8 @@ class NumberCheck(Capability):
         the value asked for: after this check asked to compute it (whatever the answer says),
         or in answer to a task asking for a value from data with only small numbers (counts
         below ten, which the unseen-number check leaves alone)."""
-        said = [t for _, parts in _numbers(answer) for t in parts]
-        wanted = {t for _, parts in _numbers(printed) for t in parts}
+        said = _parts(answer)
+        wanted = set(_parts(printed))
         if not wanted or wanted & set(said) or self.max_nudges == 0:
             return False
         if ctx.state.get(f"{self.name}.compute"):
@@ -711,7 +716,7 @@ def _printed(output: str) -> str:
 def _echoes(printed: str, arguments: str) -> bool:
     """Whether every number ``printed`` shows was already in the call's ``arguments``."""
     given = {t for joined, parts in _numbers(arguments) for t in [joined, *parts] if t}
-    return all(t in given for _, parts in _numbers(printed) for t in parts)
+    return all(t in given for t in _parts(printed))
 
 
 def _list(numbers: list[str]) -> dict[str, str]:
