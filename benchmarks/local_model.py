@@ -7,6 +7,8 @@
   ``--sampled-runs`` times sampled at ``--temperature`` (seed N for run N): success rate, wall
   time, what it used.
   Each run's stream is written to ``.bench-out/<demo|sampled>-run-N.log``.
+- ``--as-user``: the same runs with the task as a user puts it (``USER_TASK``: no tool names, no
+  steps), without the adapter measurement; ``--write-docs`` writes the ``local-user`` block.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from agentica.cli.demo import prepare_workspace, run_demo  # noqa: E402
+from agentica.cli.demo import USER_TASK, prepare_workspace, run_demo  # noqa: E402
 from agentica.messages import TextDelta, UserMessage  # noqa: E402
 from agentica.models import ModelRequest, ModelSettings  # noqa: E402
 from agentica.models.chat_template import CHATML_STOP, render_chatml  # noqa: E402
@@ -107,7 +109,12 @@ async def bench_adapter(model: LocalModel, repeat: int) -> dict[str, Any]:
 
 
 async def bench_demo(
-    model: LocalModel, runs: int, deep: bool = True, temperature: float = 0.0, prefix: str = "demo"
+    model: LocalModel,
+    runs: int,
+    deep: bool = True,
+    temperature: float = 0.0,
+    prefix: str = "demo",
+    task: str | None = None,
 ) -> dict[str, Any]:
     """``runs`` demo runs; above temperature 0, run N samples with seed N (so runs differ)."""
     walls, successes, first_try = [], 0, 0
@@ -122,7 +129,7 @@ async def bench_demo(
         sampled = ModelSettings(temperature=temperature, seed=number + 1) if temperature else None
         with (logs / f"{prefix}-run-{number + 1}.log").open("w") as log:
             result = await run_demo(
-                model, root, Console(file=log, width=120), deep=deep, settings=sampled
+                model, root, Console(file=log, width=120), deep=deep, settings=sampled, task=task
             )
         walls.append(time.perf_counter() - start)
         ok = result is not None and result.problem is None
@@ -151,11 +158,22 @@ async def bench_demo(
 
 
 def table(r: dict[str, Any], model: LocalModel) -> str:
-    overhead_json = 1 - r["agentica/json/tps"] / r["direct/json/tps"]
-    overhead_stream = 1 - r["agentica/stream/tps"] / r["direct/stream/tps"]
     lines = [
         f"Model: {model.id} (Q4_K_M), n_ctx {model.n_ctx}, {model.threads} threads, "
         f"loaded in {model.load_seconds or 0:.1f} s; {TOKENS} generated tokens per request.",
+    ]
+    if "direct/json/tps" in r:
+        lines += adapter_rows(r)
+    demos = [prefix for prefix in ("demo", "sampled") if f"{prefix}/runs" in r]
+    if demos:
+        lines += demo_rows(r, demos, as_user=bool(r.get("as_user")))
+    return "\n".join(lines)
+
+
+def adapter_rows(r: dict[str, Any]) -> list[str]:
+    overhead_json = 1 - r["agentica/json/tps"] / r["direct/json/tps"]
+    overhead_stream = 1 - r["agentica/stream/tps"] / r["direct/stream/tps"]
+    return [
         "",
         "| | llama.cpp directly | through agentica | adapter cost |",
         "|---|---|---|---|",
@@ -166,60 +184,68 @@ def table(r: dict[str, Any], model: LocalModel) -> str:
         f"| time to first token, streamed (s) | {r['direct/ttft']:.2f} | "
         f"{r['agentica/ttft']:.2f} | |",
     ]
-    demos = [prefix for prefix in ("demo", "sampled") if f"{prefix}/runs" in r]
-    if demos:
-        deep = r[f"{demos[0]}/deep"]
-        lines += [
-            "",
-            f"Main job (`agentica demo{'' if deep else ' --simple'}`), model already loaded. "
-            "At temperature 0 the runs are deterministic on an idle machine, so the same task "
-            "is also sampled at a higher temperature with seeds 1, 2, ... (runs differ):",
-            "",
-            "| sampling | runs ok | ok without a follow-up | wall median / max (s) |"
-            + (
-                " planned with todos | all todos completed | delegated (`task`) | "
-                "edited (`edit_file`) | read back |"
-                if deep
-                else ""
-            ),
-            "|---|---|---|---|" + ("---|---|---|---|---|" if deep else ""),
-        ]
-        for prefix in demos:
-            v = {k.removeprefix(f"{prefix}/"): x for k, x in r.items() if k.startswith(prefix)}
-            sampling = f"temperature {v['temperature']:g}" + (", seeds" if v["temperature"] else "")
-            row = (
-                f"| {sampling} | {v['successes']}/{v['runs']} | {v['first_try']} | "
-                f"{v['wall_median_s']:.1f} / {v['wall_max_s']:.1f} |"
+
+
+def demo_rows(r: dict[str, Any], demos: list[str], *, as_user: bool) -> list[str]:
+    deep = r[f"{demos[0]}/deep"]
+    flags = ("" if deep else " --simple") + (" --as-user" if as_user else "")
+    asked = f' ("{USER_TASK}")' if as_user else ""
+    lines = [
+        "",
+        f"Main job (`agentica demo{flags}`{asked}), model already loaded. "
+        "At temperature 0 the runs are deterministic on an idle machine, so the same task "
+        "is also sampled at a higher temperature with seeds 1, 2, ... (runs differ):",
+        "",
+        "| sampling | runs ok | ok without a follow-up | wall median / max (s) |"
+        + (
+            " planned with todos | all todos completed | delegated (`task`) | "
+            "edited (`edit_file`) | read back |"
+            if deep
+            else ""
+        ),
+        "|---|---|---|---|" + ("---|---|---|---|---|" if deep else ""),
+    ]
+    for prefix in demos:
+        v = {k.removeprefix(f"{prefix}/"): x for k, x in r.items() if k.startswith(prefix)}
+        sampling = f"temperature {v['temperature']:g}" + (", seeds" if v["temperature"] else "")
+        row = (
+            f"| {sampling} | {v['successes']}/{v['runs']} | {v['first_try']} | "
+            f"{v['wall_median_s']:.1f} / {v['wall_max_s']:.1f} |"
+        )
+        if deep:
+            row += (
+                f" {v['used/write_todos']} | {v['todos_closed']} | {v['used/task']} | "
+                f"{v['used/edit_file']} | {v['used/read_file']} |"
             )
-            if deep:
-                row += (
-                    f" {v['used/write_todos']} | {v['todos_closed']} | {v['used/task']} | "
-                    f"{v['used/edit_file']} | {v['used/read_file']} |"
-                )
-            lines.append(row)
-    return "\n".join(lines)
+        lines.append(row)
+    return lines
 
 
 async def main_async(args: argparse.Namespace) -> None:
     model = LocalModel(args.model)
     console.print(f"loading {model.id} ...")
     await model.start()
-    results = await bench_adapter(model, args.repeat)
+    task = USER_TASK if args.as_user else None
+    # the adapter's cost does not depend on the task: --as-user measures the main job only
+    results: dict[str, Any] = {"as_user": True} if args.as_user else {}
+    if not args.as_user:
+        results |= await bench_adapter(model, args.repeat)
     if args.demo_runs:
-        results |= await bench_demo(model, args.demo_runs, deep=not args.simple)
+        results |= await bench_demo(model, args.demo_runs, deep=not args.simple, task=task)
     if args.sampled_runs and args.temperature:
         results |= await bench_demo(
             model, args.sampled_runs, deep=not args.simple, temperature=args.temperature,
-            prefix="sampled",
+            prefix="sampled", task=task,
         )  # fmt: skip
     markdown = table(results, model)
     print(markdown)
     (ROOT / ".bench-out").mkdir(exist_ok=True)
-    (ROOT / ".bench-out" / "local.json").write_text(json.dumps(results, indent=2))
+    name = "local-user" if args.as_user else "local"
+    (ROOT / ".bench-out" / f"{name}.json").write_text(json.dumps(results, indent=2))
     if args.write_docs:
-        flags = " --simple" if args.simple else ""
+        flags = (" --simple" if args.simple else "") + (" --as-user" if args.as_user else "")
         command = f"uv run python benchmarks/local_model.py{flags} --write-docs"
-        write_section("local", command, markdown)
+        write_section(name, command, markdown)
 
 
 def main() -> None:
@@ -233,6 +259,10 @@ def main() -> None:
         help="also sample demo runs at this temperature, seed N for run N (0: do not)",
     )  # fmt: skip
     parser.add_argument("--sampled-runs", type=int, default=10, help="how many sampled runs")
+    parser.add_argument(
+        "--as-user", action="store_true",
+        help="the task as a user puts it (agentica demo --as-user); the main job only",
+    )  # fmt: skip
     parser.add_argument("--write-docs", action="store_true")
     asyncio.run(main_async(parser.parse_args()))
 

@@ -445,6 +445,28 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     assert (tmp_path / "x.json").exists() and "not valid JSON" not in outside  # (not read)
 
 
+async def test_run_python_names_the_column_of_text_taken_for_a_number(tmp_path: Path) -> None:
+    """As measured on the 1.5B model: ``line.split(',')[1]`` (the person) summed as the hours,
+    told only that 'Priya' is text and maybe a header; it then wrote ``next(reader)`` with no
+    reader, twice."""
+    (tmp_path / "t.csv").write_text("date,person,hours\n2024-03-04,Priya,7.5\n2024-03-05,Sam,6\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    wrong = await shell.run_python(
+        "total = 0\nfor line in open('t.csv').readlines()[1:]:\n"
+        "    total += float(line.split(',')[1])\nprint(total)"
+    )
+    assert "ValueError" in wrong
+    assert "'Priya' for a number, but it is the person column of t.csv (row[1])" in wrong
+    assert "date (row[0]), person (row[1]), hours (row[2])" in wrong
+    header = await shell.run_python(
+        "print(sum(int(r[2]) for r in __import__('csv').reader(open('t.csv'))))"
+    )
+    assert "read 'hours', the header of t.csv, as a number" in header
+    # text that is in no column of a named CSV gets no remark
+    other = await shell.run_python("open('t.csv')\nprint(float('abc'))")
+    assert "ValueError" in other and "Your code" not in other
+
+
 async def test_run_python_tracebacks_show_the_failing_lines_of_the_code(tmp_path: Path) -> None:
     """Code run with -c has no file, so Python's traceback names line 6 without showing it
     (seen: the same failing code sent four times). The line is shown as for a file, once."""

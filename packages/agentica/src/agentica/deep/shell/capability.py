@@ -373,7 +373,8 @@ class Shell(Capability):
         started = time.time()
         result = source_lines(await self._run(command, timeout), code)
         if self.root is not None:
-            for remark in await asyncio.to_thread(data_remarks, code, self.root, started):
+            remarks = await asyncio.to_thread(data_remarks, code, self.root, started, result)
+            for remark in remarks:
                 result += f"\n({remark})"
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"

@@ -7,6 +7,7 @@ tracebacks (``source_lines``)."""
 from __future__ import annotations
 
 import ast
+import csv
 import io
 import json
 import re
@@ -117,7 +118,8 @@ _PYTHON_ERRORS = tuple(
             r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
             r"'([A-Za-z_][\w ]{0,40})'",
             "{0!r} is text, not a number. If it is a column name, the code read the header row "
-            "as data: skip it (next(reader)) or use csv.DictReader.",
+            "as data: skip the first row (for row in rows[1:], or next(reader) after reader = "
+            "csv.reader(f)) or use csv.DictReader.",
         ),
         (
             r"TypeError: list indices must be integers or slices, not str",
@@ -301,16 +303,23 @@ def _means_workspace(value: str, root: Path) -> bool:
 _DATA_LITERAL = re.compile(r"""['"]([\w./-]{1,200}\.(json|csv))['"]""")
 _SPLIT_BLANK = re.compile(r"\.split\(\s*\)")
 _MAX_CHECKED = 1 << 20  # bytes of a written JSON file parsed to check it
+_NOT_A_NUMBER = re.compile(
+    r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
+    r"'([^'\n]{1,80})'"
+)
 
 
-def data_remarks(code: str, root: Path, since: float) -> list[str]:
-    """Remarks on how ``code`` (which has run) handled the data files it names: a JSON file
-    in the workspace it wrote (changed after ``since``, a ``time.time()``) that does not parse
-    (seen: a dict written with ``str()``, so single quotes), and a CSV file's lines split on
-    blanks (seen: ``line.split()[1]`` on "2024-03-04,Priya,7.5"). Blocking (it reads files)."""
+def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[str]:
+    """Remarks on how ``code`` (which has run, printing ``output``) handled the data files it
+    names: a JSON file in the workspace it wrote (changed after ``since``, a ``time.time()``)
+    that does not parse (seen: a dict written with ``str()``, so single quotes), a CSV file's
+    lines split on blanks (seen: ``line.split()[1]`` on "2024-03-04,Priya,7.5"), and text
+    taken for a number that is a value of a CSV's column (seen: ``split(',')[1]``, the person,
+    for the hours in column 2). Blocking (it reads files)."""
     remarks: list[str] = []
     named = {m.group(1).lstrip("/"): m.group(2) for m in _DATA_LITERAL.finditer(code)}
     top = root.resolve()
+    not_number = _NOT_A_NUMBER.search(output)
     for name, kind in named.items():
         if kind == "csv":
             if _SPLIT_BLANK.search(code):
@@ -319,6 +328,8 @@ def data_remarks(code: str, root: Path, since: float) -> list[str]:
                     "blanks; the fields of a CSV line are separated by commas: read it with "
                     "csv.DictReader(open(...)) or split with .split(',')."
                 )
+            elif not_number is not None:
+                remarks += _column_remark(root / name, top, name, not_number.group(1).strip())
             continue
         path = (root / name).resolve()
         try:
@@ -337,6 +348,36 @@ def data_remarks(code: str, root: Path, since: float) -> list[str]:
                 "json.dump(value, file) (str() of a dict gives single quotes, not JSON)."
             )
     return list(dict.fromkeys(remarks))
+
+
+def _column_remark(path: Path, top: Path, name: str, value: str) -> list[str]:
+    """Where ``value`` (text the code took for a number) is in the CSV file ``path``: its
+    header, or a value of one of its columns; the columns with their positions."""
+    try:
+        path = path.resolve()
+        if not path.is_relative_to(top) or path.stat().st_size > _MAX_CHECKED:
+            return []
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    except (OSError, UnicodeDecodeError, ValueError, csv.Error):
+        return []
+    if len(rows) < 2 or not value:
+        return []
+    header = [cell.strip() for cell in rows[0]]
+    columns = ", ".join(f"{cell} (row[{i}])" for i, cell in enumerate(header))
+    if value in header:
+        return [
+            f"Your code read {value!r}, the header of {name}, as a number: skip the header row "
+            f"(for row in rows[1:]) or use csv.DictReader. Its columns are {columns}."
+        ]
+    for row in rows[1:]:
+        for at, cell in enumerate(row[: len(header)]):
+            if cell.strip() == value:
+                return [
+                    f"Your code took {value!r} for a number, but it is the {header[at]} column "
+                    f"of {name} (row[{at}]): it used the wrong column. The columns of {name} are "
+                    f"{columns}; take the number from the column that holds it."
+                ]
+    return []
 
 
 _STRING_FRAME = re.compile(r'^(\s*)File "<string>", line (\d+)(?:, in .*)?$')
