@@ -655,6 +655,34 @@ async def test_a_write_before_the_files_the_task_names_were_read_is_refused_once
     assert (await off.write_file(context(), "/other.txt", "y\n")).startswith("wrote")
 
 
+async def test_a_written_file_that_shares_no_word_with_its_read_source_gets_a_note() -> None:
+    """As measured on the deep agent: after reading lines.txt ("one, two, three") it wrote
+    "line 1, line 2, line 3" to reversed.txt and answered "Done."."""
+    backend = StateBackend()
+    await backend.write("/lines.txt", "one\ntwo\nthree\n")
+    tools = FileTools(backend)
+    task = "Write the lines of lines.txt in reverse order to reversed.txt."
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), input=task)
+    await tools.read_file(ctx, "/lines.txt")
+    out = await tools.write_file(ctx, "/reversed.txt", "line 1\nline 2\nline 3\n")
+    assert "[check] No word of what you wrote is in /lines.txt" in out
+    assert await backend.read("/reversed.txt") == "line 1\nline 2\nline 3\n"  # (a note only)
+    assert "[check]" not in await tools.write_file(ctx, "/reversed.txt", "three\ntwo\none\n")
+    # code, a short text or one line (a count), a file the task does not name: left alone
+    for path, text in [
+        ("/reversed.py", "print(1, 2, 3)\nprint(4)\n"),
+        ("/reversed.txt", "13\n"),
+        ("/reversed.txt", "The file has 13 lines.\n"),
+    ]:
+        assert "[check]" not in await tools.write_file(ctx, path, text)
+    assert "[check]" not in await tools.write_file(ctx, "/other.txt", "alpha beta gamma\n")
+    unread = RunContext(run_id="u", deps=None, usage=RunUsage(), input="Summarise the notes.")
+    assert "[check]" not in await tools.write_file(unread, "/sum.txt", "alpha beta gamma\n")
+    off = FileTools(backend, read_task_files=False)
+    await off.read_file(ctx, "/lines.txt")
+    assert "[check]" not in await off.write_file(ctx, "/reversed.txt", "line 1\nline 2\n")
+
+
 @pytest.mark.parametrize(
     ("path", "content", "why"),
     [

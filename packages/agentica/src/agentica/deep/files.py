@@ -379,6 +379,29 @@ def _guards_the_tests(task: str, path: str) -> bool:
     return bool(_TESTS_JUDGE.search(task))
 
 
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_CODE_SUFFIXES = frozenset({".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".java"})
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _sources_named(task: str, path: str, known: set[str]) -> list[str]:
+    """The files ``task`` names before ``path`` that this run has read (its sources)."""
+    sources = []
+    for name in task_files(task):
+        try:
+            named = normalize_path(name)
+        except BackendError:
+            continue
+        if named == path:
+            return sources
+        if named in known:
+            sources.append(named)
+    return []  # (the written file is not one the task names: no sources known)
+
+
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
     """Those of ``names`` that are files in ``backend`` (a name it refuses is none)."""
     found = []
@@ -660,6 +683,8 @@ class FileTools(Tool):
         created = self._created(ctx)
         if before is None:
             created.add(info.path)  # (its lines are this run's own: replacing them loses nothing)
+        if before is None or info.path in created:
+            note += await self._unsourced(ctx, backend, info.path, written)
         elif info.path not in created and (gone := _all_lines_gone(before, written)):
             note += (
                 f"\n[check] None of the {gone} lines {info.path} had are in it now. If the task "
@@ -669,6 +694,32 @@ class FileTools(Tool):
         problem = _parse_problem(info.path, written)
         return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
             f"\n{problem}" if problem else ""
+        )
+
+    async def _unsourced(
+        self, ctx: RunContext[Any], backend: FileBackend, path: str, written: str
+    ) -> str:
+        """A note when a text file the run writes for the task shares no word with the files
+        the task names as its sources, all read (seen: "line 1, line 2, line 3" written to
+        reversed.txt after reading lines.txt's "one, two, three"); a sentence (a count) is
+        left alone."""
+        words = _words(written)
+        if (
+            not self.read_task_files
+            or len(words) < 3
+            or len([line for line in written.splitlines() if line.strip()]) < 2
+            or PurePosixPath(path).suffix in _CODE_SUFFIXES
+        ):
+            return ""
+        sources = _sources_named(ctx.input, path, self._known(ctx))
+        texts = [await _text_or_none(backend, source) for source in sources]
+        if not sources or any(text is None or words & _words(text) for text in texts):
+            return ""
+        names = " and ".join(sources)
+        return (
+            f"\n[check] No word of what you wrote is in {names}, which the task says "
+            f"{path} comes from: it is not made from {'its' if len(sources) == 1 else 'their'} "
+            f"text. Read {sources[0]} again and write {path} from the lines it shows."
         )
 
     @tool(exclusive=True)
