@@ -389,7 +389,7 @@ def _words(text: str) -> set[str]:
 
 def _sources_named(task: str, path: str, known: set[str]) -> list[str]:
     """The files ``task`` names before ``path`` that this run has read (its sources)."""
-    sources = []
+    sources: list[str] = []
     for name in task_files(task):
         try:
             named = normalize_path(name)
