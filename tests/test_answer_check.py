@@ -344,6 +344,26 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     assert "none of your tool calls changed a file, so setup.cfg is as it was" in sent_back.text
     assert model.requests[2].settings.tool_choice == "edit_file"
     assert (tmp_path / "setup.cfg").read_text() == "[metadata]\nversion = 1.5.0\n"
+    # code that only computes changes nothing (seen: fix-price's function definition "run")
+    (tmp_path / "money.py").write_text("def parse_price(text):\n    return float(text)\n")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="money.py")),
+        tool_calls(call("run_python", code="def parse_price(text):\n    return float(text)")),
+        "The task is done.",
+        tool_calls(call("edit_file", path="money.py", old_string="(text)", new_string="(t)")),
+        *["Fixed."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("parse_price in money.py crashes on $1,299.99. Fix it.")
+    assert "none of your tool calls changed a file" in str(model.requests[3].messages[-1].content)
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="money.py")),
+        tool_calls(call("run_python", code="open('money.py', 'w').write('X = 1\\n')")),
+        *["Fixed."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("parse_price in money.py crashes on $1,299.99. Fix it.")
+    assert all("changed a file" not in str(r.messages[-1].content) for r in model.requests)
     # a question about a file is answered from reading it
     (tmp_path / "settings.ini").write_text("[server]\nport = 8080\n")
     model = ScriptedModel([tool_calls(call("read_file", path="settings.ini")), *["8080"] * 3])
