@@ -179,7 +179,10 @@ class AnswerCheck(Capability):
         if tool is not None:
             ctx.state[f"{self.name}.choice"] = tool
         names = " and ".join(named)
-        return UNCHANGED_PROMPT.format(task=ctx.input.strip(), names=names, tool=tool or "a tool")
+        state = "is as it was" if len(named) == 1 else "are as they were"
+        return UNCHANGED_PROMPT.format(
+            task=ctx.input.strip(), names=names, state=state, tool=tool or "a tool"
+        )
 
     async def _unread_folder(self, ctx: RunContext[Any], done: int) -> str | None:
         """A question about "the documents in this folder" answered without a tool call (seen:
@@ -209,7 +212,7 @@ class AnswerCheck(Capability):
 
 UNCHANGED_PROMPT = (
     "The task asks for a change: {task}\nBut none of your tool calls changed a file, so "
-    "{names} is as it was: reading a file or marking a step done changes nothing. Make the "
+    "{names} {state}: reading a file or marking a step done changes nothing. Make the "
     "change now with {tool}, then answer with what you changed."
 )
 # A task that asks to change something (not a question about it)
