@@ -206,6 +206,45 @@ async def test_a_list_closed_with_no_work_done_is_not_closed() -> None:
     assert model.requests[2].settings.tool_choice is None
 
 
+async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: "Add a repeat setting to config.json, set to 3, and make
+    app.py print the greeting that many times" saved as one step, marked completed after
+    reading config.json; both files as they were."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
+    task = "Add a repeat setting to config.json, set to 3"
+    edit = call("edit_file", path="config.json", old_string="}", new_string=', "repeat": 3}')
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        tool_calls(call("run_python", code="print(open('config.json').read())")),
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        tool_calls(edit),
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        *["Added repeat: 3."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False)
+    await agent.run(task + ".")
+    saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
+    first, second, third = saved
+    assert "Not marked completed: 'Add a repeat setting to config.json, set to 3'" in first
+    assert "No tool call has changed a file since the list was last saved" in first
+    assert "No tool call has changed a file" in second  # (code that only prints changes nothing)
+    assert third.startswith("Todos saved: [x] Add a repeat setting")
+    assert '"repeat": 3' in (tmp_path / "config.json").read_text()
+    # a step that changes no file it names is completed by any work, as before
+    model = ScriptedModel([
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=[{"content": "Compute the total", "status": "done"}])),
+        "42",
+    ])  # fmt: skip
+    await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Compute the total")
+    assert tool_results(model.requests[2])[-1].content.startswith("Todos saved: [x] Compute")
+
+
 async def test_saving_a_finished_list_says_to_check_and_answer() -> None:
     done = [{"content": step["content"], "status": "completed"} for step in PLAN]
     first_open = [{"content": "a", "status": "pending"}, {"content": "b", "status": "pending"}]

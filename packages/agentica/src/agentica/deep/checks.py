@@ -15,7 +15,13 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import FILE_NAME, UNREAD_REFUSAL, existing_files, task_files
+from agentica.deep.files import (
+    FILE_NAME,
+    UNREAD_REFUSAL,
+    existing_files,
+    may_change_files,
+    task_files,
+)
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -79,7 +85,7 @@ class AnswerCheck(Capability):
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
-            if call.name in _CHANGERS and _may_change(call):
+            if may_change_files(call):
                 ctx.state[f"{self.name}.changed"] = True
             written = _written(call, data_only=False)
             if written is not None:
@@ -222,21 +228,6 @@ _CHANGING = re.compile(
 )
 # ... unless it opens with a question ("What port ...? It's set in settings.ini.")
 _QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
-_CHANGERS = frozenset({"write_file", "edit_file", "execute", "run_python", "start_command"})
-# Python that may change a file (anything else run_python runs only computes: seen, fix-price's
-# function definition "run" to claim the fix, money.py as it was)
-_PYTHON_WRITES = re.compile(
-    r"""\b(?:write\w*|dump|rename|replace|remove|unlink|rmtree|move|copy\w*|mkdir|touch|"""
-    r"""truncate|system|subprocess|exec)\b|open\([^)]*['"][wax+]"""
-)
-
-
-def _may_change(call: FunctionCall) -> bool:
-    """Whether a successful call of a changing tool may have changed a file."""
-    if call.name != "run_python":
-        return True
-    return bool(_PYTHON_WRITES.search(call.call.arguments))
-
 
 FINAL_PROMPT = (
     "Your reply only says that the task is done, but the user asked a question: {task}\n"

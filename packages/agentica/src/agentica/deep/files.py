@@ -27,6 +27,7 @@ from agentica.deep.backends.paths import normalize_path
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
+from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.files import BackendError, FileBackend, GrepLine
 from agentica.tools.function import tool
@@ -400,6 +401,25 @@ def _sources_named(task: str, path: str, known: set[str]) -> list[str]:
         if named in known:
             sources.append(named)
     return []  # (the written file is not one the task names: no sources known)
+
+
+# Tools that change no file (any other tool may: a tool of the user's own, a subagent)
+_READERS = frozenset({"ls", "read_file", "glob", "grep", "read_todos", "write_todos"})
+# Python that may change a file (anything else run_python runs only computes: seen, fix-price's
+# function definition "run" to claim the fix, money.py as it was)
+_PYTHON_WRITES = re.compile(
+    r"""\b(?:write\w*|dump|rename|replace|remove|unlink|rmtree|move|copy\w*|mkdir|touch|"""
+    r"""truncate|system|subprocess|exec)\b|open\([^)]*['"][wax+]"""
+)
+
+
+def may_change_files(call: FunctionCall) -> bool:
+    """Whether ``call`` succeeded and may have changed a file: any tool but the file tools that
+    read and the todo tools, and ``run_python`` only with code that may write (not code that
+    only computes)."""
+    if call.status != "success" or call.name in _READERS:
+        return False
+    return call.name != "run_python" or bool(_PYTHON_WRITES.search(call.call.arguments))
 
 
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:

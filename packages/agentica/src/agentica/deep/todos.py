@@ -8,11 +8,13 @@ JSON, so it is saved with the session and is still there after a restart.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
+from agentica.deep.files import FILE_NAME, may_change_files
 from agentica.errors import ToolError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -42,6 +44,11 @@ _STATUS_ALIASES = {
 
 
 _TODO_TOOLS = frozenset({"write_todos", "read_todos"})
+# A step that changes a file it names: "Add a repeat setting to config.json", "make app.py print"
+_CHANGE_STEP = re.compile(
+    r"(?i)^\W*(?:\d+[.)]\s*)?(?:add|write|save|update|change|edit|fix|set|replace|rename|move|"
+    r"create|fill|append|insert|remove|delete|bump|make|modify|correct)\b"
+)
 _MAX_EXAMPLE = 400  # characters of the write_todos example a nudge shows
 
 
@@ -107,6 +114,11 @@ def _inline_refs(schema: Any, defs: dict[str, Any] | None = None) -> Any:
     if isinstance(schema, list):
         return [_inline_refs(item, defs) for item in schema]
     return schema
+
+
+def _changes_a_file(step: str) -> bool:
+    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json")."""
+    return bool(_CHANGE_STEP.match(step)) and FILE_NAME.search(step) is not None
 
 
 def _render(items: list[dict[str, Any]]) -> str:
@@ -226,6 +238,7 @@ class Todos(Capability):
                 )
         items: list[dict[str, Any]] = [item.model_dump() for item in todos]
         unearned = self._unearned(ctx, items)
+        idle = not ctx.state.get(f"{self.name}.work", 0)
         again = self._saved_again(ctx)
         for step in unearned:
             step["status"] = "pending"
@@ -233,6 +246,7 @@ class Todos(Capability):
             unearned[0]["status"] = "in_progress"
         ctx.session_state[self.key] = items
         ctx.state[f"{self.name}.work"] = 0
+        ctx.state[f"{self.name}.changes"] = 0
         # a list with open steps: the next call must call a tool ("Next: do the step ... now
         # with a tool call" alone was answered by copying the step's text); after a refused
         # closing, a tool that does work (the same list came six times over)
@@ -250,6 +264,10 @@ class Todos(Capability):
             refused = (
                 f"\nNot marked completed: {names}. No tool call has done any work since the "
                 "list was last saved, so nothing is done yet."
+                if idle
+                else f"\nNot marked completed: {names}. No tool call has changed a file since "
+                "the list was last saved (reading a file, or code that only prints, changes "
+                "nothing), so the change is not made yet."
             )
         return f"Todos saved: {_render(items)}{refused}\n{_next_step(items)}"
 
@@ -270,11 +288,19 @@ class Todos(Capability):
         # calls of this same reply (they run beside this one and are counted after it): maybe
         # work, so the benefit of the doubt
         beside = self._beside(ctx)
-        work = ctx.state.get(f"{self.name}.work", 0)
-        if work or beside > 0 or any(i["status"] != "completed" for i in items):
+        if beside > 0:
             return []
         before = {str(i.get("content")) for i in self.items(ctx) if i.get("status") == "completed"}
-        return [i for i in items if i["content"] not in before]
+        marked = [i for i in items if i["status"] == "completed" and i["content"] not in before]
+        if not ctx.state.get(f"{self.name}.work", 0) and all(
+            i["status"] == "completed" for i in items
+        ):
+            return marked
+        if ctx.state.get(f"{self.name}.changes", 0):
+            return []
+        # a step that changes a file, marked done when no call changed one (seen: "Add a repeat
+        # setting to config.json, ... make app.py print ..." completed after reading config.json)
+        return [i for i in marked if _changes_a_file(str(i["content"]))]
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
         """After a list was refused as closed with nothing done, the next call does a step, not
@@ -294,6 +320,8 @@ class Todos(Capability):
         work = sum(c.status == "success" and c.name not in _TODO_TOOLS for c in calls)
         key = f"{self.name}.work"
         ctx.state[key] = ctx.state.get(key, 0) + work
+        changes = f"{self.name}.changes"
+        ctx.state[changes] = ctx.state.get(changes, 0) + sum(map(may_change_files, calls))
         ctx.state[f"{self.name}.seen"] = ctx.usage.tool_calls
 
     async def read_todos(self, ctx: RunContext[Any]) -> str:
