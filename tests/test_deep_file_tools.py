@@ -683,6 +683,26 @@ async def test_a_written_file_that_shares_no_word_with_its_read_source_gets_a_no
     assert "[check]" not in await off.write_file(ctx, "/reversed.txt", "line 1\nline 2\n")
 
 
+async def test_a_valid_python_file_is_not_replaced_by_text_that_does_not_parse() -> None:
+    """As measured on the deep agent: main.py written twice with its top-level lines indented by
+    a tab; the note that it was not valid Python went unheeded, the task failed on it."""
+    backend = StateBackend()
+    source = "def f(t):\n    return t\n\nprint(f(1))\n"
+    await backend.write("/main.py", source)
+    tools = FileTools(backend)
+    ctx = context()
+    await tools.read_file(ctx, "/main.py")
+    broken = "def f(t):\n    return t\n\n\tprint(f(1))\n"
+    with pytest.raises(ToolError, match=re.escape("not: line 4 ('\\tprint(f(1))'): ")):
+        await tools.write_file(ctx, "/main.py", broken)
+    assert await backend.read("/main.py") == source
+    fixed = await tools.write_file(ctx, "/main.py", "from t import f\n\nprint(f(1))\n")
+    assert fixed.startswith("wrote /main.py")
+    # a new file, or a file already broken, is written with a note, as before
+    assert "not valid Python" in await tools.write_file(ctx, "/new.py", broken)
+    assert "not valid Python" in await tools.write_file(ctx, "/new.py", broken + "x(")
+
+
 @pytest.mark.parametrize(
     ("path", "content", "why"),
     [

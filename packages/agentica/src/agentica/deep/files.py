@@ -227,6 +227,30 @@ def _parse_problem(path: str, text: str) -> str | None:
     return None
 
 
+def _check_breaks_python(path: str, before: str | None, text: str) -> None:
+    """Refuse to replace a ``.py`` file that parses with ``text`` that does not (seen: main.py
+    written twice with its top-level lines indented by tabs, the parse note unheeded)."""
+    if before is None or not path.endswith(".py") or max(len(before), len(text)) > _PARSE_LIMIT:
+        return
+    try:
+        ast.parse(before)
+    except (SyntaxError, ValueError):
+        return  # (already broken: writing it again may be the fix)
+    try:
+        ast.parse(text)
+    except ValueError:
+        return
+    except SyntaxError as exc:
+        lines = text.splitlines()
+        number = exc.lineno or 0
+        shown = f" ({lines[number - 1][:120]!r})" if 0 < number <= len(lines) else ""
+        raise ToolError(
+            f"nothing was written: {path} is valid Python now and this text is not: line "
+            f"{number}{shown}: {exc.msg}. Fix that line (top-level lines start without "
+            "indentation; indent blocks with four spaces) and write the whole file again"
+        ) from None
+
+
 def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, str]:
     """``old_string`` and ``new_string`` without ``read_file``'s line numbers, when the numbered
     ``old_string`` is not in the file and the plain one is (a file really in that format, or a
@@ -698,6 +722,7 @@ class FileTools(Tool):
         before = None
         if self.read_before_overwrite:
             before = await self._check_overwrite(ctx, backend, path, written)
+            _check_breaks_python(path, before, written)
         info = await backend.write(path, written)
         self._saw(ctx, info.path)
         created = self._created(ctx)
