@@ -205,6 +205,31 @@ async def test_a_failed_write_before_reading_the_file_the_task_names_sends_the_m
     assert (tmp_path / "upper.txt").read_text() == "ADA\nGRACE\n"
 
 
+async def test_a_failed_change_of_an_unread_file_sends_the_model_to_read_it_first(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: a failed edit of text.py (never read) was told to read
+    test_text.py and write text.py "from what you read": it copied the tests into text.py."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "text.py").write_text("def slugify(t):\n    return '_'.join(t.split())\n")
+    (tmp_path / "test_text.py").write_text("assert slugify('a b') == 'a-b'\n")
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="text.py", old_string="a b", new_string="a b")),
+        tool_calls(call("read_file", path="text.py")),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("slugify in text.py is wrong. Fix it; test_text.py has the expected results.")
+    failed = next(m for m in model.requests[1].messages if isinstance(m, ToolMessage))
+    assert "[check] text.py is a file the task names to change, and you have not read it." in (
+        failed.content
+    )
+    assert "do not copy test_text.py into it" in failed.content
+    assert "write text.py from what you read" not in failed.content
+    assert model.requests[1].settings.tool_choice == "read_file"
+
+
 async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:
     """Review findings: "Yes." answers a yes/no question; "What is Node.js?" names no file."""
     model = ScriptedModel([

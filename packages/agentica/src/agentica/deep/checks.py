@@ -118,6 +118,17 @@ class AnswerCheck(Capability):
                 ctx.state[f"{self.name}.choice"] = "read_file"
             names = " and ".join(unread)
             them = "it" if len(unread) == 1 else "them"
+            target = PurePosixPath(path).name
+            if failed and target not in arguments and await existing_files(backend, [path]):
+                # a file the task names to change, never read: it is changed, not replaced
+                # by the text of the others (seen: test_text.py's tests written into text.py)
+                call.notes.append(
+                    f"[check] {path} is a file the task names to change, and you have not read "
+                    f"it. Read {path} and {names} now; then change {path} where {names} "
+                    f"show{'s' if len(unread) == 1 else ''} it is wrong (its own code stays; do "
+                    f"not copy {names} into it)."
+                )
+                return
             call.notes.append(
                 f"[check] Before writing {path}, read {names}, which the task names: what you "
                 f"write must come from {them}. Read {names} now, then write {path} from what you "
