@@ -230,6 +230,51 @@ async def test_a_failed_change_of_an_unread_file_sends_the_model_to_read_it_firs
     assert model.requests[1].settings.tool_choice == "read_file"
 
 
+async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_run_them(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: "The tests in test_stats.py fail. Fix stats.py so they
+    pass." answered with the task's words; the tests were never run, so the bug never shown."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
+    (tmp_path / "test_stats.py").write_text(
+        "import unittest\nfrom stats import mean\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_mean(self):\n        self.assertEqual(mean([2, 4, 6]), 4)\n"
+    )
+    fix = call("edit_file", path="stats.py", old_string="v[1:]", new_string="v")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="stats.py")),
+        tool_calls(call("read_file", path="test_stats.py")),
+        tool_calls(fix),
+        "Fixed stats.py.",  # (sent back to check it: read back)
+        tool_calls(call("read_file", path="stats.py")),
+        "Fixed stats.py.",
+        tool_calls(call("execute", command="python3 -m unittest test_stats")),
+        *["Fixed: mean summed from the second value; the tests pass."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
+    sent = model.requests[6]
+    asked = next(m for m in sent.messages[::-1] if isinstance(m, UserMessage)).text
+    assert "the tests in test_stats.py must pass, and none of your calls ran them" in asked
+    assert 'execute({"command": "python3 -m unittest test_stats"})' in asked
+    assert sent.settings.tool_choice == "execute"
+    ran = next(m for m in model.requests[7].messages[::-1] if isinstance(m, ToolMessage))
+    assert "OK" in ran.content and "exit code 0" in ran.content
+    # tests the run already ran are not asked for again
+    (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
+    model = ScriptedModel([
+        tool_calls(call("execute", command="python3 -m unittest test_stats")),
+        tool_calls(call("read_file", path="stats.py")),
+        tool_calls(fix),
+        *["Fixed."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
+    assert all("none of your calls ran them" not in str(r.messages) for r in model.requests)
+
+
 async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:
     """Review findings: "Yes." answers a yes/no question; "What is Node.js?" names no file."""
     model = ScriptedModel([

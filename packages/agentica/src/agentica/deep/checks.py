@@ -19,6 +19,7 @@ from agentica.deep.files import (
     FILE_NAME,
     UNREAD_REFUSAL,
     existing_files,
+    guards_the_tests,
     may_change_files,
     task_files,
 )
@@ -87,6 +88,8 @@ class AnswerCheck(Capability):
                 continue  # (a todo naming a file does not use it)
             if may_change_files(call):
                 ctx.state[f"{self.name}.changed"] = True
+            if call.name in _RUNNERS and _RUNS_TESTS.search(call.call.arguments):
+                ctx.state[f"{self.name}.tested"] = True
             written = _written(call, data_only=False)
             if written is not None:
                 await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
@@ -149,6 +152,8 @@ class AnswerCheck(Capability):
         if self.max_checks and not unused and (unchanged := await self._unchanged(ctx)):
             ctx.state[self.name] = done + 1  # (this is the run's check)
             return unchanged
+        if self.max_checks and not unused and (untested := await self._untested(ctx)):
+            return untested
         if done >= self.max_checks:
             return self._bare_confirmation(ctx, message) if done else None
         # no tool used: check only a task about files ("Create config.json ...", "What is in
@@ -201,6 +206,30 @@ class AnswerCheck(Capability):
             task=ctx.input.strip(), names=names, state=state, tool=tool or "a tool"
         )
 
+    async def _untested(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a fix judged by tests the task names, answered when no call ran them
+        (seen: "The tests in test_stats.py fail. Fix stats.py so they pass." answered with the
+        task's own words, the tests never run, the bug never seen)."""
+        key = f"{self.name}.untested"
+        if ctx.state.get(key) or ctx.state.get(f"{self.name}.tested") or ctx.files is None:
+            return None
+        runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
+        tests = [name for name in task_files(ctx.input) if guards_the_tests(ctx.input, name)]
+        tests = await existing_files(ctx.files, tests)
+        if runner is None or not tests:
+            return None
+        ctx.state[key] = True
+        ctx.state[f"{self.name}.choice"] = runner
+        module = PurePosixPath(tests[0]).with_suffix("").as_posix().replace("/", ".")
+        command = f"python3 -m unittest {module}"
+        how = (
+            f"execute({json.dumps({'command': command})})"
+            if runner == "execute"
+            else "run_python with import subprocess, sys; r = subprocess.run([sys.executable, '-m', "
+            f"'unittest', '{module}'], capture_output=True, text=True); print(r.stdout, r.stderr)"
+        )
+        return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
+
     async def _unread_folder(self, ctx: RunContext[Any], done: int) -> str | None:
         """A question about "the documents in this folder" answered without a tool call (seen:
         "How many days of paid vacation ...?" answered "3" with handbook.md unread): sent back
@@ -232,6 +261,14 @@ UNCHANGED_PROMPT = (
     "{names} {state}: reading a file or marking a step done changes nothing. Make the "
     "change now with {tool}, then answer with what you changed."
 )
+UNTESTED_PROMPT = (
+    "The task says the tests in {tests} must pass, and none of your calls ran them, so "
+    "nothing shows that they pass. Run them now: {how}. Read what fails (the assertion shows "
+    "the expected and the actual value), fix the code it tests, and run them again; then "
+    "answer with what you changed."
+)
+_RUNNERS = frozenset({"execute", "run_python", "start_command"})
+_RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\w+_test\b")
 # A task that asks to change something (not a question about it)
 _CHANGING = re.compile(
     r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"

@@ -395,7 +395,7 @@ _TESTS_WANTED = re.compile(  # "add a test", "fix the failing tests" (not "fix i
 )
 
 
-def _guards_the_tests(task: str, path: str) -> bool:
+def guards_the_tests(task: str, path: str) -> bool:
     """Whether ``path`` holds the tests that ``task`` uses to judge the fix ("The tests in
     test_stats.py fail. Fix stats.py so they pass."), not tests the task asks to write."""
     task = task[:2000]  # (a task's first lines say what it is; the patterns stay cheap)
@@ -627,7 +627,7 @@ class FileTools(Tool):
         that stats.py cannot be the tests, the model edited test_stats.py to expect the bug's
         4.5)."""
         key = f"{self.name}.tests_refused"
-        if not self.read_task_files or ctx.state.get(key) or not _guards_the_tests(ctx.input, path):
+        if not self.read_task_files or ctx.state.get(key) or not guards_the_tests(ctx.input, path):
             return
         ctx.state[key] = True
         raise ToolError(
