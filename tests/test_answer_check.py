@@ -273,6 +273,17 @@ async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_ru
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
     assert all("none of your calls ran them" not in str(r.messages) for r in model.requests)
+    # "The tests fail": the tests of the module it names
+    (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="stats.py")),
+        tool_calls(fix),
+        tool_calls(call("read_file", path="stats.py")),
+        *["Fixed."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("mean() in stats.py is wrong. The tests fail, can you fix it?")
+    assert any("the tests in test_stats.py must pass" in str(r.messages) for r in model.requests)
 
 
 async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:

@@ -214,7 +214,16 @@ class AnswerCheck(Capability):
         if ctx.state.get(key) or ctx.state.get(f"{self.name}.tested") or ctx.files is None:
             return None
         runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
-        tests = [name for name in task_files(ctx.input) if guards_the_tests(ctx.input, name)]
+        named = task_files(ctx.input)
+        tests = [name for name in named if guards_the_tests(ctx.input, name)]
+        if not tests:  # "The tests fail, can you fix it?": the tests of the modules it names
+            tests = [
+                test
+                for name in named
+                if name.endswith(".py")
+                for test in _test_files(name)
+                if guards_the_tests(ctx.input, test)
+            ]
         tests = await existing_files(ctx.files, tests)
         if runner is None or not tests:
             return None
@@ -225,8 +234,9 @@ class AnswerCheck(Capability):
         how = (
             f"execute({json.dumps({'command': command})})"
             if runner == "execute"
-            else "run_python with import subprocess, sys; r = subprocess.run([sys.executable, '-m', "
-            f"'unittest', '{module}'], capture_output=True, text=True); print(r.stdout, r.stderr)"
+            else "run_python with import subprocess, sys; r = subprocess.run([sys.executable, "
+            f"'-m', 'unittest', '{module}'], capture_output=True, text=True); "
+            "print(r.stdout, r.stderr)"
         )
         return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
 
@@ -408,6 +418,14 @@ async def _task_words_in(ctx: RunContext[Any], path: str) -> list[tuple[str, int
         if count:
             found.append((word, count))
     return found if len(found) <= 3 else []
+
+
+def _test_files(module: str) -> list[str]:
+    """Where the tests of ``module`` (a .py path) usually are: test_m.py, m_test.py, tests/."""
+    path = PurePosixPath(module)
+    stem, folder = path.stem, path.parent
+    names = [f"test_{stem}.py", f"{stem}_test.py"]
+    return [(folder / name).as_posix() for name in names] + [f"tests/test_{stem}.py"]
 
 
 def _unused_files(task: str, arguments: str) -> list[str]:
