@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agentica import Agent, tool
 from agentica.deep import NumberCheck
 from agentica.deep.checks import _Sources
+from agentica.deep.shell import Shell
 from agentica.messages import ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
 
@@ -305,27 +308,34 @@ async def test_a_number_a_tool_only_echoed_from_its_arguments_is_not_seen() -> N
     )
 
 
-async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoting_it() -> None:
+THIRTEEN = "one two three four five six seven eight nine ten eleven twelve thirteen\n"
+COUNT = "print(len(open('/notes.txt').read().split()))"  # (a path the way the file tools write it)
+
+
+async def test_a_count_computed_when_asked_and_then_not_answered_goes_back_quoting_it(
+    tmp_path: Path,
+) -> None:
     """As measured on the 1.5B model: asked to compute the word count, run_python printed 13,
-    and the model answered 1 (the line number it had written) again."""
-
-    @tool
-    def run_python(code: str) -> str:
-        """Run Python code."""  # with the shell's remark on the path (it hid the 13)
-        return "exit code 0\n13\n\n(Your code named /notes.txt the way the file tools do.)"
-
+    and the model answered 1 (the line number it had written) again. The shell's remark on the
+    path (it hid the 13 while it was part of the output) is a note of the call."""
+    (tmp_path / "notes.txt").write_text(THIRTEEN)
     model = ScriptedModel([
         tool_calls(call("read_file", path="notes.txt")),
         "There is 1 word.",
-        tool_calls(call("run_python", code="print(len(open('notes.txt').read().split()))")),
+        tool_calls(call("run_python", code=COUNT)),
         "There is 1 word.",
         "There are 13 words.",
     ])  # fmt: skip
-    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    shell = Shell(tmp_path, python=True, background=False)
+    agent = Agent(model=model, tools=[read_file], capabilities=[shell, NumberCheck()])
     assert (await agent.run("Count the words in notes.txt")).content == "There are 13 words."
     quoted = model.requests[4].messages[-1]
     assert isinstance(quoted, UserMessage)
     assert quoted.text.startswith("Your answer says 1, but your last run_python call printed: 13.")
+    ran = [m for m in model.requests[4].messages if isinstance(m, ToolMessage)][-1]
+    assert ran.content.startswith("exit code 0\n13\n") and "\n(Your code named /notes.txt" in (
+        ran.content
+    )
 
 
 async def test_a_small_count_answered_against_what_the_code_printed_goes_back() -> None:
@@ -421,23 +431,20 @@ async def test_a_file_written_before_the_code_printed_another_value_is_sent_back
     assert model.requests[4].settings.tool_choice == "write_file"
 
 
-async def test_the_file_the_task_asks_for_is_put_right_before_the_answer() -> None:
+async def test_the_file_the_task_asks_for_is_put_right_before_the_answer(tmp_path: Path) -> None:
     """As measured on the 1.5B model: count.txt written "1", run_python printed 13, and the
     model, told twice that its code printed 13, answered 1 both times. The file comes first."""
 
-    @tool
-    def run_python(code: str) -> str:
-        """Run Python code."""
-        return "exit code 0\n13\n\n(Your code named /notes.txt the way the file tools do.)"
-
+    (tmp_path / "notes.txt").write_text(THIRTEEN)
     model = ScriptedModel([
         tool_calls(call("write_file", path="/count.txt", content="1")),
-        tool_calls(call("run_python", code="print(len(open('notes.txt').read().split()))")),
+        tool_calls(call("run_python", code=COUNT)),
         "The number of words in notes.txt is 1.",
         tool_calls(call("write_file", path="/count.txt", content="13")),
         "There are 13 words.",
     ])  # fmt: skip
-    agent = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    shell = Shell(tmp_path, python=True, background=False)
+    agent = Agent(model=model, tools=[write_file], capabilities=[shell, NumberCheck()])
     task = "Count the words in notes.txt and write only the number to count.txt."
     assert (await agent.run(task)).content == "There are 13 words."
     sent_back = model.requests[3].messages[-1]

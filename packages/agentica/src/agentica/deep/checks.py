@@ -508,7 +508,6 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*(?![\w])")
 _THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FENCE = re.compile(r"```.*?(?:```|\Z)", re.S)
 _COMPUTE_TOOLS = ("run_python", "execute", "calculator")
-_REMARK = re.compile(r"^\(Your code [^\n]*\)$", re.M)  # run_python's remarks on the code
 _DELEGATING_TOOLS = ("task",)  # a subagent's work counts as computed (the demo's design)
 
 
@@ -775,9 +774,9 @@ class NumberCheck(Capability):
 
 def _printed(output: str) -> str:
     """A computing call's output worth quoting back: short, with a number ("3", "82.5\n");
-    the "exit code 0" line the shell tools put first and their remarks in parentheses after
-    the output ("(Your code named /notes.txt ...)" on a line of its own) are left out."""
-    text = _REMARK.sub("", output).strip()
+    the "exit code 0" line the shell tools put first is left out (their remarks on the code are
+    the call's notes, not in ``output``)."""
+    text = output.strip()
     first, _, rest = text.partition("\n")
     if first.startswith("exit code 0"):
         text = rest.strip()

@@ -31,6 +31,7 @@ from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.storage.records import RunRecord
+from agentica.tools.call import running_call
 from agentica.tools.commands import CommandBackend, CommandHandle, CommandResult
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -372,32 +373,36 @@ class Shell(Capability):
         command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
         started = time.time()
         result = source_lines(await self._run(command, timeout), code)
+        remarks: list[str] = []
         if self.root is not None:
-            remarks = await asyncio.to_thread(data_remarks, code, self.root, started, result)
-            for remark in remarks:
-                result += f"\n({remark})"
+            remarks += await asyncio.to_thread(data_remarks, code, self.root, started, result)
         if result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
         if moved:
-            names = ", ".join(moved)
-            result += (
-                f"\n(Your code named {names} the way the file tools do; it was run with the "
-                "path inside the workspace, without the leading /. In code, write paths "
-                "without it.)"
+            remarks.append(
+                f"Your code named {', '.join(moved)} the way the file tools do; it was run with "
+                "the path inside the workspace, without the leading /. In code, write paths "
+                "without it."
             )
         if repairs:
-            result += (
-                f"\n(Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the "
-                "right bracket yourself next time.)"
+            remarks.append(
+                f"Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the right "
+                "bracket yourself next time."
             )
         if imported:
             names = ", ".join(imported)
-            result += (
-                f"\n(Your code used {names} without importing it; it was run with "
-                f"`import {names}` added as line 1, so error line numbers count that line. "
-                "Write the import yourself next time.)"
+            remarks.append(
+                f"Your code used {names} without importing it; it was run with `import {names}` "
+                "added as line 1, so error line numbers count that line. Write the import "
+                "yourself next time."
             )
-        return result
+        # remarks on the code, not its output: notes of the tool call when it is one (checks
+        # that read the output skip them), else after the output
+        call = running_call()
+        if call is not None and call.name == "run_python":
+            call.notes.extend(f"({remark})" for remark in remarks)
+            return result
+        return "".join([result, *(f"\n({remark})" for remark in remarks)])
 
     async def _run(self, command: str, timeout: float | None) -> str:
         limit = self._limit(timeout)
