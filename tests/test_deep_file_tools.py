@@ -472,8 +472,8 @@ async def test_a_file_with_text_is_overwritten_only_after_this_run_read_it(tmp_p
         # a new file, an empty one, one this run wrote or edited: all fine
         other = context()
         await backend.write("/empty.txt", "")
-        for path in ("/new.txt", "/empty.txt", "/new.txt"):
-            await tools.write_file(other, path, "text\n")
+        for number, path in enumerate(("/new.txt", "/empty.txt", "/new.txt")):
+            await tools.write_file(other, path, f"text {number}\n")
         await backend.write("/edited.md", "# Old\n")
         await tools.edit_file(other, "/edited.md", "Old", "New")
         await tools.write_file(other, "/edited.md", "# Newer\n")
@@ -683,6 +683,19 @@ async def test_a_written_file_that_shares_no_word_with_its_read_source_gets_a_no
     assert "[check]" not in await off.write_file(ctx, "/reversed.txt", "line 1\nline 2\n")
 
 
+async def test_a_file_written_back_unchanged_is_refused() -> None:
+    """As measured on the deep agent: "Subtract the quantities in orders.csv from stock.csv and
+    save the updated stock back" answered by writing stock.csv back as it was, three times."""
+    backend = StateBackend()
+    await backend.write("/stock.csv", "item,qty\napples,40\n")
+    tools, ctx = FileTools(backend), context()
+    await tools.read_file(ctx, "/stock.csv")
+    with pytest.raises(ToolError, match=r"this is /stock\.csv as it is now, so nothing would"):
+        await tools.write_file(ctx, "/stock.csv", "item,qty\napples,40")  # (but the last \n)
+    out = await tools.write_file(ctx, "/stock.csv", "item,qty\napples,20\n")
+    assert out.startswith("wrote /stock.csv")
+
+
 async def test_a_valid_python_file_is_not_replaced_by_text_that_does_not_parse() -> None:
     """As measured on the deep agent: main.py written twice with its top-level lines indented by
     a tab; the note that it was not valid Python went unheeded, the task failed on it."""
@@ -743,5 +756,7 @@ async def test_the_tests_that_judge_a_fix_are_not_changed_once() -> None:
     for wanted in ("Add a test for mean to test_stats.py", "Fix the failing tests in test_a.py"):
         asked = RunContext(run_id="w", deps=None, usage=RunUsage(), input=wanted)
         await tools.read_file(asked, "/test_stats.py")
-        out = await tools.write_file(asked, "/test_stats.py", "assert mean([1]) == 1\n")
+        out = await tools.write_file(
+            asked, "/test_stats.py", f"assert mean([1]) == 1  # {wanted}\n"
+        )
         assert out.startswith("wrote /test_stats.py")

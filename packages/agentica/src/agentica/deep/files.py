@@ -680,6 +680,11 @@ class FileTools(Tool):
         current = await _text_or_none(backend, path)
         if current is None:  # (binary: read_file could not show it, so reading is no remedy)
             return None
+        if current.rstrip("\n") == content.rstrip("\n"):
+            raise ToolError(
+                f"nothing was written: this is {existing.path} as it is now, so nothing would "
+                "change. Write the file with the change made (or change the part with edit_file)"
+            )
         if _LEADING_NUMBER.match(content) and _numbered_copy(current, content):
             raise ToolError(
                 f"this is {existing.path} as it is now with a line number in front of each line "
