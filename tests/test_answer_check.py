@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -273,6 +274,15 @@ async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_ru
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
     assert all("none of your calls ran them" not in str(r.messages) for r in model.requests)
+    # a question about failing tests is answered, not sent to run them (review finding)
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="stats.py")),
+        tool_calls(call("read_file", path="test_stats.py")),
+        *["mean() skips the first value."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Why do the tests in test_stats.py fail?")
+    assert all("none of your calls ran them" not in str(r.messages) for r in model.requests)
     # "The tests fail": the tests of the module it names
     (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
     model = ScriptedModel([
@@ -284,6 +294,43 @@ async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_ru
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("mean() in stats.py is wrong. The tests fail, can you fix it?")
     assert any("the tests in test_stats.py must pass" in str(r.messages) for r in model.requests)
+    # plain test functions run with pytest (unittest finds none: "Ran 0 tests ... OK")
+    (tmp_path / "test_stats.py").write_text("from stats import mean\n\n\ndef test_mean():\n"
+                                            "    assert mean([2, 4, 6]) == 4\n")  # fmt: skip
+    (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="test_stats.py")),
+        tool_calls(fix),
+        tool_calls(call("read_file", path="stats.py")),
+        *["Fixed."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
+    assert any(
+        'execute({"command": "python3 -m pytest -q test_stats.py"})' in str(r.messages)
+        for r in model.requests
+    )
+
+
+def test_code_that_writes_files_counts_as_a_change() -> None:
+    """Review finding: to_csv, savefig, makedirs, a database commit, yaml.safe_dump write files;
+    code that only reads or prints does not."""
+    from agentica.deep.files import may_change_files
+    from agentica.messages import ToolCall
+    from agentica.tools.call import FunctionCall
+
+    def ran(code: str) -> bool:
+        done = FunctionCall(
+            ToolCall(id="c", name="run_python", arguments=json.dumps({"code": code})), None
+        )
+        done.status = "success"
+        return may_change_files(done)
+
+    writes = ["df.to_csv('t.csv')", "plt.savefig('p.png')", "os.makedirs('out')", "db.commit()"]
+    for code in [*writes, "yaml.safe_dump(d, f)", "open('a.txt', mode='w').write('x')"]:
+        assert ran(code), code
+    for code in ("print(open('a.txt').read())", "print(sum([1, 2]))"):
+        assert not ran(code), code
 
 
 async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() -> None:

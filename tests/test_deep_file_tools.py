@@ -668,6 +668,13 @@ async def test_a_written_file_that_shares_no_word_with_its_read_source_gets_a_no
     assert "[check] No word of what you wrote is in /lines.txt" in out
     assert await backend.read("/reversed.txt") == "line 1\nline 2\nline 3\n"  # (a note only)
     assert "[check]" not in await tools.write_file(ctx, "/reversed.txt", "three\ntwo\none\n")
+    # numbers made from its numbers ("double each number"): left alone (review finding)
+    await backend.write("/numbers.txt", "3\n5\n7\n")
+    doubled = RunContext(run_id="d", deps=None, usage=RunUsage(), input=(
+        "Double each number in numbers.txt and write the results to doubled.txt."
+    ))  # fmt: skip
+    await tools.read_file(doubled, "/numbers.txt")
+    assert "[check]" not in await tools.write_file(doubled, "/doubled.txt", "6\n10\n14\n")
     # code, a short text or one line (a count), a file the task does not name: left alone
     for path, text in [
         ("/reversed.py", "print(1, 2, 3)\nprint(4)\n"),
@@ -711,6 +718,10 @@ async def test_a_valid_python_file_is_not_replaced_by_text_that_does_not_parse()
     assert await backend.read("/main.py") == source
     fixed = await tools.write_file(ctx, "/main.py", "from t import f\n\nprint(f(1))\n")
     assert fixed.startswith("wrote /main.py")
+    # only the indentation is refused: other syntax depends on the Python version (review
+    # finding: f"{d['a']}" is valid from 3.12 on), so it is written with a note
+    newer = "d = {'a': 1}\nprint(f'{d['a']}')\n"
+    assert "wrote /main.py" in await tools.write_file(ctx, "/main.py", newer)
     # a new file, or a file already broken, is written with a note, as before
     assert "not valid Python" in await tools.write_file(ctx, "/new.py", broken)
     assert "not valid Python" in await tools.write_file(ctx, "/new.py", broken + "x(")

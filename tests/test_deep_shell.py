@@ -462,6 +462,14 @@ async def test_run_python_names_the_column_of_text_taken_for_a_number(tmp_path: 
         "print(sum(int(r[2]) for r in __import__('csv').reader(open('t.csv'))))"
     )
     assert "read 'hours', the header of t.csv, as a number" in header
+    # a value that is no number in a column of numbers: skip it, not "the wrong column"
+    (tmp_path / "h.csv").write_text("person,hours\nPriya,7.5\nSam,N/A\nAda,6\n")
+    gap = await shell.run_python(
+        "import csv\nrows = list(csv.reader(open('h.csv')))[1:]\n"
+        "print(sum(float(r[1]) for r in rows))"
+    )
+    assert "'N/A' in the hours column of h.csv (row[1]) is not a number: skip the rows" in gap
+    assert "wrong column" not in gap
     # text that is in no column of a named CSV gets no remark
     other = await shell.run_python("open('t.csv')\nprint(float('abc'))")
     assert "ValueError" in other and "Your code" not in other

@@ -231,10 +231,24 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
     saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
     first, second, third = saved
     assert "Not marked completed: 'Add a repeat setting to config.json, set to 3'" in first
-    assert "No tool call has changed a file since the list was last saved" in first
-    assert "No tool call has changed a file" in second  # (code that only prints changes nothing)
+    assert "No tool call has done that step's work yet" in first
+    assert "a step that changes a file needs a call that changed it" in second
     assert third.startswith("Todos saved: [x] Add a repeat setting")
     assert '"repeat": 3' in (tmp_path / "config.json").read_text()
+    # work done first, then the steps ticked one save at a time (review finding)
+    steps = [{"content": "Change a.json", "status": "pending"}, {"content": "Change b.py"}]
+    done_a = [{**steps[0], "status": "completed"}, steps[1]]
+    done_b = [{**s, "status": "completed"} for s in steps]
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="a.json", content="{}")),
+        tool_calls(call("write_file", path="b.py", content="print(2)\n")),
+        tool_calls(call("write_todos", todos=done_a)),
+        tool_calls(call("write_todos", todos=done_b)),
+        *["Changed both."] * 4,
+    ])  # fmt: skip
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run("Change a.json, b.py")
+    saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
+    assert saved[-1].startswith("Todos saved: [x] Change a.json  [x] Change b.py")
     # a step that changes no file it names is completed by any work, as before
     model = ScriptedModel([
         tool_calls(call("build")),

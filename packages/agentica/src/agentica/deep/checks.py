@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -122,7 +123,13 @@ class AnswerCheck(Capability):
             names = " and ".join(unread)
             them = "it" if len(unread) == 1 else "them"
             target = PurePosixPath(path).name
-            if failed and target not in arguments and await existing_files(backend, [path]):
+            named = {PurePosixPath(n).name for n in task_files(ctx.input)}
+            if (
+                failed
+                and target in named
+                and target not in arguments
+                and await existing_files(backend, [path])
+            ):
                 # a file the task names to change, never read: it is changed, not replaced
                 # by the text of the others (seen: test_text.py's tests written into text.py)
                 call.notes.append(
@@ -213,6 +220,8 @@ class AnswerCheck(Capability):
         key = f"{self.name}.untested"
         if ctx.state.get(key) or ctx.state.get(f"{self.name}.tested") or ctx.files is None:
             return None
+        if not _CHANGING.search(ctx.input) or _QUESTION.match(ctx.input):
+            return None  # ("Why do the tests fail?" is answered, not fixed)
         runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
         named = task_files(ctx.input)
         tests = [name for name in named if guards_the_tests(ctx.input, name)]
@@ -229,13 +238,22 @@ class AnswerCheck(Capability):
             return None
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = runner
-        module = PurePosixPath(tests[0]).with_suffix("").as_posix().replace("/", ".")
-        command = f"python3 -m unittest {module}"
+        try:
+            source = await ctx.files.read(tests[0])
+        except AgenticaError:
+            source = ""
+        # unittest finds no plain test functions ("Ran 0 tests ... OK"): those run with pytest
+        if "unittest" in source or "TestCase" in source:
+            runner_args = ["-m", "unittest", PurePosixPath(tests[0]).with_suffix("").as_posix()]
+            runner_args[-1] = runner_args[-1].replace("/", ".")
+        else:
+            runner_args = ["-m", "pytest", "-q", tests[0]]
+        command = shlex.join(["python3", *runner_args])
         how = (
             f"execute({json.dumps({'command': command})})"
             if runner == "execute"
             else "run_python with import subprocess, sys; r = subprocess.run([sys.executable, "
-            f"'-m', 'unittest', '{module}'], capture_output=True, text=True); "
+            f"{', '.join(map(repr, runner_args))}], capture_output=True, text=True); "
             "print(r.stdout, r.stderr)"
         )
         return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
@@ -278,7 +296,7 @@ UNTESTED_PROMPT = (
     "answer with what you changed."
 )
 _RUNNERS = frozenset({"execute", "run_python", "start_command"})
-_RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\w+_test\b")
+_RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\b\w+_test\b")
 # A task that asks to change something (not a question about it)
 _CHANGING = re.compile(
     r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"

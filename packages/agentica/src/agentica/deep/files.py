@@ -234,13 +234,13 @@ def _check_breaks_python(path: str, before: str | None, text: str) -> None:
         return
     try:
         ast.parse(before)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return  # (already broken: writing it again may be the fix)
     try:
         ast.parse(text)
-    except ValueError:
+    except (ValueError, RecursionError, MemoryError):
         return
-    except SyntaxError as exc:
+    except IndentationError as exc:  # (only the indentation: other syntax differs by version)
         lines = text.splitlines()
         number = exc.lineno or 0
         shown = f" ({lines[number - 1][:120]!r})" if 0 < number <= len(lines) else ""
@@ -249,6 +249,8 @@ def _check_breaks_python(path: str, before: str | None, text: str) -> None:
             f"{number}{shown}: {exc.msg}. Fix that line (top-level lines start without "
             "indentation; indent blocks with four spaces) and write the whole file again"
         ) from None
+    except SyntaxError:
+        return
 
 
 def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, str]:
@@ -405,6 +407,7 @@ def guards_the_tests(task: str, path: str) -> bool:
 
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
+_LETTERS = re.compile(r"[A-Za-z]{2}")
 _CODE_SUFFIXES = frozenset({".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".java"})
 
 
@@ -432,8 +435,9 @@ _READERS = frozenset({"ls", "read_file", "glob", "grep", "read_todos", "write_to
 # Python that may change a file (anything else run_python runs only computes: seen, fix-price's
 # function definition "run" to claim the fix, money.py as it was)
 _PYTHON_WRITES = re.compile(
-    r"""\b(?:write\w*|dump|rename|replace|remove|unlink|rmtree|move|copy\w*|mkdir|touch|"""
-    r"""truncate|system|subprocess|exec)\b|open\([^)]*['"][wax+]"""
+    r"""\b(?:write\w*|\w*dump|rename|replace|remove|unlink|rmtree|move|copy\w*|mkdir|"""
+    r"""makedirs|touch|truncate|system|subprocess|exec\w*|to_\w+|save\w*|commit)\b"""
+    r"""|open\([^,)]*,\s*(?:mode\s*=\s*)?['"]\w*[wax+]"""
 )
 
 
@@ -680,10 +684,11 @@ class FileTools(Tool):
         current = await _text_or_none(backend, path)
         if current is None:  # (binary: read_file could not show it, so reading is no remedy)
             return None
-        if current.rstrip("\n") == content.rstrip("\n"):
+        if current.rstrip("\n") == content.rstrip("\n"):  # (a last newline is no change asked)
             raise ToolError(
                 f"nothing was written: this is {existing.path} as it is now, so nothing would "
-                "change. Write the file with the change made (or change the part with edit_file)"
+                "change. If the task asks for a change, write the file with the change made (or "
+                "change the part with edit_file); if the file already is as the task asks, say so"
             )
         if _LEADING_NUMBER.match(content) and _numbered_copy(current, content):
             raise ToolError(
@@ -757,6 +762,7 @@ class FileTools(Tool):
         if (
             not self.read_task_files
             or len(words) < 3
+            or not _LETTERS.search(written)  # (numbers made from numbers: doubled, summed)
             or len([line for line in written.splitlines() if line.strip()]) < 2
             or PurePosixPath(path).suffix in _CODE_SUFFIXES
         ):

@@ -246,7 +246,6 @@ class Todos(Capability):
             unearned[0]["status"] = "in_progress"
         ctx.session_state[self.key] = items
         ctx.state[f"{self.name}.work"] = 0
-        ctx.state[f"{self.name}.changes"] = 0
         # a list with open steps: the next call must call a tool ("Next: do the step ... now
         # with a tool call" alone was answered by copying the step's text); after a refused
         # closing, a tool that does work (the same list came six times over)
@@ -265,9 +264,10 @@ class Todos(Capability):
                 f"\nNot marked completed: {names}. No tool call has done any work since the "
                 "list was last saved, so nothing is done yet."
                 if idle
-                else f"\nNot marked completed: {names}. No tool call has changed a file since "
-                "the list was last saved (reading a file, or code that only prints, changes "
-                "nothing), so the change is not made yet."
+                else f"\nNot marked completed: {names}. No tool call has done that step's work "
+                "yet (each completed step needs its own tool call; a step that changes a file "
+                "needs a call that changed it: reading a file, or code that only prints, "
+                "changes nothing)."
             )
         return f"Todos saved: {_render(items)}{refused}\n{_next_step(items)}"
 
@@ -282,25 +282,43 @@ class Todos(Capability):
         return int(ctx.usage.tool_calls - ctx.state.get(f"{self.name}.seen", 0) - 1)
 
     def _unearned(self, ctx: RunContext[Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """In a list that says every step is completed: the steps newly marked so although no
-        tool call did any work since the list was last saved (seen: a first list whose only
-        step was already "completed", then the answer "done" with nothing done)."""
+        """The steps this list newly marks completed that no work stands behind. In a list
+        that closes every step, each newly completed step needs a tool call of the run that did
+        work (anything but the todo tools) not already counted for another step; in any list,
+        a step that says to change a file it names needs a call that may have changed one, not
+        counted for another such step (seen: a first list whose only step was already
+        "completed"; "Add a repeat setting to config.json ..." completed after only reading
+        config.json). Work done before the list was saved counts (the work done first, then
+        the steps ticked one save at a time)."""
         # calls of this same reply (they run beside this one and are counted after it): maybe
         # work, so the benefit of the doubt
-        beside = self._beside(ctx)
-        if beside > 0:
+        if self._beside(ctx) > 0:
             return []
         before = {str(i.get("content")) for i in self.items(ctx) if i.get("status") == "completed"}
         marked = [i for i in items if i["status"] == "completed" and i["content"] not in before]
-        if not ctx.state.get(f"{self.name}.work", 0) and all(
-            i["status"] == "completed" for i in items
-        ):
-            return marked
-        if ctx.state.get(f"{self.name}.changes", 0):
-            return []
-        # a step that changes a file, marked done when no call changed one (seen: "Add a repeat
-        # setting to config.json, ... make app.py print ..." completed after reading config.json)
-        return [i for i in marked if _changes_a_file(str(i["content"]))]
+        work, changes = (
+            ctx.state.get(f"{self.name}.work_total", 0),
+            ctx.state.get(f"{self.name}.changes", 0),
+        )
+        credited = ctx.state.get(f"{self.name}.credited", 0)
+        changed = ctx.state.get(f"{self.name}.credited_changes", 0)
+        # a list that closes every step with no work since the last save needs earlier work
+        # not yet counted, a step each; with work since, it stands (one call may do two steps)
+        idle = all(i["status"] == "completed" for i in items) and not ctx.state.get(
+            f"{self.name}.work", 0
+        )
+        unearned = []
+        for item in marked:
+            change = _changes_a_file(str(item["content"]))
+            # (a list with steps still open may carry a step done before it was written)
+            if (idle and credited >= work) or (change and changed >= changes):
+                unearned.append(item)
+                continue
+            credited += 1
+            changed += change
+        ctx.state[f"{self.name}.credited"] = credited
+        ctx.state[f"{self.name}.credited_changes"] = changed
+        return unearned
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
         """After a list was refused as closed with nothing done, the next call does a step, not
@@ -318,8 +336,8 @@ class Todos(Capability):
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         """Count the calls that did work (anything but the todo tools) since the last save."""
         work = sum(c.status == "success" and c.name not in _TODO_TOOLS for c in calls)
-        key = f"{self.name}.work"
-        ctx.state[key] = ctx.state.get(key, 0) + work
+        for key in (f"{self.name}.work", f"{self.name}.work_total"):
+            ctx.state[key] = ctx.state.get(key, 0) + work
         changes = f"{self.name}.changes"
         ctx.state[changes] = ctx.state.get(changes, 0) + sum(map(may_change_files, calls))
         ctx.state[f"{self.name}.seen"] = ctx.usage.tool_calls

@@ -371,13 +371,28 @@ def _column_remark(path: Path, top: Path, name: str, value: str) -> list[str]:
         ]
     for row in rows[1:]:
         for at, cell in enumerate(row[: len(header)]):
-            if cell.strip() == value:
+            if cell.strip() != value:
+                continue
+            column = [r[at].strip() for r in rows[1:] if len(r) > at]
+            if sum(map(_is_number, column)) * 2 > len(column):  # (a number column: one gap)
                 return [
-                    f"Your code took {value!r} for a number, but it is the {header[at]} column "
-                    f"of {name} (row[{at}]): it used the wrong column. The columns of {name} are "
-                    f"{columns}; take the number from the column that holds it."
+                    f"{value!r} in the {header[at]} column of {name} (row[{at}]) is not a "
+                    "number: skip the rows whose value is not a number."
                 ]
+            return [
+                f"Your code took {value!r} for a number, but it is the {header[at]} column "
+                f"of {name} (row[{at}]): it used the wrong column. The columns of {name} are "
+                f"{columns}; take the number from the column that holds it."
+            ]
     return []
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 _STRING_FRAME = re.compile(r'^(\s*)File "<string>", line (\d+)(?:, in .*)?$')
