@@ -461,7 +461,8 @@ async def test_run_python_names_the_column_of_text_taken_for_a_number(tmp_path: 
     header = await shell.run_python(
         "print(sum(int(r[2]) for r in __import__('csv').reader(open('t.csv'))))"
     )
-    assert "read 'hours', the header of t.csv, as a number" in header
+    assert "the code read the header row as data: skip it (next(reader))" in header
+    assert "Your code" not in header  # (one advice: a second saying the same was resent code)
     # a value that is no number in a column of numbers: skip it, not "the wrong column"
     (tmp_path / "h.csv").write_text("person,hours\nPriya,7.5\nSam,N/A\nAda,6\n")
     gap = await shell.run_python(

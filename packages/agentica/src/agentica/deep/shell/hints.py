@@ -118,8 +118,7 @@ _PYTHON_ERRORS = tuple(
             r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
             r"'([A-Za-z_][\w ]{0,40})'",
             "{0!r} is text, not a number. If it is a column name, the code read the header row "
-            "as data: skip the first row (for row in rows[1:], or next(reader) after reader = "
-            "csv.reader(f)) or use csv.DictReader.",
+            "as data: skip it (next(reader)) or use csv.DictReader.",
         ),
         (
             r"TypeError: list indices must be integers or slices, not str",
@@ -351,8 +350,9 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
 
 
 def _column_remark(path: Path, top: Path, name: str, value: str) -> list[str]:
-    """Where ``value`` (text the code took for a number) is in the CSV file ``path``: its
-    header, or a value of one of its columns; the columns with their positions."""
+    """Where ``value`` (text the code took for a number) is in the CSV file ``path``: a value
+    of one of its columns (the columns with their positions), or a gap in a column of numbers;
+    nothing for its header (the error's hint covers that)."""
     try:
         path = path.resolve()
         if not path.is_relative_to(top) or path.stat().st_size > _MAX_CHECKED:
@@ -365,10 +365,8 @@ def _column_remark(path: Path, top: Path, name: str, value: str) -> list[str]:
     header = [cell.strip() for cell in rows[0]]
     columns = ", ".join(f"{cell} (row[{i}])" for i, cell in enumerate(header))
     if value in header:
-        return [
-            f"Your code read {value!r}, the header of {name}, as a number: skip the header row "
-            f"(for row in rows[1:]) or use csv.DictReader. Its columns are {columns}."
-        ]
+        return []  # (the error's own hint says it: the header read as data; seen, a second
+        # remark saying the same made the model send the same code again)
     for row in rows[1:]:
         for at, cell in enumerate(row[: len(header)]):
             if cell.strip() != value:
