@@ -275,3 +275,21 @@ def test_an_answer_not_matching_the_output_type_is_sent_back_then_fails() -> Non
     assert isinstance(step.error, OutputValidationError)
     assert "after 2 retries" in str(step.error)
     assert "Invoice" in str(step.error)
+
+
+def test_an_answer_that_repeats_a_quoted_tool_result_is_no_echo() -> None:
+    """As measured on the deep agent: the subagent's report, quoted in the answer check's list
+    of calls ("- task(...) -> The oldest ..."), was the answer, and was sent back as an echo
+    of the note. A note's own words are still an echo."""
+    from agentica.run.steps import echoes
+
+    answer = "The oldest person in people.json is Ines Duarte, born in 1939."
+    note = (
+        "Before you finish, check your work against the task: Who is the oldest?\n"
+        "Your tool calls in this task:\n"
+        f'- task({{"description": "Find the oldest"}}) -> {answer}\n'
+        "For each thing the task asks for, was it done by one of these calls?"
+    )
+    assert not echoes(AssistantMessage(content=answer), [note])
+    copied = "For each thing the task asks for, was it done by one of these calls?"
+    assert echoes(AssistantMessage(content=copied), [note])

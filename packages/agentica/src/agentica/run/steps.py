@@ -10,6 +10,7 @@ reply, and asks again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -237,10 +238,16 @@ def echoes(message: AssistantMessage, notes: Sequence[str]) -> bool:
     if len(said) < 40:  # a short answer may well be words of a note (a todo's name)
         return False
     for note in notes:
-        for part in (note, *note.splitlines()):
+        # (a line quoting a call and its result, "- task(...) -> Tom is 63.", is the tool's
+        # output: an answer that repeats it answers; seen, a subagent's report sent back)
+        lines = [line for line in note.splitlines() if not _QUOTED_CALL.match(line)]
+        for part in ("\n".join(lines), *lines):
             if said in _words(part):
                 return True
     return False
+
+
+_QUOTED_CALL = re.compile(r"\s*- [\w.-]+\(.*\) -> ")
 
 
 # ----------------------------------------------------------------------------- deciding
