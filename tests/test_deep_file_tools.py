@@ -690,6 +690,22 @@ async def test_a_written_file_that_shares_no_word_with_its_read_source_gets_a_no
     assert "[check]" not in await off.write_file(ctx, "/reversed.txt", "line 1\nline 2\n")
 
 
+async def test_a_rewrite_that_drops_a_line_says_which() -> None:
+    """As measured on the deep agent: setup.cfg written back with the version bumped and its
+    [metadata] line gone, the task failed on it. A changed line is a change, not a loss."""
+    backend = StateBackend()
+    before = "[metadata]\nname = cli\nversion = 1.4.2\n\n[options]\npython = 3.9\n"
+    await backend.write("/setup.cfg", before)
+    tools, ctx = FileTools(backend), context()
+    await tools.read_file(ctx, "/setup.cfg")
+    out = await tools.write_file(
+        ctx, "/setup.cfg", "name = cli\nversion = 1.5.0\n\n[options]\npython = 3.9\n"
+    )
+    assert "[check] /setup.cfg lost this line: '[metadata]'. If the task did not ask" in out
+    out = await tools.write_file(ctx, "/setup.cfg", before.replace("1.4.2", "1.5.0"))
+    assert "[check]" not in out  # (the line back; the version changed)
+
+
 async def test_a_file_written_back_unchanged_is_refused() -> None:
     """As measured on the deep agent: "Subtract the quantities in orders.csv from stock.csv and
     save the updated stock back" answered by writing stock.csv back as it was, three times."""

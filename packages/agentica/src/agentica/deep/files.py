@@ -272,6 +272,29 @@ def _all_lines_gone(before: str, after: str) -> int:
     return len(old) if len(old) >= 3 and not old & new else 0
 
 
+_MAX_COMPARED_LINES = 500  # (difflib is quadratic in the worst case; it runs on the loop)
+
+
+def _lines_lost(before: str, after: str) -> list[str]:
+    """The lines of ``before`` that ``after`` lost, when it kept most of them and changed
+    others (seen: setup.cfg written back with the version bumped and its ``[metadata]`` line
+    gone); else nothing. Blank lines and moved lines are no loss."""
+    old = [line.strip() for line in before.splitlines() if line.strip()]
+    new = [line.strip() for line in after.splitlines() if line.strip()]
+    if len(old) > _MAX_COMPARED_LINES or len(new) > _MAX_COMPARED_LINES:
+        return []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    lost = [  # (lines removed with nothing in their place; a changed line is a change)
+        line
+        for tag, start, end, _, _ in matcher.get_opcodes()
+        if tag == "delete"
+        for line in old[start:end]
+        if line not in new
+    ]
+    kept = len(old) - len(lost)
+    return lost if lost and kept >= 2 and len(lost) * 2 <= len(old) else []
+
+
 _QUOTES = re.compile(r"""['"]""")
 
 
@@ -745,6 +768,16 @@ class FileTools(Tool):
                 f"\n[check] None of the {gone} lines {info.path} had are in it now. If the task "
                 "asked to change a part of the file, the rest is lost: write the whole file "
                 "again with the other lines kept, or change only that part with edit_file."
+            )
+        elif info.path not in created and (lost := _lines_lost(before, written)):
+            shown = ", ".join(repr(line[:80]) for line in lost[:3])
+            more = f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+            one = len(lost) == 1
+            note += (
+                f"\n[check] {info.path} lost {'this line' if one else 'these lines'}: {shown}"
+                f"{more}. If the task did not ask to remove {'it' if one else 'them'}, put "
+                f"{'it' if one else 'them'} back: write the whole file again with every other "
+                "line kept, or change only the part the task asks for with edit_file."
             )
         problem = _parse_problem(info.path, written)
         return f"wrote {info.path} ({len(_lines(written))} lines, {_size(info.size)}){note}" + (
