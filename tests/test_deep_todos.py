@@ -232,7 +232,7 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
     first, second, third = saved
     assert "Not marked completed: 'Add a repeat setting to config.json, set to 3'" in first
     assert "No tool call has done that step's work yet" in first
-    assert "a step that changes a file needs a call that changed it" in second
+    assert second.startswith("Todos saved: [x] Add a repeat")  # (refused once: seen, a loop)
     assert third.startswith("Todos saved: [x] Add a repeat setting")
     assert '"repeat": 3' in (tmp_path / "config.json").read_text()
     # work done first, then the steps ticked one save at a time (review finding)

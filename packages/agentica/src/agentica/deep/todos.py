@@ -308,11 +308,17 @@ class Todos(Capability):
             f"{self.name}.work", 0
         )
         unearned = []
+        # a change step is refused once: refused again and again, the model read the file and
+        # saved the list in a loop until the run's time ran out (the answer check asks at the end)
+        refused: list[str] = ctx.state.setdefault(f"{self.name}.change_refused", [])
         for item in marked:
-            change = _changes_a_file(str(item["content"]))
+            content = str(item["content"])
+            change = _changes_a_file(content) and content not in refused
             # (a list with steps still open may carry a step done before it was written)
             if (idle and credited >= work) or (change and changed >= changes):
                 unearned.append(item)
+                if change and changed >= changes:
+                    refused.append(content)
                 continue
             credited += 1
             changed += change
