@@ -244,8 +244,8 @@ class AnswerCheck(Capability):
             source = ""
         # unittest finds no plain test functions ("Ran 0 tests ... OK"): those run with pytest
         if "unittest" in source or "TestCase" in source:
-            runner_args = ["-m", "unittest", PurePosixPath(tests[0]).with_suffix("").as_posix()]
-            runner_args[-1] = runner_args[-1].replace("/", ".")
+            module = PurePosixPath(tests[0]).with_suffix("").as_posix().replace("/", ".")
+            runner_args = ["-m", "unittest", module]
         else:
             runner_args = ["-m", "pytest", "-q", tests[0]]
         command = shlex.join(["python3", *runner_args])
