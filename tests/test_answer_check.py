@@ -231,6 +231,21 @@ async def test_a_failed_change_of_an_unread_file_sends_the_model_to_read_it_firs
     assert model.requests[1].settings.tool_choice == "read_file"
 
 
+async def _read_fix_and_answer(tmp_path: Path, first: str, task: str) -> ScriptedModel:
+    """A deep agent that reads ``first``, fixes mean() in stats.py, reads it back, answers."""
+    from agentica.deep import DeepAgent
+
+    fix = call("edit_file", path="stats.py", old_string="v[1:]", new_string="v")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path=first)),
+        tool_calls(fix),
+        tool_calls(call("read_file", path="stats.py")),
+        *["Fixed."] * 4,
+    ])  # fmt: skip
+    await DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False).run(task)
+    return model
+
+
 async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_run_them(
     tmp_path: Path,
 ) -> None:
@@ -285,27 +300,17 @@ async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_ru
     assert all("none of your calls ran them" not in str(r.messages) for r in model.requests)
     # "The tests fail": the tests of the module it names
     (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
-    model = ScriptedModel([
-        tool_calls(call("read_file", path="stats.py")),
-        tool_calls(fix),
-        tool_calls(call("read_file", path="stats.py")),
-        *["Fixed."] * 4,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run("mean() in stats.py is wrong. The tests fail, can you fix it?")
+    model = await _read_fix_and_answer(
+        tmp_path, "stats.py", "mean() in stats.py is wrong. The tests fail, can you fix it?"
+    )
     assert any("the tests in test_stats.py must pass" in str(r.messages) for r in model.requests)
     # plain test functions run with pytest (unittest finds none: "Ran 0 tests ... OK")
     (tmp_path / "test_stats.py").write_text("from stats import mean\n\n\ndef test_mean():\n"
                                             "    assert mean([2, 4, 6]) == 4\n")  # fmt: skip
     (tmp_path / "stats.py").write_text("def mean(v):\n    return sum(v[1:]) / len(v)\n")
-    model = ScriptedModel([
-        tool_calls(call("read_file", path="test_stats.py")),
-        tool_calls(fix),
-        tool_calls(call("read_file", path="stats.py")),
-        *["Fixed."] * 4,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
+    model = await _read_fix_and_answer(
+        tmp_path, "test_stats.py", "The tests in test_stats.py fail. Fix stats.py so they pass."
+    )
     assert any(
         'execute({"command": "python3 -m pytest -q test_stats.py"})' in str(r.messages)
         for r in model.requests
