@@ -523,6 +523,34 @@ async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -
     assert "[check]" not in await tools.write_file(ctx, "/upper.txt", "ADA\nGRACE\nLINUS\n")
 
 
+async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
+    """As measured on the 1.5B model (the user-phrased demo): its code wrote the right totals
+    into report.md, then it wrote its own wrong ones from before over them. Refused once per
+    change, with the text now there."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    await tools.write_file(ctx, "/report.md", "| south | 280 |\n")
+    await backend.write("/report.md", "| south | 180 |\n")  # (the code the model ran)
+    with pytest.raises(ToolError, match="changed since you last read or wrote it") as refused:
+        await tools.write_file(ctx, "/report.md", "| south | 280 |\n| total | 280 |\n")
+    assert "It now reads:\n     1\t| south | 180 |" in str(refused.value)
+    assert await backend.read("/report.md") == "| south | 180 |\n"
+    # shown once: the next write is the model's choice
+    await tools.write_file(ctx, "/report.md", "| south | 180 |\n| total | 180 |\n")
+    # a file read after the change, or edited, is no stale copy
+    await backend.write("/report.md", "| south | 1 |\n")
+    await tools.read_file(ctx, "/report.md")
+    await tools.write_file(ctx, "/report.md", "| south | 2 |\n")
+    await backend.write("/report.md", "| south | 3 |\n")
+    await tools.edit_file(ctx, "/report.md", "3", "4")
+    await tools.write_file(ctx, "/report.md", "| south | 5 |\n")
+    # a long file changed is not shown: read it
+    await backend.write("/report.md", "".join(f"row {n}\n" for n in range(500)))
+    with pytest.raises(ToolError, match=r"otherwise call read_file\('/report.md'\)") as long:
+        await tools.write_file(ctx, "/report.md", "short\n")
+    assert "row 1" not in str(long.value)
+
+
 async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is() -> None:
     """As measured on the 1.5B model: asked how many hours a person logged, it read
     timesheet.csv and wrote it back with "1," in front of each line."""
@@ -540,6 +568,7 @@ async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is()
         assert await backend.read("/timesheet.csv") == original
     original = "a\nb\n"
     await backend.write("/timesheet.csv", original)
+    await tools.read_file(ctx, "/timesheet.csv")  # (changed since read: it is read again)
     # a numbered list is what "number the lines" asks for; numbers over other text are data
     await tools.write_file(ctx, "/timesheet.csv", "1. a\n2. b\n")
     await tools.write_file(ctx, "/timesheet.csv", "1,x\n2,y\n")

@@ -397,6 +397,30 @@ async def test_run_python_runs_code_and_explains_shell_commands(tmp_path: Path) 
     ]  # fmt: skip
 
 
+async def test_run_python_that_prints_nothing_shows_the_files_its_code_wrote(
+    tmp_path: Path,
+) -> None:
+    """As measured on the 1.5B model (the user-phrased demo): the code wrote the right totals
+    into report.md and printed nothing; told only "print() the values", the model wrote its own
+    wrong ones over them."""
+    shell = Shell(tmp_path, python=True, background=False)
+    (tmp_path / "sales.csv").write_text("region,amount\nsouth,80\nsouth,100\n")
+    (tmp_path / "big.txt").write_text("old")
+    code = (
+        "rows = open('sales.csv').read().splitlines()[1:]\n"
+        "total = sum(int(r.split(',')[1]) for r in rows)\n"
+        "open('/report.md', 'w').write(f'| south | {total} |\\n')\n"
+        "open('big.txt', 'w').write('x' * 5000)\n"
+    )
+    out = await shell.run_python(code)
+    assert "it wrote report.md, which now reads:\n| south | 180 |" in out
+    assert "it wrote big.txt" in out and "xxx" not in out  # (a long file: by name)
+    assert "sales.csv" not in out  # (read, not written)
+    assert "print() the values" not in out
+    again = await shell.run_python("open('report.md').read()")  # (named, not changed)
+    assert "print() the values you need to see" in again and "which now reads" not in again
+
+
 async def test_run_python_adds_a_missing_standard_library_import_and_says_so(
     tmp_path: Path,
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 import json
 import re
 import time
@@ -496,7 +497,9 @@ class FileTools(Tool):
         max_line_chars: lines longer than this are cut in ``read_file`` and ``grep`` output.
         read_before_overwrite: refuse a ``write_file`` over a file that has text and that this
             run has neither read, written nor edited (a small model writes a whole config file
-            from its head and loses what was in it; the refusal tells it to read first).
+            from its head and loses what was in it; the refusal tells it to read first), and,
+            once per change, one over a file that changed since the run last read or wrote it
+            (its code wrote it: the refusal shows the text now there).
         read_task_files: refuse (once per file) a ``write_file`` of a new file made while none
             of the files the task names before it (which exist) was read, written or edited in
             this run (a small model writes "the lines of lines.txt in reverse order to
@@ -562,8 +565,22 @@ class FileTools(Tool):
             created = ctx.state[f"{self.name}.created"] = set()
         return created
 
-    def _saw(self, ctx: RunContext[Any], path: str) -> None:
-        self._known(ctx).add(normalize_path(path))
+    def _saw(self, ctx: RunContext[Any], path: str, text: str) -> None:
+        """Note that the run has seen ``path`` holding ``text`` (read, written or edited)."""
+        key = normalize_path(path)
+        self._known(ctx).add(key)
+        seen = ctx.state.get(f"{self.name}.seen")
+        if not isinstance(seen, dict):
+            seen = ctx.state[f"{self.name}.seen"] = {}
+        seen[key] = hashlib.blake2b(text.encode(errors="replace"), digest_size=16).digest()
+
+    def _changed_since_seen(self, ctx: RunContext[Any], path: str, current: str) -> bool:
+        """Whether ``path`` holds other text than when the run last saw it through these tools
+        (its code or a command wrote it since)."""
+        seen = ctx.state.get(f"{self.name}.seen")
+        digest = seen.get(normalize_path(path)) if isinstance(seen, dict) else None
+        now = hashlib.blake2b(current.encode(errors="replace"), digest_size=16).digest()
+        return digest is not None and digest != now
 
     # -- formatting -----------------------------------------------------------------------------
 
@@ -625,7 +642,7 @@ class FileTools(Tool):
         if limit < 1:
             raise ToolError("limit must be 1 or more (the number of lines to show)")
         text = await self.resolve(ctx).read(path)
-        self._saw(ctx, path)
+        self._saw(ctx, path, text)
         lines = _lines(text)
         total = len(lines)
         if total == 0:
@@ -726,6 +743,20 @@ class FileTools(Tool):
                 f"head. Call read_file('{existing.path}') first; then change it with edit_file, "
                 "or call write_file again with the whole new content"
             )
+        if self._changed_since_seen(ctx, existing.path, current):
+            # (seen: code wrote the right totals into report.md, then the model wrote its own
+            # wrong ones from before over them)
+            self._saw(ctx, existing.path, current)  # (shown below, or refused only once)
+            shown = _lines(current)
+            text = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(shown, 1))
+            whole = len(shown) <= _SMALL_FILE_LINES and len(text) <= _SMALL_FILE_BYTES
+            now = f"It now reads:\n{text}\n" if whole else ""
+            raise ToolError(
+                f"nothing was written: {existing.path} changed since you last read or wrote it "
+                f"(code or a command you ran wrote it), so this text would replace what is in it "
+                f"now. {now}If it already is as the task asks, leave it; otherwise "
+                + ("change it from this text" if whole else f"call read_file('{existing.path}')")
+            )
         return current
 
     @tool(exclusive=True)
@@ -757,7 +788,7 @@ class FileTools(Tool):
             before = await self._check_overwrite(ctx, backend, path, written)
             _check_breaks_python(path, before, written)
         info = await backend.write(path, written)
-        self._saw(ctx, info.path)
+        self._saw(ctx, info.path, written)
         created = self._created(ctx)
         if before is None:
             created.add(info.path)  # (its lines are this run's own: replacing them loses nothing)
@@ -846,7 +877,7 @@ class FileTools(Tool):
         edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
         info = await backend.write(path, updated)
-        self._saw(ctx, info.path)
+        self._saw(ctx, info.path, updated)
         problem = _parse_problem(info.path, updated)
         after = f"\n{problem}" if problem else ""
         if count == 1:
@@ -887,12 +918,13 @@ class FileTools(Tool):
         if info is None or info.is_dir or info.size > _SMALL_FILE_BYTES:
             return ""
         try:
-            lines = _lines(await backend.read(path))
+            text = await backend.read(path)
         except BackendError:
             return ""  # (binary or unreadable: the plain "no matches" stands)
+        lines = _lines(text)
         if not lines or len(lines) > _SMALL_FILE_LINES:
             return ""
-        self._saw(ctx, info.path)
+        self._saw(ctx, info.path, text)
         shown = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(lines, 1))
         return f"; the pattern may not be worded as the file is. The whole file:\n{shown}"
 

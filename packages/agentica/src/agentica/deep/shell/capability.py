@@ -20,11 +20,14 @@ from agentica.deep.shell.hints import (
     check_command,
     check_python,
     data_remarks,
+    file_states,
     hint,
     missing_imports,
     repair_brackets,
+    show_written,
     source_lines,
     workspace_paths,
+    written_files,
 )
 from agentica.deep.shell.local import BwrapCommands, LocalCommands, check_limits
 from agentica.errors import AgenticaError, ToolError, UsageError
@@ -371,12 +374,17 @@ class Shell(Capability):
             code, moved = await asyncio.to_thread(workspace_paths, code, self.root)
         python = self.backend.python or "python3"
         command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
+        before = {} if self.root is None else await asyncio.to_thread(file_states, code, self.root)
         started = time.time()
         result = source_lines(await self._run(command, timeout), code)
         remarks: list[str] = []
+        written: list[tuple[str, str | None]] = []
         if self.root is not None:
             remarks += await asyncio.to_thread(data_remarks, code, self.root, started, result)
-        if result.endswith("(no output)"):
+            written = await asyncio.to_thread(written_files, before, self.root)
+        if result.endswith("(no output)") and written:
+            result += f"; the code printed nothing, and {show_written(written)}"
+        elif result.endswith("(no output)"):
             result += "; the code printed nothing: print() the values you need to see"
         if moved:
             remarks.append(

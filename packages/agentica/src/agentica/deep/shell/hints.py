@@ -308,6 +308,77 @@ _NOT_A_NUMBER = re.compile(
 )
 
 
+_FILE_LITERAL = re.compile(r"""['"]([\w./-]{1,200}\.[A-Za-z]{1,8})['"]""")
+_SHOWN_BYTES = 1500  # a file the code wrote is shown whole up to this size
+_SHOWN_FILES = 2
+
+
+def file_states(code: str, root: Path) -> dict[str, tuple[int, int] | None]:
+    """The files inside ``root`` that ``code`` names in a string literal ("report.md"), each
+    with its (modification time in ns, size), ``None`` for one that does not exist yet.
+    Blocking (it stats files)."""
+    top = root.resolve()
+    states: dict[str, tuple[int, int] | None] = {}
+    for match in _FILE_LITERAL.finditer(code):
+        name = match.group(1).lstrip("/")
+        try:
+            path = (root / name).resolve()
+            if not path.is_relative_to(top) or name in states:
+                continue
+            stat = path.stat()
+            states[name] = (stat.st_mtime_ns, stat.st_size) if path.is_file() else None
+        except FileNotFoundError:
+            states[name] = None
+        except (OSError, ValueError):
+            continue
+    return states
+
+
+def written_files(
+    before: dict[str, tuple[int, int] | None], root: Path
+) -> list[tuple[str, str | None]]:
+    """Of the files ``before`` (``file_states`` taken before the code ran), those the code
+    created or changed: (name, text), the text ``None`` when it is long or not text. Blocking."""
+    top = root.resolve()
+    written: list[tuple[str, str | None]] = []
+    for name, state in before.items():
+        path = (root / name).resolve()
+        try:
+            stat = path.stat()
+            if not path.is_file() or not path.is_relative_to(top):
+                continue
+            if state == (stat.st_mtime_ns, stat.st_size):
+                continue
+            text: str | None = None
+            if stat.st_size <= _SHOWN_BYTES:
+                text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            text = None
+        except (OSError, ValueError):
+            continue
+        written.append((name, text))
+    return written
+
+
+def show_written(written: list[tuple[str, str | None]]) -> str:
+    """What to tell a model whose code printed nothing about the files it wrote: each short
+    text file's text, the others by name (seen: the code wrote the right totals into
+    report.md, printed nothing, and the model wrote its own wrong ones over them)."""
+    parts: list[str] = []
+    for name, text in written[:_SHOWN_FILES]:
+        if text is None:
+            parts.append(f"it wrote {name}")
+        else:
+            body = text.rstrip("\n")
+            parts.append(
+                f"it wrote {name}, which now reads:\n{body}" if body else f"it wrote {name} (empty)"
+            )
+    more = len(written) - _SHOWN_FILES
+    if more > 0:
+        parts.append(f"and {more} more file{'s' if more > 1 else ''}")
+    return "; ".join(parts)
+
+
 def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[str]:
     """Remarks on how ``code`` (which has run, printing ``output``) handled the data files it
     names: a JSON file in the workspace it wrote (changed after ``since``, a ``time.time()``)
