@@ -69,8 +69,11 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
     model = ScriptedModel([
         tool_calls(call("run_python", code="print(open('sales.csv').read())")),
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
+        tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
         tool_calls(call("read_file", path="report.md")),
         "done", "done",
+        tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
+                        new_string="| north | 165 |")),  # (refused: a new run)
         tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
                         new_string="| north | 165 |")),
         tool_calls(call("read_file", path="report.md")),
@@ -91,6 +94,13 @@ def test_the_check_wants_each_region_next_to_its_total(tmp_path: Path) -> None:
     assert check_report(root) == "report.md does not show the right total for north, east"
     (root / "report.md").write_text("| North | 165.0 |\n| South | 180 |\n| East | 90.00 |")
     assert check_report(root) is None
+    # a second table with a wrong row is no right report (seen: the model's row kept above
+    # the one its code wrote)
+    (root / "report.md").write_text(
+        "| North | 165 |\n| South | 280 |\n| East | 90 |\n\n| North | 165 |\n| South | 180 |\n"
+        "| East | 90 |\n"
+    )
+    assert check_report(root) == "report.md does not show the right total for south"
 
 
 def test_the_simple_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:

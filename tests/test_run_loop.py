@@ -68,6 +68,46 @@ async def test_ctx_offered_is_what_each_request_offers() -> None:
     assert seen == [("look", "write"), ("look",), ("look",)]
 
 
+async def test_a_capability_refuses_a_call_before_it_runs_and_siblings_still_run() -> None:
+    ran: list[str] = []
+
+    @tool
+    def put(path: str) -> str:
+        """Put a file."""
+        ran.append(path)
+        return f"put {path}"
+
+    class NoSecrets(Capability):
+        name = "no_secrets"
+
+        async def refuse_call(self, ctx: RunContext[Any], call: Any) -> str | None:
+            return "not there: pick another path" if "secret" in call.call.arguments else None
+
+    class Counter(Capability):  # (asked only about calls nobody refused before it)
+        name = "counter"
+
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        async def refuse_call(self, ctx: RunContext[Any], call: Any) -> str | None:
+            self.asked.append(call.call.arguments)
+            return None
+
+    counter = Counter()
+    model = ScriptedModel([
+        tool_calls(call("put", path="secret.txt"), call("put", path="a.txt")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[put], capabilities=[NoSecrets(), counter])
+    assert (await agent.run("go")).content == "done"
+    assert ran == ["a.txt"]
+    results = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert [(r.is_error, r.content) for r in results] == [  # type: ignore[attr-defined]
+        (True, "not there: pick another path"), (False, "put a.txt"),
+    ]  # fmt: skip
+    assert counter.asked == ['{"path": "a.txt"}']
+
+
 async def test_ctx_offered_is_empty_when_the_context_window_forces_the_final_answer() -> None:
     capability = ReadOnly()
     seen: list[tuple[str, ...]] = []

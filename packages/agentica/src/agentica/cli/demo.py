@@ -210,12 +210,17 @@ def calculator(expression: str) -> float | int:
 
 
 def check_report(root: Path) -> str | None:
-    """``None`` if report.md has the right total for every region, else what is wrong."""
+    """``None`` if report.md has the right total for every region (and no other total for
+    one), else what is wrong."""
     report = root / "report.md"
     if not report.is_file():
         return "report.md was not written"
     text = report.read_text().lower()
-    wrong = [r for r, t in TOTALS.items() if not re.search(rf"{r}\W+{t}(?!\d)", text)]
+    wrong = []
+    for region, total in TOTALS.items():  # every row of a region must show its total
+        shown = re.findall(rf"\b{region}\W+(\d+(?:\.\d+)?)", text)
+        if not shown or any(float(n) != total for n in shown):
+            wrong.append(region)
     if not wrong:
         return None
     return f"report.md does not show the right total for {', '.join(wrong)}"

@@ -470,6 +470,11 @@ NUMBER_NOTE = (
     "{them}. A number you work out in your head is often wrong: compute {them} with {tool} "
     "(print the result), then correct {path} with the printed value."
 )
+NUMBER_REFUSAL = (
+    "nothing was written: no tool output showed {numbers}, which you were writing into "
+    "{path}. A number you work out in your head is often wrong: compute {them} with {tool} "
+    "(print the result), then write {path} with the printed value."
+)
 NUMBER_PROMPT = (
     "Your answer says {numbers}, but no tool output showed {them}. A number you work out in "
     "your head is often wrong: compute {them} with {tool} (print the result) and answer with "
@@ -625,8 +630,9 @@ class NumberCheck(Capability):
     Small models read a CSV and then add up its column in their head, usually wrongly, and write
     the result into a report or answer with it. The check collects the numbers of the run's
     input and of every tool output; a number with a fraction or of ten and more that the model
-    then writes into a data or text file (not code) gets a note on that call's result, and a
-    final answer that states one is sent back, each telling the model to compute it with a tool
+    then writes into a data or text file (not code) is refused the first time, before it
+    lands there, and gets a note on that call's result after that; a final answer that
+    states one is sent back, each telling the model to compute it with a tool
     (``run_python``, ``execute`` or ``calculator``, whichever the agent has; an agent with none
     of them is left alone), and the next model call is made to call that tool (``tool_choice``).
     A rounding of a number seen counts as seen ("82.67" of 82.6666). A task that asks for a
@@ -668,6 +674,24 @@ class NumberCheck(Capability):
     async def tool_choice(self, ctx: RunContext[Any]) -> str | None:
         choice: str | None = ctx.state.pop(f"{self.name}.choice", None)
         return choice
+
+    async def refuse_call(self, ctx: RunContext[Any], call: FunctionCall) -> str | None:
+        """Once per run, refuse to write numbers no tool output showed into a data or text file,
+        before they land there (seen: the model wrote South 280 from its head into report.md;
+        the code it ran when told to compute read the report back and kept the row)."""
+        key = f"{self.name}.refused"
+        if ctx.state.get(key) or self.max_nudges == 0:
+            return None
+        planned = _written(call, done=False)
+        tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
+        if planned is None or tool is None:
+            return None
+        unseen = self._sources(ctx).unseen(planned[1])
+        if not unseen:
+            return None
+        ctx.state[key] = True
+        ctx.state[f"{self.name}.choice"] = tool
+        return NUMBER_REFUSAL.format(path=planned[0], tool=tool, **_list(unseen))
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         sources = self._sources(ctx)
@@ -815,10 +839,12 @@ def _list(numbers: list[str]) -> dict[str, str]:
     return {"numbers": words, "them": "them" if len(shown) > 1 else "it"}
 
 
-def _written(call: FunctionCall, *, data_only: bool = True) -> tuple[str, str] | None:
+def _written(
+    call: FunctionCall, *, data_only: bool = True, done: bool = True
+) -> tuple[str, str] | None:
     """(path, text) of a successful call that wrote text into a file (a data or prose file
-    when ``data_only``)."""
-    if call.status != "success":
+    when ``data_only``); of a call that is to write one when not ``done``."""
+    if call.status != ("success" if done else "pending"):
         return None
     arguments = _arguments(call)
     path = next((arguments[k] for k in _PATH_KEYS if isinstance(arguments.get(k), str)), None)

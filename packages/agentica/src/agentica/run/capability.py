@@ -28,8 +28,8 @@ class Capability:
     """Base class of capabilities; override the hooks you need (the defaults do nothing).
 
     Hooks: ``tools``, ``instructions``, ``allowed_tools``, ``tool_choice``, ``system_slot``,
-    ``after_tools``, ``needs_approval``, ``review_answer`` and ``after_run``; each method says
-    when it is called.
+    ``refuse_call``, ``after_tools``, ``needs_approval``, ``review_answer`` and ``after_run``;
+    each method says when it is called.
 
     A capability object is configuration: it may be shared by many agents and runs. Per-run
     state belongs in ``ctx.state`` (a dict private to the run), keyed by the capability's name.
@@ -67,6 +67,15 @@ class Capability:
         It goes in a system message at the end of the request that is replaced each turn rather
         than appended to the history (for example the variable directory); at the end it leaves
         the prompt cache of the rest intact.
+        """
+        return None
+
+    async def refuse_call(self, ctx: RunContext[Any], call: FunctionCall) -> str | None:
+        """A reason to refuse ``call`` before it runs, or ``None`` to let it run.
+
+        Called for each call of a turn, in order, before any of them runs; a reason becomes the
+        call's error (the model receives it) and the tool is not run. The first capability that
+        refuses decides; the others are not asked about that call.
         """
         return None
 

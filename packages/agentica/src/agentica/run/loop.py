@@ -462,6 +462,12 @@ async def _run_tools(
     timeline.tool_calls(run.trace, calls, run.turn)
     for call in calls:  # phase 1: started events, in call order
         yield ToolCallStarted(call=call)
+    for call in calls:  # calls a capability refuses fail before anything runs
+        for capability in agent.capabilities:
+            if call.status != "pending":
+                break
+            if (reason := await capability.refuse_call(run.ctx, call)) is not None:
+                call.fail(reason)
     work = _within(  # phase 2: all calls concurrently (not those already decided)
         run,
         execute_calls(
