@@ -503,3 +503,44 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("What port does the web server listen on? It's set in settings.ini.")
     assert all("changed a file" not in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (the user-phrased demo): "Fill in report.md ..." answered
+    with the table written under the template's TODO line, which stayed. Sent back once with
+    edit_file chosen; a file without a placeholder, or a task that fills nothing in, is not."""
+    template = "# Sales\n\n| region | total |\n|---|---|\nTODO\n"
+    (tmp_path / "report.md").write_text(template)
+    rows = "| north | 165 |\n"
+    code = "open('report.md', 'a').write(f'| north | {120 + 45} |\\n')"
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="report.md")),
+        tool_calls(call("run_python", code=code)),
+        "Done: north 165.",
+        tool_calls(call("edit_file", path="report.md", old_string="TODO\n", new_string="")),
+        tool_calls(call("read_file", path="report.md")),
+        *["Done: north 165."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    response = await agent.run("Fill in report.md with the total per region.")
+    assert response.content == "Done: north 165."
+    sent_back = model.requests[3].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert "report.md still has the placeholder line 'TODO' (line 5)" in sent_back.text
+    assert model.requests[3].settings.tool_choice == "edit_file"
+    assert (tmp_path / "report.md").read_text() == template.replace("TODO\n", "") + rows
+    for task, text in [
+        ("Fill in report.md with the total per region.", "# Sales\n\n| north | 5 |\n"),
+        ("Add a TODO list to report.md.", "TODO\n"),
+    ]:
+        (tmp_path / "report.md").write_text("x\n")
+        model = ScriptedModel([
+            tool_calls(call("read_file", path="report.md")),
+            tool_calls(call("write_file", path="report.md", content=text)),
+            *["Done."] * 6,
+        ])  # fmt: skip
+        agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+        await agent.run(task)
+        assert all("placeholder" not in str(r.messages[-1].content) for r in model.requests)

@@ -101,6 +101,8 @@ def test_the_check_wants_each_region_next_to_its_total(tmp_path: Path) -> None:
         "| East | 90 |\n"
     )
     assert check_report(root) == "report.md does not show the right total for south"
+    (root / "report.md").write_text("TODO\n| North | 165 |\n| South | 180 |\n| East | 90 |\n")
+    assert check_report(root) == "report.md still has the TODO line of the template"
 
 
 def test_the_simple_demo_has_no_template_and_the_single_agent(tmp_path: Path) -> None:

@@ -469,3 +469,13 @@ async def test_the_file_the_task_asks_for_is_put_right_before_the_answer(tmp_pat
     assert isinstance(sent_back, UserMessage)
     assert sent_back.text.startswith("Your last run_python call printed: 13. But /count.txt")
     assert model.requests[3].settings.tool_choice == "write_file" and model.remaining == 0
+
+
+def test_the_text_of_a_file_silent_code_wrote_is_not_what_it_printed() -> None:
+    """run_python shows the files code that printed nothing wrote; "your code printed: ..."
+    quoting that text (a whole report) would tell the model something false."""
+    from agentica.deep.checks import _printed
+
+    assert _printed("exit code 0\n97\n") == "97"
+    silent = "exit code 0 (no output); the code printed nothing, and it wrote r.md, which now "
+    assert _printed(silent + "reads:\n| north | 165 |") == ""

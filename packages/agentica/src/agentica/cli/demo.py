@@ -211,7 +211,7 @@ def calculator(expression: str) -> float | int:
 
 def check_report(root: Path) -> str | None:
     """``None`` if report.md has the right total for every region (and no other total for
-    one), else what is wrong."""
+    one) and no TODO line left, else what is wrong."""
     report = root / "report.md"
     if not report.is_file():
         return "report.md was not written"
@@ -221,8 +221,11 @@ def check_report(root: Path) -> str | None:
         shown = re.findall(rf"\b{region}\W+(\d+(?:\.\d+)?)", text)
         if not shown or any(float(n) != total for n in shown):
             wrong.append(region)
-    if not wrong:
+    todo = re.search(r"(?m)^\s*todo\s*$", text) is not None
+    if not wrong and not todo:
         return None
+    if not wrong:
+        return "report.md still has the TODO line of the template"
     return f"report.md does not show the right total for {', '.join(wrong)}"
 
 

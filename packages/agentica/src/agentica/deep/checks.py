@@ -161,6 +161,8 @@ class AnswerCheck(Capability):
             return unchanged
         if self.max_checks and not unused and (untested := await self._untested(ctx)):
             return untested
+        if self.max_checks and not unused and (left := await self._placeholder(ctx)):
+            return left
         if done >= self.max_checks:
             return self._bare_confirmation(ctx, message) if done else None
         # no tool used: check only a task about files ("Create config.json ...", "What is in
@@ -212,6 +214,32 @@ class AnswerCheck(Capability):
         return UNCHANGED_PROMPT.format(
             task=ctx.input.strip(), names=names, state=state, tool=tool or "a tool"
         )
+
+    async def _placeholder(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a task to fill in a file it names, answered while a line of that file
+        still is a placeholder ("TODO") and the run changed files (seen: "Fill in report.md
+        ..." answered with the totals in a table added under the template's TODO line)."""
+        key = f"{self.name}.placeholder"
+        if ctx.state.get(key) or not ctx.state.get(f"{self.name}.changed") or ctx.files is None:
+            return None
+        if not _FILL.search(ctx.input) or _QUESTION.match(ctx.input):
+            return None
+        for name in await existing_files(ctx.files, task_files(ctx.input)):
+            try:
+                text = await ctx.files.read(name)
+            except AgenticaError:
+                continue
+            lines = text.splitlines()
+            at = next((n for n, line in enumerate(lines) if _PLACEHOLDER.fullmatch(line)), None)
+            if at is None:
+                continue
+            ctx.state[key] = True
+            if "edit_file" in ctx.functions:
+                ctx.state[f"{self.name}.choice"] = "edit_file"
+            return PLACEHOLDER_PROMPT.format(
+                path=name, line=lines[at].strip(), number=at + 1, task=ctx.input.strip()
+            )
+        return None
 
     async def _untested(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a fix judged by tests the task names, answered when no call ran them
@@ -295,6 +323,16 @@ UNTESTED_PROMPT = (
     "the expected and the actual value), fix the code it tests, and run them again; then "
     "answer with what you changed."
 )
+PLACEHOLDER_PROMPT = (
+    "The task: {task}\nBut {path} still has the placeholder line {line!r} (line {number}): to "
+    "fill it in, that line is replaced by what belongs there, so it is gone. Replace it now "
+    "(edit_file with old_string {line!r}, or write the file again without it; keep every other "
+    "line, and no second copy of what is already there), then answer."
+)
+# a task to fill in a template ("Fill in report.md ...", "Complete the form in form.txt")
+_FILL = re.compile(r"(?i)\b(?:fill(?:\s+(?:in|out))?|complete)\b")
+# a line that only marks where something goes: "TODO", "# TODO: totals", "<!-- TBD -->"
+_PLACEHOLDER = re.compile(r"(?i)\s*(?:#|//|<!--|-|\*)?\s*(?:TODO|TBD|FIXME)\b[^\n]{0,60}")
 _RUNNERS = frozenset({"execute", "run_python", "start_command"})
 _RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\b\w+_test\b")
 # A task that asks to change something (not a question about it)
@@ -820,6 +858,8 @@ def _printed(output: str) -> str:
     the call's notes, not in ``output``)."""
     text = output.strip()
     first, _, rest = text.partition("\n")
+    if first.startswith("exit code 0 (no output)"):
+        return ""  # (what follows is the text of a file the code wrote, not what it printed)
     if first.startswith("exit code 0"):
         text = rest.strip()
     if not text or len(text) > _PRINTED_CHARS or not _NUMBER.search(text):
