@@ -528,7 +528,10 @@ async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
     assert response.content == "Done: north 165."
     sent_back = model.requests[3].messages[-1]
     assert isinstance(sent_back, UserMessage)
-    assert "report.md still has the placeholder line 'TODO' (line 5)" in sent_back.text
+    assert (
+        "report.md still has the placeholder line 'TODO' (line 5, after the line '|---|---|')"
+        in (sent_back.text)
+    )
     assert model.requests[3].settings.tool_choice == "edit_file"
     assert (tmp_path / "report.md").read_text() == template.replace("TODO\n", "") + rows
     for task, text in [

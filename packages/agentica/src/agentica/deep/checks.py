@@ -236,9 +236,12 @@ class AnswerCheck(Capability):
             ctx.state[key] = True
             if "edit_file" in ctx.functions:
                 ctx.state[f"{self.name}.choice"] = "edit_file"
+            before = next((line.strip() for line in reversed(lines[:at]) if line.strip()), "")
+            after = f", after the line {before!r}" if before else ""
             return PLACEHOLDER_PROMPT.format(
-                path=name, line=lines[at].strip(), number=at + 1, task=ctx.input.strip()
-            )
+                path=name, line=lines[at].strip(), number=at + 1, after=after,
+                task=ctx.input.strip(),
+            )  # fmt: skip
         return None
 
     async def _untested(self, ctx: RunContext[Any]) -> str | None:
@@ -324,10 +327,10 @@ UNTESTED_PROMPT = (
     "answer with what you changed."
 )
 PLACEHOLDER_PROMPT = (
-    "The task: {task}\nBut {path} still has the placeholder line {line!r} (line {number}): to "
-    "fill it in, that line is replaced by what belongs there, so it is gone. Replace it now "
-    "(edit_file with old_string {line!r}, or write the file again without it; keep every other "
-    "line, and no second copy of what is already there), then answer."
+    "The task: {task}\nBut {path} still has the placeholder line {line!r} (line {number}"
+    "{after}): to fill it in, that line is replaced by what belongs there, written the way the "
+    "lines around it are, so it is gone. Replace it now (edit_file with old_string {line!r}; "
+    "keep every other line, and no second copy of what is already there), then answer."
 )
 # a task to fill in a template ("Fill in report.md ...", "Complete the form in form.txt")
 _FILL = re.compile(r"(?i)\b(?:fill(?:\s+(?:in|out))?|complete)\b")
