@@ -24,6 +24,7 @@ import pytest
 
 from agentica import Agent
 from agentica.deep.shell import Shell
+from agentica.deep.shell.hints import written_texts
 from agentica.errors import ToolError, UsageError
 from agentica.messages import RunUsage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -415,6 +416,7 @@ async def test_run_python_that_prints_nothing_shows_the_files_its_code_wrote(
     out = await shell.run_python(code)
     assert "it wrote report.md, which now reads:\n| south | 180 |" in out
     assert "it wrote big.txt" in out and "xxx" not in out  # (a long file: by name)
+    assert written_texts(out) == [("report.md", "| south | 180 |")]
     assert "sales.csv" not in out  # (read, not written)
     assert "print() the values" not in out
     again = await shell.run_python("open('report.md').read()")  # (named, not changed)

@@ -479,3 +479,29 @@ def test_the_text_of_a_file_silent_code_wrote_is_not_what_it_printed() -> None:
     assert _printed("exit code 0\n97\n") == "97"
     silent = "exit code 0 (no output); the code printed nothing, and it wrote r.md, which now "
     assert _printed(silent + "reads:\n| north | 165 |") == ""
+
+
+async def test_numbers_typed_into_code_that_writes_a_data_file_get_a_note(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (restock): the code wrote "apples,35" typed into it, for
+    40 - 15 - 5; code that computes the value from the data gets no note."""
+    (tmp_path / "stock.csv").write_text("item,qty\napples,40\n")
+    (tmp_path / "orders.csv").write_text("item,qty\napples,15\napples,5\n")
+    typed = "open('stock.csv', 'w').write('item,qty\\napples,35\\n')"
+    computed = (
+        "import csv\nleft = 40 - sum(int(r['qty']) for r in csv.DictReader(open('orders.csv')))\n"
+        "open('stock.csv', 'w').write(f'item,qty\\napples,{left}\\n')"
+    )
+    model = ScriptedModel([
+        tool_calls(call("run_python", code=typed)),
+        tool_calls(call("run_python", code=computed)),
+        "Done.",
+    ])  # fmt: skip
+    shell = Shell(tmp_path, python=True, background=False)
+    agent = Agent(model=model, capabilities=[shell, NumberCheck()])
+    await agent.run("Subtract the quantities in orders.csv from stock.csv.")
+    first, second = [m for m in model.requests[2].messages if isinstance(m, ToolMessage)]
+    assert "it wrote stock.csv, which now reads:\nitem,qty\napples,35" in first.content
+    assert "[number check] Your code wrote 35 into stock.csv, typed into the code" in first.content
+    assert "apples,20" in second.content and "[number check]" not in second.content

@@ -24,6 +24,7 @@ from agentica.deep.files import (
     may_change_files,
     task_files,
 )
+from agentica.deep.shell.hints import written_texts
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -516,6 +517,11 @@ NUMBER_REFUSAL = (
     "{path}. A number you work out in your head is often wrong: compute {them} with {tool} "
     "(print the result), then write {path} with the printed value."
 )
+TYPED_NOTE = (
+    "[number check] Your code wrote {numbers} into {path}, typed into the code, and no tool "
+    "output showed {them}: a number you work out in your head is often wrong. Have the code "
+    "read the data files and compute {them}, then write {path} again."
+)
 NUMBER_PROMPT = (
     "Your answer says {numbers}, but no tool output showed {them}. A number you work out in "
     "your head is often wrong: compute {them} with {tool} (print the result) and answer with "
@@ -746,6 +752,8 @@ class NumberCheck(Capability):
                 tool = self._spend(ctx) if unseen else None
                 if tool is not None:
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
+            if call.name == "run_python" and not call.notes and call.status == "success":
+                self._typed(ctx, sources, call)
             # (without the notes: a note may quote the number)
             sources.add(call.content_without_notes, echoed=call.call.arguments)
             if call.name in _DELEGATING_TOOLS and not returned_error(call):
@@ -759,6 +767,19 @@ class NumberCheck(Capability):
                 ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
                 if not failed:
                     ctx.state[f"{self.name}.computed"] = True
+
+    def _typed(self, ctx: RunContext[Any], sources: _Sources, call: FunctionCall) -> None:
+        """A note when code wrote into a data or text file numbers typed into the code that
+        no tool output showed (seen: restock's code wrote "apples,35" for 40 - 15 - 5)."""
+        typed = set(_parts(call.call.arguments))
+        for path, text in written_texts(call.content_without_notes):
+            if PurePosixPath(path).suffix.lower() not in _DATA_SUFFIXES:
+                continue
+            unseen = [n for n in sources.unseen(text) if n in typed]
+            tool = self._spend(ctx) if unseen else None
+            if tool is not None:
+                call.notes.append(TYPED_NOTE.format(path=path, **_list(unseen)))
+                return
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         if ctx.usage.tool_calls == 0:

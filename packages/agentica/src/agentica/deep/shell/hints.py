@@ -379,6 +379,21 @@ def show_written(written: list[tuple[str, str | None]]) -> str:
     return "; ".join(parts)
 
 
+_WROTE = re.compile(
+    r"it wrote (?P<name>[^\s,;]+), which now reads:\n(?P<text>.*?)"
+    r"(?=; it wrote [^\s,;]+(?:, which now reads:\n|;|\n| \(empty\)|\Z)|; and \d+ more files?"
+    r"|\n\(|\Z)",
+    re.S,
+)
+
+
+def written_texts(output: str) -> list[tuple[str, str]]:
+    """The (name, text) pairs ``show_written`` put in a ``run_python`` result."""
+    if "the code printed nothing, and it wrote " not in output:
+        return []
+    return [(m.group("name"), m.group("text")) for m in _WROTE.finditer(output)]
+
+
 def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[str]:
     """Remarks on how ``code`` (which has run, printing ``output``) handled the data files it
     names: a JSON file in the workspace it wrote (changed after ``since``, a ``time.time()``)
