@@ -98,6 +98,22 @@ async def test_a_number_written_into_a_report_is_refused_once_then_noted() -> No
     ]
     assert "[number check] You wrote 80.5 into report.md" in writes[0].content
     assert "[number check]" not in writes[1].content  # 82.5 was printed by run_python
+    # numbers an edit keeps (they are in its old_string, so in the file) are not refused
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="r.md", old_string="| 80.5 |", new_string="| 80.5 |\n")),
+        "Done.",
+    ])  # fmt: skip
+
+    @tool
+    def edit_file(path: str, old_string: str, new_string: str) -> str:
+        """Edit a file."""
+        return "edited"
+
+    agent = Agent(model=model, tools=[edit_file, run_python], capabilities=[NumberCheck()])
+    await agent.run("Tidy r.md")
+    assert [m.content for m in model.requests[1].messages if isinstance(m, ToolMessage)] == [
+        "edited"
+    ]
 
 
 async def test_code_files_and_agents_without_a_tool_to_compute_are_left_alone() -> None:

@@ -733,7 +733,7 @@ class NumberCheck(Capability):
         tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
         if planned is None or tool is None:
             return None
-        unseen = self._sources(ctx).unseen(planned[1])
+        unseen = _added_unseen(self._sources(ctx), call, planned[1])
         if not unseen:
             return None
         ctx.state[key] = True
@@ -748,7 +748,7 @@ class NumberCheck(Capability):
                 ctx.state.setdefault(f"{self.name}.files", {})[written[0]] = written[1]
             if written is not None and not call.notes:  # one remark per call: the first stands
                 path, text = written
-                unseen = sources.unseen(text)
+                unseen = _added_unseen(sources, call, text)
                 tool = self._spend(ctx) if unseen else None
                 if tool is not None:
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
@@ -874,6 +874,13 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.choice"] = tool
         word = asked.group(1).lower()
         return COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
+
+
+def _added_unseen(sources: _Sources, call: FunctionCall, text: str) -> list[str]:
+    """The unseen numbers of ``text``, written by ``call``, but those its ``old_string`` has
+    (an edit keeps them: they are in the file already)."""
+    kept = set(_parts(str(_arguments(call).get("old_string") or "")))
+    return [n for n in sources.unseen(text) if n not in kept]
 
 
 def _printed(output: str) -> str:
