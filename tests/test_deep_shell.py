@@ -24,7 +24,7 @@ import pytest
 
 from agentica import Agent
 from agentica.deep.shell import Shell
-from agentica.deep.shell.hints import written_texts
+from agentica.deep.shell.hints import file_states, written_files, written_texts
 from agentica.errors import ToolError, UsageError
 from agentica.messages import RunUsage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -421,6 +421,27 @@ async def test_run_python_that_prints_nothing_shows_the_files_its_code_wrote(
     assert "print() the values" not in out
     again = await shell.run_python("open('report.md').read()")  # (named, not changed)
     assert "print() the values you need to see" in again and "which now reads" not in again
+
+
+def test_the_files_code_wrote_are_read_only_inside_the_workspace(tmp_path: Path) -> None:
+    """A link the code made (or a folder swapped for one after the check) is not followed out
+    of the workspace when its files are shown."""
+    from agentica.deep.shell.hints import _read_inside
+
+    top, outside = tmp_path / "ws", tmp_path / "outside"
+    top.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s3cret")
+    (top / "report.md").write_text("ok")
+    assert _read_inside(top / "report.md", top) == "ok"
+    (top / "link.md").symlink_to(outside / "secret.txt")
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        _read_inside(top / "link.md", top)  # (a link at the end: not opened)
+    (top / "d").symlink_to(outside)  # (a folder swapped for a link after resolve())
+    assert _read_inside(top / "d" / "secret.txt", top) is None
+    before = file_states("open('link.md', 'w')", top)
+    (outside / "secret.txt").write_text("s3cret, changed")
+    assert written_files(before, top) == []
 
 
 async def test_run_python_adds_a_missing_standard_library_import_and_says_so(

@@ -10,7 +10,9 @@ import ast
 import csv
 import io
 import json
+import os
 import re
+import stat as stat_module
 import tokenize
 from pathlib import Path, PurePosixPath
 
@@ -349,15 +351,29 @@ def written_files(
                 continue
             if state == (stat.st_mtime_ns, stat.st_size):
                 continue
-            text: str | None = None
-            if stat.st_size <= _SHOWN_BYTES:
-                text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            text = None
+            text = _read_inside(path, top) if stat.st_size <= _SHOWN_BYTES else None
         except (OSError, ValueError):
             continue
         written.append((name, text))
     return written
+
+
+def _read_inside(path: Path, top: Path) -> str | None:
+    """The UTF-8 text of ``path`` (at most ``_SHOWN_BYTES``), read only if the file opened is
+    inside ``top``: no symbolic link at its end, and the descriptor's own path checked after
+    opening (a process the code left running may swap a folder for a link meanwhile)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if not opened.is_relative_to(top) or not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, _SHOWN_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8") if len(data) <= _SHOWN_BYTES else None
+    except UnicodeDecodeError:
+        return None
 
 
 def show_written(written: list[tuple[str, str | None]]) -> str:
