@@ -488,6 +488,17 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     assert "Your code names t.csv and splits text with .split()" in split
     read = await shell.run_python("import csv\nprint(list(csv.reader(open('t.csv')))[1][2])")
     assert read.startswith("exit code 0") and "7.5" in read and "splits" not in read
+    # (seen: told "skip it (next(reader)) or use csv.DictReader", the code did both)
+    both = (
+        "import csv\nrows = csv.DictReader(open('t.csv'))\nnext(rows)\nprint(sum(1 for r in rows))"
+    )
+    skipped = await shell.run_python(both)
+    assert (
+        "reads t.csv with csv.DictReader, which takes the header row itself, and also " in (skipped)
+        and "Remove next(rows)." in skipped
+    )
+    plain = "import csv\nrows = csv.reader(open('t.csv'))\nnext(rows)\nprint(sum(1 for r in rows))"
+    assert "DictReader" not in await shell.run_python(plain)
     outside = await shell.run_python("open('../x.json', 'w').write('{bad')\nprint(1)")
     assert (tmp_path / "x.json").exists() and "not valid JSON" not in outside  # (not read)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from agentica import Agent, tool
-from agentica.deep import NumberCheck
+from agentica.deep import FileTools, NumberCheck
+from agentica.deep.backends import StateBackend
 from agentica.deep.checks import _Sources
 from agentica.deep.shell import Shell
 from agentica.messages import ToolMessage, UserMessage
@@ -65,16 +66,12 @@ async def test_numbers_read_or_printed_pass_and_small_counts_are_left_alone() ->
 
 async def test_a_number_written_into_a_report_is_refused_once_then_noted() -> None:
     """The demo's failure: totals added up in the head and written into report.md (the code
-    the model ran next read the report back and kept the wrong row). The first such write is
-    refused before it runs; later ones get a note on the call."""
-    written: list[str] = []
-
-    @tool
-    def write_file(path: str, content: str) -> str:
-        """Write a file."""
-        written.append(content)
-        return f"wrote {len(content)} characters to {path}"
-
+    the model ran next read the report back and kept the wrong row). The first such write into
+    a file with text is refused before it runs; later ones get a note on the call, and so does
+    one into a new file (a later write replaces it whole)."""
+    backend = StateBackend()
+    await backend.write("/scores.csv", SCORES)
+    await backend.write("/report.md", "# Scores\n\nTODO\n")
     model = ScriptedModel([
         tool_calls(call("read_file", path="scores.csv")),
         tool_calls(call("write_file", path="report.md", content="| mean | 80.5 |")),
@@ -84,10 +81,12 @@ async def test_a_number_written_into_a_report_is_refused_once_then_noted() -> No
         "Done.",
     ])  # fmt: skip
     agent = Agent(
-        model=model, tools=[read_file, write_file, run_python], capabilities=[NumberCheck()]
+        model=model,
+        tools=[FileTools(backend, read_before_overwrite=False), run_python],
+        capabilities=[NumberCheck()],
     )
     await agent.run("Put the mean of scores.csv into report.md")
-    assert written == ["| mean | 80.5 |", "| mean | 82.5 |"]  # (the first 80.5 never ran)
+    assert await backend.read("/report.md") == "| mean | 82.5 |"
     refused = model.requests[2].messages[-1]
     assert isinstance(refused, ToolMessage) and refused.is_error
     assert refused.content.startswith("nothing was written: no tool output showed 80.5")
@@ -98,6 +97,19 @@ async def test_a_number_written_into_a_report_is_refused_once_then_noted() -> No
     ]
     assert "[number check] You wrote 80.5 into report.md" in writes[0].content
     assert "[number check]" not in writes[1].content  # 82.5 was printed by run_python
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="scores.csv")),
+        tool_calls(call("write_file", path="mean.txt", content="80.5")),
+        "Done.", "Done.",
+    ])  # fmt: skip
+    agent = Agent(
+        model=model,
+        tools=[FileTools(backend, read_before_overwrite=False), run_python],
+        capabilities=[NumberCheck()],
+    )
+    await agent.run("Put the mean of scores.csv into mean.txt")
+    assert await backend.read("/mean.txt") == "80.5"  # (a new file: written, with the note)
+    assert "[number check] You wrote 80.5" in str(model.requests[2].messages[-1].content)
     # numbers an edit keeps (they are in its old_string, so in the file) are not refused
     model = ScriptedModel([
         tool_calls(call("edit_file", path="r.md", old_string="| 80.5 |", new_string="| 80.5 |\n")),
@@ -210,8 +222,7 @@ async def test_the_number_a_note_quotes_does_not_count_as_seen() -> None:
     """Review finding: the note on a write quoted 80.5, and the answer 80.5 then passed."""
     model = ScriptedModel([
         tool_calls(call("read_file", path="scores.csv")),
-        tool_calls(call("write_file", path="report.md", content="mean 80.5")),  # (refused)
-        tool_calls(call("write_file", path="report.md", content="mean 80.5")),  # (noted)
+        tool_calls(call("write_file", path="report.md", content="mean 80.5")),
         "The mean is 80.5.",
         "The mean is 80.5.",
     ])  # fmt: skip
@@ -219,7 +230,7 @@ async def test_the_number_a_note_quotes_does_not_count_as_seen() -> None:
         model=model, tools=[read_file, write_file, run_python], capabilities=[NumberCheck()]
     )
     await agent.run("Put the mean of scores.csv into report.md")
-    nudge = model.requests[4].messages[-1]
+    nudge = model.requests[3].messages[-1]
     assert isinstance(nudge, UserMessage) and nudge.text.startswith("Your answer says 80.5")
 
 
@@ -445,7 +456,6 @@ async def test_a_file_written_before_the_code_printed_another_value_is_sent_back
 
     model = ScriptedModel([
         tool_calls(call("read_file", path="numbers.txt")),
-        tool_calls(call("write_file", path="/max.txt", content="55")),  # (refused)
         tool_calls(call("write_file", path="/max.txt", content="55")),
         tool_calls(call("run_python", code="print(max(...))")),
         "The largest number is 97.",
@@ -456,13 +466,13 @@ async def test_a_file_written_before_the_code_printed_another_value_is_sent_back
     agent = Agent(model=model, tools=tools, capabilities=[NumberCheck()])
     response = await agent.run("numbers.txt has one number per line. Write the largest to max.txt.")
     assert response.content == "Wrote 97 to max.txt." and model.remaining == 0
-    sent_back = model.requests[5].messages[-1]
+    sent_back = model.requests[4].messages[-1]
     assert isinstance(sent_back, UserMessage)
     assert sent_back.text.startswith(
         "Your last run_python call printed: 97. But /max.txt, which the task asks for, still "
         "says '55', written before that."
     )
-    assert model.requests[5].settings.tool_choice == "write_file"
+    assert model.requests[4].settings.tool_choice == "write_file"
 
 
 async def test_the_file_the_task_asks_for_is_put_right_before_the_answer(tmp_path: Path) -> None:

@@ -677,9 +677,9 @@ class NumberCheck(Capability):
     Small models read a CSV and then add up its column in their head, usually wrongly, and write
     the result into a report or answer with it. The check collects the numbers of the run's
     input and of every tool output; a number with a fraction or of ten and more that the model
-    then writes into a data or text file (not code) is refused the first time, before it
-    lands there, and gets a note on that call's result after that; a final answer that
-    states one is sent back, each telling the model to compute it with a tool
+    then writes into a data or text file (not code) is refused the first time when the file
+    has text, before it lands among it, and gets a note on that call's result otherwise; a
+    final answer that states one is sent back, each telling the model to compute it with a tool
     (``run_python``, ``execute`` or ``calculator``, whichever the agent has; an agent with none
     of them is left alone), and the next model call is made to call that tool (``tool_choice``).
     A rounding of a number seen counts as seen ("82.67" of 82.6666). A task that asks for a
@@ -723,11 +723,13 @@ class NumberCheck(Capability):
         return choice
 
     async def refuse_call(self, ctx: RunContext[Any], call: FunctionCall) -> str | None:
-        """Once per run, refuse to write numbers no tool output showed into a data or text file,
-        before they land there (seen: the model wrote South 280 from its head into report.md;
-        the code it ran when told to compute read the report back and kept the row)."""
+        """Once per run, refuse to write numbers no tool output showed into a data or text file
+        that has text, before they land among it (seen: the model wrote South 280 from its head
+        into report.md; the code it ran when told to compute read the report back and kept the
+        row). A new file gets the note instead: a later write replaces it whole (seen: totals
+        right from the head, refused, then code that failed twice)."""
         key = f"{self.name}.refused"
-        if ctx.state.get(key) or self.max_nudges == 0:
+        if ctx.state.get(key) or self.max_nudges == 0 or ctx.files is None:
             return None
         planned = _written(call, done=False)
         tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
@@ -735,6 +737,12 @@ class NumberCheck(Capability):
             return None
         unseen = _added_unseen(self._sources(ctx), call, planned[1])
         if not unseen:
+            return None
+        try:
+            existing = await ctx.files.stat(planned[0])
+        except AgenticaError:
+            return None
+        if existing is None or existing.is_dir or existing.size == 0:
             return None
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = tool

@@ -423,6 +423,12 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
     not_number = _NOT_A_NUMBER.search(output)
     for name, kind in named.items():
         if kind == "csv":
+            if (skipped := _dict_reader_skipped(code)) is not None:
+                remarks.append(
+                    f"Your code reads {name} with csv.DictReader, which takes the header row "
+                    f"itself, and also calls next({skipped}): that skips the first row of data. "
+                    f"Remove next({skipped})."
+                )
             if _SPLIT_BLANK.search(code):
                 remarks.append(
                     f"Your code names {name} and splits text with .split(), which splits on "
@@ -449,6 +455,19 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
                 "json.dump(value, file) (str() of a dict gives single quotes, not JSON)."
             )
     return list(dict.fromkeys(remarks))
+
+
+_DICT_READER = re.compile(r"\b(\w+)\s*=\s*(?:csv\.)?DictReader\(")
+
+
+def _dict_reader_skipped(code: str) -> str | None:
+    """The name of a ``csv.DictReader`` the code also calls ``next()`` on (seen: told "skip
+    it (next(reader)) or use csv.DictReader", the code did both, and summed one row short)."""
+    for match in _DICT_READER.finditer(code):
+        name = match.group(1)
+        if re.search(rf"\bnext\(\s*{re.escape(name)}\s*\)", code):
+            return name
+    return None
 
 
 def _column_remark(path: Path, top: Path, name: str, value: str) -> list[str]:
