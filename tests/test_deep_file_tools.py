@@ -525,18 +525,26 @@ async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -
 
 async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
     """As measured on the 1.5B model (the user-phrased demo): its code wrote the right totals
-    into report.md, then it wrote its own wrong ones from before over them. Refused once per
-    change, with the text now there."""
+    into report.md, then it wrote its own wrong ones from before over them. A write that drops
+    numbers the file has now is refused once per change, with the text now there; one that
+    keeps them goes through (seen: totals.json, which the code wrote with str(), written again
+    as valid JSON)."""
     backend = StateBackend()
     tools, ctx = FileTools(backend), context()
     await tools.write_file(ctx, "/report.md", "| south | 280 |\n")
     await backend.write("/report.md", "| south | 180 |\n")  # (the code the model ran)
     with pytest.raises(ToolError, match="changed since you last read or wrote it") as refused:
         await tools.write_file(ctx, "/report.md", "| south | 280 |\n| total | 280 |\n")
-    assert "It now reads:\n     1\t| south | 180 |" in str(refused.value)
+    assert "this text would drop 180 from it. It now reads:\n     1\t| south | 180 |" in str(
+        refused.value
+    )
     assert await backend.read("/report.md") == "| south | 180 |\n"
     # shown once: the next write is the model's choice
-    await tools.write_file(ctx, "/report.md", "| south | 180 |\n| total | 180 |\n")
+    await tools.write_file(ctx, "/report.md", "| south | 280 |\n")
+    # a rewrite that keeps the numbers the code wrote goes through
+    await tools.write_file(ctx, "/totals.json", '{"south": 1}')
+    await backend.write("/totals.json", "{'south': 180}")
+    await tools.write_file(ctx, "/totals.json", '{"south": 180}')
     # a file read after the change, or edited, is no stale copy
     await backend.write("/report.md", "| south | 1 |\n")
     await tools.read_file(ctx, "/report.md")
@@ -548,7 +556,7 @@ async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() 
     await backend.write("/report.md", "".join(f"row {n}\n" for n in range(500)))
     with pytest.raises(ToolError, match=r"otherwise call read_file\('/report.md'\)") as long:
         await tools.write_file(ctx, "/report.md", "short\n")
-    assert "row 1" not in str(long.value)
+    assert "row 1\n" not in str(long.value) and "drop 0, 1, 2, 3, 4 from it" in str(long.value)
 
 
 async def test_a_file_written_back_with_line_numbers_in_front_is_left_as_it_is() -> None:

@@ -44,6 +44,7 @@ _MAX_CONTEXT = 20
 _NOTE_ROOM = 200  # characters kept free for the note saying what was cut
 _SMALL_FILE_LINES = 60  # a file this short that grep found nothing in is shown whole
 _SMALL_FILE_BYTES = 4000
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")  # a value in a file ("180", "7.5")
 
 
 def session_state_backend(ctx: RunContext[Any]) -> StateBackend:
@@ -499,7 +500,7 @@ class FileTools(Tool):
             run has neither read, written nor edited (a small model writes a whole config file
             from its head and loses what was in it; the refusal tells it to read first), and,
             once per change, one over a file that changed since the run last read or wrote it
-            (its code wrote it: the refusal shows the text now there).
+            (its code wrote it) that drops numbers now in it (the refusal shows the text).
         read_task_files: refuse (once per file) a ``write_file`` of a new file made while none
             of the files the task names before it (which exist) was read, written or edited in
             this run (a small model writes "the lines of lines.txt in reverse order to
@@ -745,19 +746,27 @@ class FileTools(Tool):
             )
         if self._changed_since_seen(ctx, existing.path, current):
             # (seen: code wrote the right totals into report.md, then the model wrote its own
-            # wrong ones from before over them)
-            self._saw(ctx, existing.path, current)  # (shown below, or refused only once)
-            shown = _lines(current)
-            text = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(shown, 1))
-            whole = len(shown) <= _SMALL_FILE_LINES and len(text) <= _SMALL_FILE_BYTES
-            now = f"It now reads:\n{text}\n" if whole else ""
-            raise ToolError(
-                f"nothing was written: {existing.path} changed since you last read or wrote it "
-                f"(code or a command you ran wrote it), so this text would replace what is in it "
-                f"now. {now}If it already is as the task asks, leave it; otherwise "
-                + ("change it from this text" if whole else f"call read_file('{existing.path}')")
-            )
+            # wrong ones from before over them; a rewrite keeping the code's numbers, such as
+            # its totals.json written again as valid JSON, goes through)
+            kept = set(_NUMBER.findall(content))
+            lost = list(dict.fromkeys(n for n in _NUMBER.findall(current) if n not in kept))
+            if lost:
+                self._refuse_stale(ctx, existing.path, current, lost)
         return current
+
+    def _refuse_stale(self, ctx: RunContext[Any], path: str, current: str, lost: list[str]) -> None:
+        """Refuse a write over ``path``, changed since the run saw it, that drops ``lost``."""
+        self._saw(ctx, path, current)  # (shown below, or refused only once)
+        shown = _lines(current)
+        text = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(shown, 1))
+        whole = len(shown) <= _SMALL_FILE_LINES and len(text) <= _SMALL_FILE_BYTES
+        now = f"It now reads:\n{text}\n" if whole else ""
+        raise ToolError(
+            f"nothing was written: {path} changed since you last read or wrote it (code or a "
+            f"command you ran wrote it), and this text would drop {', '.join(lost[:5])} from "
+            f"it. {now}If it already is as the task asks, leave it; otherwise "
+            + ("change it from this text" if whole else f"call read_file('{path}')")
+        )
 
     @tool(exclusive=True)
     async def write_file(self, ctx: RunContext[Any], path: str, content: str) -> str:
