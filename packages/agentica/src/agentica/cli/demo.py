@@ -3,7 +3,7 @@
 The workspace has a CSV of sales and a report template with a ``TODO`` line. The agent (file
 tools, shell, todos, subagents, repetition guard, answer and number checks) is told the steps
 and calls (``DEEP_TASK``); ``--as-user`` asks as a user would instead (``USER_TASK``), which the
-1.5B model does not pass yet. ``--simple`` gives the same data to a plain
+1.5B model passes only sometimes. ``--simple`` gives the same data to a plain
 ``Agent`` with four tools (list/read/write files, run Python, a calculator) that writes
 ``report.md`` itself. The run streams to the terminal; at the end the demo checks the
 report against the true totals and prints what the agent did, its plan, the tokens and the time.
@@ -69,7 +69,7 @@ DEEP_TASK = (
     "replace the line TODO with one table row per region (region and total) using edit_file. "
     "3. check report: read report.md."
 )
-# the same task as a user puts it (``--as-user``); the 1.5B model does not pass it yet
+# the same task as a user puts it (``--as-user``); the 1.5B model passes it only sometimes
 USER_TASK = "Fill in report.md with the total amount per region from sales.csv."
 DEMO_TASK = (
     "The file sales.csv in the workspace has columns region, product, amount. Compute the total "
@@ -240,7 +240,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument(
         "--as-user",
         action="store_true",
-        help="ask as a user would, naming no tool (the embedded 1.5B model does not pass it yet)",
+        help="ask as a user would, naming no tool (the 1.5B model passes it only sometimes)",
     )
     demo.add_argument(
         "--simple",
