@@ -76,6 +76,11 @@ def _when(modified: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(modified)) if modified > 0 else ""
 
 
+def _digest(text: str) -> bytes:
+    """A short fingerprint of a file's text (to see whether it changed)."""
+    return hashlib.blake2b(text.encode(errors="replace"), digest_size=16).digest()
+
+
 def _lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
@@ -573,15 +578,14 @@ class FileTools(Tool):
         seen = ctx.state.get(f"{self.name}.seen")
         if not isinstance(seen, dict):
             seen = ctx.state[f"{self.name}.seen"] = {}
-        seen[key] = hashlib.blake2b(text.encode(errors="replace"), digest_size=16).digest()
+        seen[key] = _digest(text)
 
     def _changed_since_seen(self, ctx: RunContext[Any], path: str, current: str) -> bool:
         """Whether ``path`` holds other text than when the run last saw it through these tools
         (its code or a command wrote it since)."""
         seen = ctx.state.get(f"{self.name}.seen")
         digest = seen.get(normalize_path(path)) if isinstance(seen, dict) else None
-        now = hashlib.blake2b(current.encode(errors="replace"), digest_size=16).digest()
-        return digest is not None and digest != now
+        return digest is not None and digest != _digest(current)
 
     # -- formatting -----------------------------------------------------------------------------
 
