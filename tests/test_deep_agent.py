@@ -23,15 +23,17 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     model = ScriptedModel([
         tool_calls(call("write_todos", todos=[
             {"content": "find the bug", "status": "in_progress"},
-            {"content": "fix and test", "status": "pending"},
+            {"content": "fix it", "status": "pending"},
+            {"content": "test it", "status": "pending"},
         ])),
         tool_calls(call("task", description="Find the bug in buggy.py", agent="reviewer")),
         tool_calls(call("edit_file", path="buggy.py", old_string="a - b", new_string="a + b")),
+        "Fixed.",  # too early: three steps open, two calls made
         tool_calls(call("run_python", code="import buggy; print(buggy.add(2, 3))")),
-        "Fixed.",  # too early: a todo is still open
         tool_calls(call("write_todos", todos=[
             {"content": "find the bug", "status": "completed"},
-            {"content": "fix and test", "status": "completed"},
+            {"content": "fix it", "status": "completed"},
+            {"content": "test it", "status": "completed"},
         ])),
         "Fixed buggy.py: add() now adds; add(2, 3) prints 5.",  # the answer check asks once more
         "Fixed buggy.py: add() now adds; add(2, 3) prints 5.",
@@ -58,13 +60,13 @@ async def test_a_deep_agent_plans_edits_runs_and_delegates(tmp_path: Path) -> No
     assert response.usage.requests == len(model.requests) + len(helper.requests)
     first = model.requests[0].messages[0]
     assert isinstance(first, SystemMessage) and "write_todos" in first.content
-    nudge = model.requests[5].messages[-2]  # then the todo slot
+    nudge = model.requests[4].messages[-3]  # then the todo slot and a checkpoint
     assert isinstance(nudge, UserMessage) and "still has open steps" in nudge.text
     # the nudge names the step in progress and shows the call that marks only that one done
     assert "Do the next one, 'find the bug', now" in nudge.text
     assert (
         'write_todos({"todos": [{"content": "find the bug", "status": "completed"}, '
-        '{"content": "fix and test", "status": "pending"}]})'
+        '{"content": "fix it", "status": "pending"}, {"content": "test it", "status": "pending"}]})'
     ) in nudge.text
     todo_slot = [m for m in model.requests[2].messages if isinstance(m, SystemMessage)]
     assert any("[>] find the bug" in m.content for m in todo_slot)

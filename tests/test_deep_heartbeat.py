@@ -81,6 +81,11 @@ async def test_a_changed_file_must_be_checked_before_the_answer_is_accepted() ->
     assert response.content == "wrote and checked it"
     sent_back = user_texts(model.requests[2])[-1]
     assert "you changed /notes.md and did not check the result" in sent_back
+    # only the check is missing: the call that does it is named and chosen (told to "do the
+    # remaining steps", the demo's model redid its first step)
+    assert "Read /notes.md back now with read_file" in sent_back
+    assert model.requests[2].settings.tool_choice == "read_file"
+    assert model.requests[3].settings.tool_choice is None
     assert len(model.requests) == 4
 
 

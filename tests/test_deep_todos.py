@@ -310,3 +310,37 @@ async def test_a_list_saved_again_with_nothing_done_makes_the_next_call_do_work(
     assert [t.name for t in model.requests[2].tools] == ["build"]  # saved again, nothing done
     assert model.requests[2].settings.tool_choice == "required"
     assert [t.name for t in model.requests[4].tools] == all_tools  # saved after work
+
+
+async def test_an_answer_after_enough_work_closes_the_open_steps() -> None:
+    """As measured on the demo: the report edited, then answered with 'edit report' and 'check
+    report' open; sent back twice, the model redid the edit and read the report three times.
+    Work since the last save, a call per open step not yet counted, closes them; too little
+    work still sends the model back."""
+    plan = [{"content": "compute totals"}, {"content": "edit report"}, {"content": "check it"}]
+    rest = plan[1:]
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=plan)),
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=rest)),  # (the done step dropped, not ticked)
+        tool_calls(call("build")),
+        "The report is filled in.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[build], capabilities=[Todos()])
+    assert (await agent.run("Fill in the report")).content == "The report is filled in."
+    assert model.remaining == 0 and agent.memory.state["todos"] == [
+        {"content": "edit report", "status": "completed"},
+        {"content": "check it", "status": "completed"},
+    ]
+    # one call for three open steps: sent back
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=plan)),
+        tool_calls(call("build")),
+        "Done.",
+        "Done.",
+        "Done.",
+    ])  # fmt: skip
+    await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Fill in the report")
+    assert model.remaining == 0
+    nudge = model.requests[3].messages[-2]
+    assert isinstance(nudge, UserMessage) and nudge.text.startswith("Your todo list still has open")

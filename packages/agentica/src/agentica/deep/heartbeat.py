@@ -173,6 +173,15 @@ class Heartbeat(Capability):
             return None
         state["continues"] += 1
         state["act"] = True  # the next call does a step (a tool call), not another answer
+        if changed and len(reasons) == 1 and "read_file" in ctx.functions:
+            # only the check is missing: say which call does it, and choose it (told to "do the
+            # remaining steps", the demo's model redid its first step, a 40 s subagent)
+            state["act"] = "read_file"
+            return (
+                f"You answered, but you changed {', '.join(changed[:6])} and did not check the "
+                f"result. Read {changed[0]} back now with read_file (run it if it is code); if "
+                "it is right, give your final answer again, else fix it first."
+            )
         return (
             f"You answered, but {' and '.join(reasons)}. Continue the task: do the remaining "
             "steps with tool calls, then give your final answer. If a step is impossible, say "
@@ -184,6 +193,8 @@ class Heartbeat(Capability):
         "The task is not done yet. I need to ..." again)."""
         state = self._state(ctx)
         act, state["act"] = state.get("act", False), False
+        if isinstance(act, str):
+            return act
         return "required" if act else None
 
     @staticmethod

@@ -157,6 +157,7 @@ class Todos(Capability):
         max_chars: the longest ``content`` of one item.
         max_nudges: how many times per run a model that answers while steps are still open is
             sent back to do the next one (small models stop after planning); 0 disables it.
+            An answer after work that covers the open steps, a call each, closes them instead.
     """
 
     name = "todos"
@@ -201,6 +202,9 @@ class Todos(Capability):
         nudged = int(ctx.state.get(f"{self.name}.nudges", 0))
         if not open_items or nudged >= self.max_nudges:
             return None
+        if self._done_by_work(ctx, open_items):
+            ctx.session_state[self.key] = [{**i, "status": "completed"} for i in items]
+            return None
         ctx.state[f"{self.name}.nudges"] = nudged + 1
         step = _current(open_items)
         marked = [
@@ -215,6 +219,23 @@ class Todos(Capability):
             f"{step.get('content')!r}, now with a tool call. If it is already done, mark it "
             f"completed with write_todos({example}) and go on with the step after it."
         )
+
+    def _done_by_work(self, ctx: RunContext[Any], open_items: list[dict[str, Any]]) -> bool:
+        """Whether the answer may close the open steps itself: work was done since the list
+        was last saved, and the run's calls not yet counted for a step cover them, a call each
+        (a step that changes a file it names, a call that may have changed one). Seen on the
+        demo: the report edited, then answered with "edit report" and "check report" open; sent
+        back twice, the model redid the edit (it failed) and read the report three times."""
+        if not ctx.state.get(f"{self.name}.work", 0):
+            return False  # (planned, then answered: the steps are not done)
+        work = ctx.state.get(f"{self.name}.work_total", 0) - ctx.state.get(
+            f"{self.name}.credited", 0
+        )
+        changes = ctx.state.get(f"{self.name}.changes", 0) - ctx.state.get(
+            f"{self.name}.credited_changes", 0
+        )
+        steps = [str(i.get("content")) for i in open_items]
+        return work >= len(steps) and changes >= sum(map(_changes_a_file, steps))
 
     # ------------------------------------------------------------------------------ tools
 
