@@ -66,7 +66,7 @@ def test_the_tools_have_short_descriptions_and_hide_the_run_context() -> None:
 async def test_read_file_numbers_lines_and_pages_with_offset_and_limit() -> None:
     backend = StateBackend()
     await backend.write("/a.txt", "".join(f"line {i}\n" for i in range(1, 11)))
-    tools = FileTools(backend)
+    tools = FileTools(backend, line_numbers="all")
     out = await tools.read_file(CTX, "/a.txt", offset=2, limit=3)
     assert out.splitlines() == [
         "     3\tline 3",
@@ -76,6 +76,21 @@ async def test_read_file_numbers_lines_and_pages_with_offset_and_limit() -> None
     ]
     assert (await tools.read_file(CTX, "/a.txt", offset=5)).splitlines()[0] == "     6\tline 6"
     assert "more lines" not in await tools.read_file(CTX, "/a.txt")
+    # by default only code is numbered (a traceback names its lines); data and prose are shown
+    # as they are, a part of one under a header saying which lines it is
+    await backend.write("/a.py", "x = 1\ny = 2\n")
+    tools = FileTools(backend)
+    assert await tools.read_file(CTX, "/a.py") == "     1\tx = 1\n     2\ty = 2"
+    assert await tools.read_file(CTX, "/a.txt", limit=2) == (
+        "[/a.txt: lines 1-2 of 10]\nline 1\nline 2\n"
+        "... 8 more lines; call read_file with offset=2 to read on"
+    )
+    assert await tools.read_file(CTX, "/a.txt", offset=8) == (
+        "[/a.txt: lines 9-10 of 10]\nline 9\nline 10"
+    )
+    assert (await tools.read_file(CTX, "/a.txt")).startswith("line 1\nline 2\n")
+    assert FileTools(backend, line_numbers="none").line_numbers == "none"
+    assert await FileTools(backend, line_numbers="none").read_file(CTX, "/a.py") == "x = 1\ny = 2"
     with pytest.raises(ToolError, match=r"has 10 lines, so offset=10 is past its end.*0 to 9"):
         await tools.read_file(CTX, "/a.txt", offset=10)
     with pytest.raises(ToolError, match="offset must be 0 or more"):
@@ -89,7 +104,7 @@ async def test_read_file_output_fits_the_character_cap_and_says_how_to_go_on() -
     lines = [f"row {i:04d} " + "x" * 40 for i in range(1, 1001)]
     await backend.write("/big.txt", "\n".join(lines) + "\n")
     await backend.write("/wide.txt", "a" * 5000 + "\nshort\n")
-    tools = FileTools(backend, max_output_chars=2000, max_line_chars=100)
+    tools = FileTools(backend, max_output_chars=2000, max_line_chars=100, line_numbers="all")
     out = await tools.read_file(CTX, "/big.txt")
     assert len(out) <= 2000
     last = out.splitlines()[-1]
@@ -242,8 +257,7 @@ async def test_a_short_file_grep_found_nothing_in_is_shown_whole() -> None:
     out = await tools.grep(ctx, r"web_server_port = \d+", "settings.ini")
     assert out == (
         "no matches for 'web_server_port = \\\\d+' in settings.ini; the pattern may not be "
-        "worded as the file is. The whole file:\n     1\t[server]\n     2\thost = 0.0.0.0\n"
-        "     3\tport = 8080"
+        "worded as the file is. The whole file:\n[server]\nhost = 0.0.0.0\nport = 8080"
     )
     await tools.write_file(ctx, "/settings.ini", "[server]\nport = 9090\n")  # (it was shown)
     assert await tools.grep(ctx, "absent", "/big.txt") == "no matches for 'absent' in /big.txt"
@@ -301,7 +315,7 @@ async def test_agent_uses_the_tools_and_keeps_files_in_its_session_state(
     assert response.content == "Saved."
     assert [c.status for c in response.tool_calls] == ["success"] * 4
     assert [c.result for c in response.tool_calls[2:]] == [
-        "     1\talpha\n     2\tgamma",
+        "alpha\ngamma",  # (prose: shown as it is)
         "/notes.md",
     ]
     entry = agent.memory.state["files"]["/notes.md"]
@@ -310,7 +324,7 @@ async def test_agent_uses_the_tools_and_keeps_files_in_its_session_state(
     resumed = Agent(model=model, tools=[FileTools()], storage=storage, user_id="u", session_id="s")
     again = await resumed.run("Read them")
     assert again.content == "Still there."
-    assert again.tool_calls[0].result == "     1\talpha\n     2\tgamma"
+    assert again.tool_calls[0].result == "alpha\ngamma"
     assert again.tool_calls[1].result.startswith("notes.md  12 B  ")
     stored = await storage.load_session("u", "s")
     assert stored is not None and stored.state["files"]["/notes.md"]["content"] == "alpha\ngamma\n"
@@ -438,9 +452,11 @@ def test_a_backend_missing_a_method_is_named_when_the_tools_are_made() -> None:
 
 
 async def test_line_numbers_copied_from_read_file_are_left_out_of_what_is_written() -> None:
-    """As measured on the 1.5B model: it wrote config.ini back with read_file's line numbers."""
+    """As measured on the 1.5B model: it wrote config.ini back with read_file's line numbers
+    (config files are shown as they are now; code, or any file with ``line_numbers="all"``,
+    still has them)."""
     backend = StateBackend()
-    tools = FileTools(backend)
+    tools = FileTools(backend, line_numbers="all")
     await backend.write("/config.ini", "[app]\ndebug = true\n\nname = shop\n")
     shown = await tools.read_file(CTX, "/config.ini")
     copied = shown.replace("debug = true", "debug = false")
@@ -535,7 +551,7 @@ async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() 
     await backend.write("/report.md", "| south | 180 |\n")  # (the code the model ran)
     with pytest.raises(ToolError, match="changed since you last read or wrote it") as refused:
         await tools.write_file(ctx, "/report.md", "| south | 280 |\n| total | 280 |\n")
-    assert "this text would drop 180 from it. It now reads:\n     1\t| south | 180 |" in str(
+    assert "this text would drop 180 from it. It now reads:\n| south | 180 |\nIf" in str(
         refused.value
     )
     assert await backend.read("/report.md") == "| south | 180 |\n"

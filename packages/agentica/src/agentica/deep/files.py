@@ -93,6 +93,24 @@ def _lines(text: str) -> list[str]:
 _NUMBERED = re.compile(r"(?= {0,5}\d{1,6}(?:\t|$))( *(\d+))(?:\t|$)")
 _NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are not in the file)"
 
+LineNumbers: TypeAlias = Literal["code", "all", "none"]
+"""Which files ``read_file`` shows with line numbers (``FileTools(line_numbers=...)``)."""
+_CODE_SUFFIXES = frozenset({
+    ".py", ".pyi", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".java", ".kt", ".scala", ".c",
+    ".h", ".cc", ".cpp", ".hpp", ".cs", ".go", ".rs", ".rb", ".php", ".swift", ".m", ".lua", ".pl",
+    ".r", ".sh", ".bash", ".zsh", ".ps1", ".sql", ".html", ".css", ".scss", ".vue", ".svelte",
+})  # fmt: skip
+
+
+def _numbered(path: str, line_numbers: LineNumbers) -> bool:
+    """Whether ``read_file`` numbers the lines of ``path``: code, where a traceback's "line 6"
+    points into it; not data or prose, where the 1.5B model took "     1\tone" for a line
+    called "line 1" (reverse-lines wrote "line 1, line 2, line 3", every round) and copied
+    the numbers into what it wrote."""
+    if line_numbers != "code":
+        return line_numbers == "all"
+    return PurePosixPath(path).suffix.lower() in _CODE_SUFFIXES
+
 
 def _without_line_numbers(text: str, *, min_lines: int = 2) -> str | None:
     """``text`` without the line numbers ``read_file`` puts in front of each line, when every
@@ -512,6 +530,9 @@ class FileTools(Tool):
             reversed.txt" from its head, then copies what it wrote); and, once per run, a
             change to the tests a task names as the judge of its fix ("The tests in
             test_stats.py fail. Fix stats.py ..."), which a small model edits to pass.
+        line_numbers: which files ``read_file`` shows with a number in front of each line:
+            ``"code"`` (source files: tracebacks name lines; data and prose as they are, since
+            a small model copies the numbers into what it writes), ``"all"`` or ``"none"``.
         name: the group's name.
     """
 
@@ -523,6 +544,7 @@ class FileTools(Tool):
         max_line_chars: int = 500,
         read_before_overwrite: bool = True,
         read_task_files: bool = True,
+        line_numbers: LineNumbers = "code",
         name: str = "files",
     ) -> None:
         if max_output_chars < 1000:
@@ -543,6 +565,7 @@ class FileTools(Tool):
         self.max_line_chars = max_line_chars
         self.read_before_overwrite = read_before_overwrite
         self.read_task_files = read_task_files
+        self.line_numbers: LineNumbers = line_numbers
         super().__init__(name)
 
     def file_backend(self, ctx: RunContext[Any]) -> FileBackend:
@@ -595,6 +618,14 @@ class FileTools(Tool):
         extra = len(line) - self.max_line_chars
         return f"{line[: self.max_line_chars]} [... line cut, {extra} more characters]"
 
+    def _rows(self, path: str, lines: list[str], first: int = 1) -> list[str]:
+        """``lines`` of ``path`` as the tools show them: cut to ``max_line_chars``, numbered
+        from ``first`` if ``path`` is numbered (``line_numbers``)."""
+        rows = [self._cut_line(line.removesuffix("\r")) for line in lines]
+        if _numbered(path, self.line_numbers):
+            rows = [f"{n:>6}\t{row}" for n, row in enumerate(rows, first)]
+        return rows
+
     def _fit(self, rows: list[str]) -> int:
         """How many of ``rows`` fit in the output budget (at least one)."""
         budget = self.max_output_chars - _NOTE_ROOM
@@ -635,7 +666,7 @@ class FileTools(Tool):
     async def read_file(
         self, ctx: RunContext[Any], path: str, offset: int = 0, limit: int = 2000
     ) -> str:
-        """Read a text file; lines are numbered.
+        """Read a text file (the lines of code files are numbered).
 
         Args:
             path: the file, e.g. "/notes.md".
@@ -658,13 +689,12 @@ class FileTools(Tool):
                 f"with a smaller offset (0 to {total - 1})"
             )
         end = min(total, offset + limit)
-        rows = [
-            f"{n + 1:>6}\t{self._cut_line(lines[n].removesuffix(chr(13)))}"
-            for n in range(offset, end)
-        ]
+        rows = self._rows(path, lines[offset:end], offset + 1)
         shown = self._fit(rows)
         out = "\n".join(rows[:shown])
         after = offset + shown
+        if not _numbered(path, self.line_numbers) and (offset or after < total):
+            out = f"[{path}: lines {offset + 1}-{after} of {total}]\n{out}"
         if after < total:
             out += (
                 f"\n... {total - after} more lines; call read_file with offset={after} to read on"
@@ -762,7 +792,7 @@ class FileTools(Tool):
         """Refuse a write over ``path``, changed since the run saw it, that drops ``lost``."""
         self._saw(ctx, path, current)  # (shown below, or refused only once)
         shown = _lines(current)
-        text = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(shown, 1))
+        text = "\n".join(self._rows(path, shown))
         whole = len(shown) <= _SMALL_FILE_LINES and len(text) <= _SMALL_FILE_BYTES
         now = f"It now reads:\n{text}\n" if whole else ""
         raise ToolError(
@@ -938,7 +968,7 @@ class FileTools(Tool):
         if not lines or len(lines) > _SMALL_FILE_LINES:
             return ""
         self._saw(ctx, info.path, text)
-        shown = "\n".join(f"{n:>6}\t{self._cut_line(line)}" for n, line in enumerate(lines, 1))
+        shown = "\n".join(self._rows(info.path, lines))
         return f"; the pattern may not be worded as the file is. The whole file:\n{shown}"
 
     @tool
