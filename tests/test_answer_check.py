@@ -10,7 +10,8 @@ import pytest
 from agentica import Agent, tool
 from agentica.deep import AnswerCheck, DeepAgent
 from agentica.errors import ToolError
-from agentica.messages import ToolMessage, UserMessage
+from agentica.messages import AssistantMessage, ToolMessage, UserMessage
+from agentica.models import ModelRequest
 from agentica.testing import ScriptedModel, call, tool_calls
 
 
@@ -284,7 +285,7 @@ async def test_a_fix_judged_by_tests_answered_without_running_them_is_sent_to_ru
         tool_calls(call("execute", command="python3 -m unittest test_stats")),
         tool_calls(call("read_file", path="stats.py")),
         tool_calls(fix),
-        *["Fixed."] * 4,
+        *["Fixed."] * 6,  # (changed after they ran: asked to run them again, once)
     ])  # fmt: skip
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("The tests in test_stats.py fail. Fix stats.py so they pass.")
@@ -547,3 +548,58 @@ async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run(task)
         assert all("placeholder" not in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent: fix-slugify ran the tests, saw "AssertionError:
+    'Hello_World' != 'hello-world'" and answered how slugify "should be modified", nothing
+    changed; fix-mean edited "+ 0.5" onto the result and answered "the tests pass", never run
+    again."""
+    from agentica.deep import DeepAgent
+
+    task = "The tests in test_text.py fail. Fix text.py so they pass."
+    (tmp_path / "test_text.py").write_text(
+        "import unittest\nfrom text import slug\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_slug(self):\n        self.assertEqual(slug('A B'), 'a-b')\n"
+    )
+    run = call("execute", command="python3 -m unittest test_text")
+    fix = call("edit_file", path="text.py", old_string='"_"', new_string='"-"')
+
+    async def answered(*steps: AssistantMessage) -> ScriptedModel:
+        (tmp_path / "text.py").write_text('def slug(t):\n    return "_".join(t.lower().split())\n')
+        model = ScriptedModel([*steps, *["It should use hyphens."] * 6])
+        await DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False).run(task)
+        return model
+
+    def asked(model: ScriptedModel, text: str) -> tuple[ModelRequest, str] | None:
+        """The first request whose last user message says ``text``, and that message."""
+        for request in model.requests:
+            last = [m.text for m in request.messages if isinstance(m, UserMessage)][-1]
+            if text in last:
+                return request, last
+        return None
+
+    # the last run failed, nothing changed since: the failure quoted, edit_file chosen
+    model = await answered(tool_calls(call("read_file", path="text.py")), tool_calls(run))
+    found = asked(model, "still fail, so the task is not done")
+    assert found is not None and found[0].settings.tool_choice == "edit_file"
+    assert "AssertionError: 'a_b' != 'a-b'" in found[1]
+    assert 'execute({"command": "python3 -m unittest test_text"})' in found[1]
+    assert str(model.requests[-1].messages).count("still fail, so") == 1  # (once)
+    # changed after the last run: run them again, the runner chosen
+    model = await answered(
+        tool_calls(call("read_file", path="text.py")), tool_calls(run), tool_calls(fix)
+    )
+    found = asked(model, "You changed the code after the tests in test_text.py last ran")
+    assert found is not None and found[0].settings.tool_choice == "execute"
+    # run again and passing: nothing more to say
+    model = await answered(
+        tool_calls(call("read_file", path="text.py")),
+        tool_calls(run),
+        tool_calls(fix),
+        tool_calls(run),
+    )
+    assert asked(model, "still fail") is None and asked(model, "last ran") is None
+    assert "-" in (tmp_path / "text.py").read_text()

@@ -684,3 +684,14 @@ async def test_workspace_paths_written_the_file_tools_way_run_inside_the_workspa
     assert (tmp_path / "out.txt").read_text() == "x"
     out = await shell.run_python("import os\nprint(os.path.exists('/etc'))")
     assert "True" in out and "the file tools do" not in out  # a real absolute path stays
+
+
+async def test_python_run_in_the_workspace_leaves_no_bytecode(tmp_path: Path) -> None:
+    """A module edited within the second a test run compiled it, to the same size, ran as it
+    was (its stale .pyc); and __pycache__ folders littered the workspace."""
+    shell = Shell(tmp_path)
+    (tmp_path / "m.py").write_text("X = 'a_b'\n")
+    assert "a_b" in await shell.execute("python3 -c 'import m; print(m.X)'")
+    (tmp_path / "m.py").write_text("X = 'a-b'\n")  # (same size, same second)
+    assert "a-b" in await shell.execute("python3 -c 'import m; print(m.X)'")
+    assert not (tmp_path / "__pycache__").exists()

@@ -88,10 +88,16 @@ class AnswerCheck(Capability):
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
+            runs_tests = call.name in _RUNNERS and _RUNS_TESTS.search(call.call.arguments)
             if may_change_files(call):
                 ctx.state[f"{self.name}.changed"] = True
-            if call.name in _RUNNERS and _RUNS_TESTS.search(call.call.arguments):
+                if not runs_tests:
+                    ctx.state[f"{self.name}.retest"] = "changed"
+            if runs_tests:
                 ctx.state[f"{self.name}.tested"] = True
+                output = call.content_without_notes
+                failed = _FAILED_RUN.match(output)
+                ctx.state[f"{self.name}.retest"] = _failure(output) if failed else None
             written = _written(call, data_only=False)
             if written is not None:
                 await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
@@ -162,6 +168,8 @@ class AnswerCheck(Capability):
             return unchanged
         if self.max_checks and not unused and (untested := await self._untested(ctx)):
             return untested
+        if self.max_checks and not unused and (failing := await self._failing(ctx)):
+            return failing
         if self.max_checks and not unused and (left := await self._placeholder(ctx)):
             return left
         if done >= self.max_checks:
@@ -252,7 +260,40 @@ class AnswerCheck(Capability):
         key = f"{self.name}.untested"
         if ctx.state.get(key) or ctx.state.get(f"{self.name}.tested") or ctx.files is None:
             return None
-        if not _CHANGING.search(ctx.input) or _QUESTION.match(ctx.input):
+        found = await self._judging_tests(ctx)
+        if found is None:
+            return None
+        runner, tests, how = found
+        ctx.state[key] = True
+        ctx.state[f"{self.name}.choice"] = runner
+        return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
+
+    async def _failing(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a fix judged by tests the task names, answered while the last run of
+        them failed, or after a change made since it (seen: "AssertionError: 'Hello_World' !=
+        'hello-world'" answered with how slugify "should be modified", nothing changed; "+ 0.5"
+        edited onto mean's result and answered "the tests pass", never run again)."""
+        key = f"{self.name}.failing"
+        retest = ctx.state.get(f"{self.name}.retest")
+        if ctx.state.get(key) or not retest or ctx.files is None:
+            return None
+        found = await self._judging_tests(ctx)
+        if found is None:
+            return None
+        runner, tests, how = found
+        ctx.state[key] = True
+        names = " and ".join(tests)
+        if retest == "changed":
+            ctx.state[f"{self.name}.choice"] = runner
+            return RETEST_PROMPT.format(tests=names, how=how)
+        if "edit_file" in ctx.functions:
+            ctx.state[f"{self.name}.choice"] = "edit_file"
+        return FAILING_PROMPT.format(tests=names, failure=retest, how=how)
+
+    async def _judging_tests(self, ctx: RunContext[Any]) -> tuple[str, list[str], str] | None:
+        """For a task to fix code that tests it names judge ("The tests in test_stats.py fail.
+        Fix stats.py ..."): the tool that runs them, the test files, and the call to show."""
+        if ctx.files is None or not _CHANGING.search(ctx.input) or _QUESTION.match(ctx.input):
             return None  # ("Why do the tests fail?" is answered, not fixed)
         runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
         named = task_files(ctx.input)
@@ -268,8 +309,6 @@ class AnswerCheck(Capability):
         tests = await existing_files(ctx.files, tests)
         if runner is None or not tests:
             return None
-        ctx.state[key] = True
-        ctx.state[f"{self.name}.choice"] = runner
         try:
             source = await ctx.files.read(tests[0])
         except AgenticaError:
@@ -288,7 +327,7 @@ class AnswerCheck(Capability):
             f"{', '.join(map(repr, runner_args))}], capture_output=True, text=True); "
             "print(r.stdout, r.stderr)"
         )
-        return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
+        return runner, tests, how
 
     async def _unread_folder(self, ctx: RunContext[Any], done: int) -> str | None:
         """A question about "the documents in this folder" answered without a tool call (seen:
@@ -327,6 +366,16 @@ UNTESTED_PROMPT = (
     "the expected and the actual value), fix the code it tests, and run them again; then "
     "answer with what you changed."
 )
+FAILING_PROMPT = (
+    "The tests in {tests} still fail, so the task is not done: {failure}\nFind the line of "
+    "the code under test that gives the wrong value and change it now with edit_file (the "
+    "tests stay as they are); then run them again ({how}) and answer with what you changed."
+)
+RETEST_PROMPT = (
+    "You changed the code after the tests in {tests} last ran, so nothing shows that they pass "
+    "now. Run them again: {how}. If they still fail, fix the code they test; then answer with "
+    "what you changed."
+)
 PLACEHOLDER_PROMPT = (
     "The task: {task}\nBut {path} still has the placeholder line {line!r} (line {number}"
     "{after}): to fill it in, that line is replaced by what belongs there, written the way the "
@@ -339,6 +388,9 @@ _FILL = re.compile(r"(?i)\b(?:fill(?:\s+(?:in|out))?|complete)\b")
 _PLACEHOLDER = re.compile(r"(?i)\s*(?:#|//|<!--|-|\*)?\s*(?:TODO|TBD|FIXME)\b[^\n]{0,60}")
 _RUNNERS = frozenset({"execute", "run_python", "start_command"})
 _RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\b\w+_test\b")
+_FAILED_RUN = re.compile(r"exit code [1-9]")
+# the line of a test run that says what failed: "AssertionError: 3.33 != 4", "E   assert ..."
+_FAILURE_LINE = re.compile(r"(?m)^(?:E\s+)?(?:\w+(?:Error|Exception)\b.*|assert .+)$")
 # A task that asks to change something (not a question about it)
 _CHANGING = re.compile(
     r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"
@@ -489,13 +541,30 @@ def _test_files(module: str) -> list[str]:
 
 
 def _unused_files(task: str, arguments: str) -> list[str]:
-    """File names the task mentions that no successful tool call's arguments mention."""
-    return [n for n in task_files(task) if n not in arguments]
+    """File names the task mentions that no successful tool call's arguments mention (a
+    Python module run by its name counts: ``python3 -m unittest test_text``)."""
+    return [n for n in task_files(task) if n not in arguments and not _ran_module(n, arguments)]
+
+
+def _ran_module(name: str, arguments: str) -> bool:
+    """Whether ``arguments`` run the Python file ``name`` as a module (``-m unittest test_a``)."""
+    if not name.endswith(".py"):
+        return False
+    module = re.escape(name.removesuffix(".py").replace("/", "."))
+    return re.search(rf"-m\s+(?:unittest|pytest)\b[^\n]*?\b{module}\b", arguments) is not None
 
 
 def _short(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failure(output: str) -> str:
+    """What a failed test run says failed: its first error line, else its last line."""
+    found = _FAILURE_LINE.search(output)
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    line = found.group(0).strip() if found else (lines[-1] if lines else "the run failed")
+    return line[:300]
 
 
 def _describe(call: FunctionCall) -> str:

@@ -100,7 +100,9 @@ class LocalCommands:
     Environment: commands do not inherit the parent's environment (which holds API keys): they
     get ``PATH`` (the parent's), ``HOME`` (the workspace), ``LANG`` (the parent's, else
     ``C.UTF-8``), ``PYTHONUNBUFFERED=1`` (so background Python programs show their output as
-    they go), and the ``env`` mapping, which adds to or replaces these.
+    they go), ``PYTHONDONTWRITEBYTECODE=1`` (no ``__pycache__`` in the workspace, no stale
+    bytecode of a file edited within the second), and the ``env`` mapping, which adds to or
+    replaces these.
 
     Args:
         root: the workspace: the commands' working directory and ``HOME``.

@@ -30,6 +30,9 @@ def minimal_env(root: Path, extra: Mapping[str, str] | None) -> dict[str, str]:
         "HOME": str(root),
         "LANG": os.environ.get("LANG") or "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
+        # no __pycache__ in the workspace, and no stale bytecode: a file edited in the second
+        # a test run compiled it, to the same size, ran as it was
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
     env.update(extra or {})
     return env
