@@ -235,6 +235,22 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
     assert second.startswith("Todos saved: [x] Add a repeat")  # (refused once: seen, a loop)
     assert third.startswith("Todos saved: [x] Add a repeat setting")
     assert '"repeat": 3' in (tmp_path / "config.json").read_text()
+    # refused first as saved with no work at all: the change rule still refuses it once more
+    # after a read (seen: config-repeat closed its one step after reading config.json)
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        tool_calls(edit),
+        tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
+        *["Added repeat: 3."] * 4,
+    ])  # fmt: skip
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run(task + ".")
+    saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
+    assert "No tool call has done any work since" in saved[0]
+    assert "No tool call has done that step's work yet" in saved[1]
+    assert saved[2].startswith("Todos saved: [x] Add a repeat setting")
     # work done first, then the steps ticked one save at a time (review finding)
     steps = [{"content": "Change a.json", "status": "pending"}, {"content": "Change b.py"}]
     done_a = [{**steps[0], "status": "completed"}, steps[1]]

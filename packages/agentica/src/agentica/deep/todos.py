@@ -335,10 +335,11 @@ class Todos(Capability):
             content = str(item["content"])
             change = _changes_a_file(content) and content not in refused
             # (a list with steps still open may carry a step done before it was written)
-            if (idle and credited >= work) or (change and changed >= changes):
+            no_work, no_change = idle and credited >= work, change and changed >= changes
+            if no_work or no_change:
                 unearned.append(item)
-                if change and changed >= changes:
-                    refused.append(content)
+                if no_change and not no_work:  # (seen: refused as idle first, then closed
+                    refused.append(content)  # after a read, the change never checked)
                 continue
             credited += 1
             changed += change
