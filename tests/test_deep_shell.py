@@ -499,6 +499,18 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     )
     plain = "import csv\nrows = csv.reader(open('t.csv'))\nnext(rows)\nprint(sum(1 for r in rows))"
     assert "DictReader" not in await shell.run_python(plain)
+    # (seen: "Who is the oldest person?" computed as the max of the birth years, twice)
+    people = "people = [{'n': 'a', 'born': 1948}, {'n': 'b', 'born': 1961}]\n"
+    oldest = await shell.run_python(people + "oldest = max(people, key=lambda p: p['born'])\n"
+                                    "print(oldest['n'])")  # fmt: skip
+    assert "Your code sets oldest to the max() of 'born', a year or date" in oldest
+    assert "Use min() for oldest." in oldest
+    newest = await shell.run_python(people + "latest_year = min(p['born'] for p in people)\n"
+                                    "print(latest_year)")  # fmt: skip
+    assert "Use max() for latest_year." in newest
+    for fine in ("oldest = min(people, key=lambda p: p['born'])", "oldest = max(people, "
+                 "key=lambda p: p['age'])", "total = max(p['born'] for p in people)"):  # fmt: skip
+        assert "a year or date" not in await shell.run_python(people + fine + "\nprint(1)")
     outside = await shell.run_python("open('../x.json', 'w').write('{bad')\nprint(1)")
     assert (tmp_path / "x.json").exists() and "not valid JSON" not in outside  # (not read)
 

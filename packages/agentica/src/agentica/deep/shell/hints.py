@@ -418,6 +418,8 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
     taken for a number that is a value of a CSV's column (seen: ``split(',')[1]``, the person,
     for the hours in column 2). Blocking (it reads files)."""
     remarks: list[str] = []
+    if (inverted := _inverted_extreme(code)) is not None:
+        remarks.append(inverted)
     named = {m.group(1).lstrip("/"): m.group(2) for m in _DATA_LITERAL.finditer(code)}
     top = root.resolve()
     not_number = _NOT_A_NUMBER.search(output)
@@ -458,6 +460,28 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
 
 
 _DICT_READER = re.compile(r"\b(\w+)\s*=\s*(?:csv\.)?DictReader\(")
+_EXTREME = re.compile(r"(?m)^\s*(\w+)\s*=\s*(max|min)\((.*)$")
+_DATE_KEY = re.compile(r"""(?i)['"](born|birth\w*|\w*year\w*|\w*date\w*|founded|created\w*)['"]""")
+_EARLY, _LATE = ("oldest", "earliest", "eldest"), ("youngest", "newest", "latest")
+
+
+def _inverted_extreme(code: str) -> str | None:
+    """A remark on ``oldest = max(..., key=... 'born')`` (or ``newest = min(...)`` of a date):
+    the largest year is the latest one (seen: "Who is the oldest person?" computed as the
+    max of the birth years, the youngest, twice)."""
+    for match in _EXTREME.finditer(code):
+        name, function, key = match.group(1), match.group(2), _DATE_KEY.search(match.group(3))
+        words = _EARLY if function == "max" else _LATE
+        if key is None or not any(word in name.lower() for word in words):
+            continue
+        field = key.group(1)
+        right = "min" if function == "max" else "max"
+        return (
+            f"Your code sets {name} to the {function}() of {field!r}, a year or date: the "
+            f"largest {field} is the latest one, so the oldest or earliest has the smallest "
+            f"(min), the youngest or newest the largest (max). Use {right}() for {name}."
+        )
+    return None
 
 
 def _dict_reader_skipped(code: str) -> str | None:
