@@ -587,6 +587,9 @@ async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_bac
     assert found is not None and found[0].settings.tool_choice == "edit_file"
     assert "AssertionError: 'a_b' != 'a-b'" in found[1]
     assert 'execute({"command": "python3 -m unittest test_text"})' in found[1]
+    assert found[1].endswith(
+        'text.py now reads:\ndef slug(t):\n    return "_".join(t.lower().split())'
+    )
     assert str(model.requests[-1].messages).count("still fail, so") == 1  # (once)
     # changed after the last run: run them again, the runner chosen
     model = await answered(

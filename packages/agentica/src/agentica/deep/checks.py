@@ -288,7 +288,9 @@ class AnswerCheck(Capability):
             return RETEST_PROMPT.format(tests=names, how=how)
         if "edit_file" in ctx.functions:
             ctx.state[f"{self.name}.choice"] = "edit_file"
-        return FAILING_PROMPT.format(tests=names, failure=retest, how=how)
+        return FAILING_PROMPT.format(tests=names, failure=retest, how=how) + await _sources(
+            ctx, tests
+        )
 
     async def _judging_tests(self, ctx: RunContext[Any]) -> tuple[str, list[str], str] | None:
         """For a task to fix code that tests it names judge ("The tests in test_stats.py fail.
@@ -389,6 +391,7 @@ _PLACEHOLDER = re.compile(r"(?i)\s*(?:#|//|<!--|-|\*)?\s*(?:TODO|TBD|FIXME)\b[^\
 _RUNNERS = frozenset({"execute", "run_python", "start_command"})
 _RUNS_TESTS = re.compile(r"unittest|pytest|\btest_\w+|\b\w+_test\b")
 _FAILED_RUN = re.compile(r"exit code [1-9]")
+_MAX_SOURCE = 2000  # characters of a file the task names shown beside a failing test
 # the line of a test run that says what failed: "AssertionError: 3.33 != 4", "E   assert ..."
 _FAILURE_LINE = re.compile(r"(?m)^(?:E\s+)?(?:\w+(?:Error|Exception)\b.*|assert .+)$")
 # A task that asks to change something (not a question about it)
@@ -557,6 +560,25 @@ def _ran_module(name: str, arguments: str) -> bool:
 def _short(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+async def _sources(ctx: RunContext[Any], tests: list[str]) -> str:
+    """The short Python files the task names other than ``tests``, shown whole: the failure
+    and the code it comes from side by side (told only the failure, the model repeated an
+    edit that changed nothing)."""
+    if ctx.files is None:
+        return ""
+    shown = []
+    for name in await existing_files(ctx.files, task_files(ctx.input)):
+        if not name.endswith(".py") or name in tests:
+            continue
+        try:
+            text = await ctx.files.read(name)
+        except AgenticaError:
+            continue
+        if len(text) <= _MAX_SOURCE:
+            shown.append(f"\n{name} now reads:\n{text.rstrip()}")
+    return "\n" + "\n".join(shown) if shown else ""
 
 
 def _failure(output: str) -> str:
