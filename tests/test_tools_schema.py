@@ -865,6 +865,9 @@ def test_unescaped_quotes_in_a_string_argument_are_escaped() -> None:
     values = write_file.validate_arguments(raw)
     assert values["content"] == 'def mean(v):\n    """Mean."""\n    return sum(v) / len(v)\n'
     assert values["path"] == "/stats.py" and values["overwrite"] is True
+    # and one closing brace too many after them (seen: edit_file with a docstring, four times)
+    values = write_file.validate_arguments(raw + "}")
+    assert values["content"].startswith('def mean(v):\n    """Mean."""') and values["overwrite"]
     # a key that is not the tool's, or a value that is no string, is not guessed at
     for broken in ('{"path": "a", "text": "say "hi""}', '{"path": "a", "content": x"y"}'):
         with pytest.raises(ArgumentsError, match="not valid JSON"):

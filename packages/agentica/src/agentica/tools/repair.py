@@ -21,8 +21,16 @@ _KEY_INSIDE = re.compile(r'"\s*,\s*"\w+"\s*:')
 def repair_quotes(arguments: str, strings: Collection[str], names: Collection[str]) -> str | None:
     """``arguments`` made valid JSON by escaping the double quotes inside the values of the
     string parameters ``strings`` (every parameter is in ``names``), or ``None`` when that does
-    not give a JSON object with only known keys."""
+    not give a JSON object with only known keys. One closing brace too many at the end is
+    dropped too (seen with a docstring: ``..."replace_all": false}}``)."""
     text = arguments.strip()
+    repaired = _repair(text, strings, names)
+    if repaired is None and text.endswith("}}"):
+        repaired = _repair(text[:-1].rstrip(), strings, names)
+    return repaired
+
+
+def _repair(text: str, strings: Collection[str], names: Collection[str]) -> str | None:
     if not (text.startswith("{") and text.endswith("}")) or not strings:
         return None
     keys = "|".join(re.escape(n) for n in names)
