@@ -360,3 +360,20 @@ async def test_an_answer_after_enough_work_closes_the_open_steps() -> None:
     assert model.remaining == 0
     nudge = model.requests[3].messages[-2]
     assert isinstance(nudge, UserMessage) and nudge.text.startswith("Your todo list still has open")
+
+
+async def test_the_same_list_saved_again_is_refused_and_the_next_call_does_work() -> None:
+    """As measured on config-repeat: its one-step list, closed, saved 20 times over."""
+    done = [{"content": "build it", "status": "completed"}]
+    model = ScriptedModel([
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=done)),
+        tool_calls(call("write_todos", todos=done)),
+        tool_calls(call("build")),
+        "Built.",
+    ])  # fmt: skip
+    await Agent(model=model, tools=[build], capabilities=[Todos()]).run("Build it")
+    refused = tool_results(model.requests[3])[-1]
+    assert refused.content.startswith("Nothing saved: this is your todo list as it already is")
+    assert [t.name for t in model.requests[3].tools] == ["build"]
+    assert model.requests[3].settings.tool_choice == "required"

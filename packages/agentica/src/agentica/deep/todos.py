@@ -257,6 +257,16 @@ class Todos(Capability):
                     "write_todos again."
                 )
         items: list[dict[str, Any]] = [item.model_dump() for item in todos]
+        if items and items == self.items(ctx) and self._saved_again(ctx):
+            # the list as it is saved, nothing done since: nothing to save (seen: the same
+            # closed list saved 20 times over, until the run's calls were spent); the next call
+            # does work
+            ctx.state[f"{self.name}.act"] = "work"
+            raise ToolError(
+                f"Nothing saved: this is your todo list as it already is ({_render(items)}). "
+                "Do the task's next step with a tool call instead (the todo tools are not "
+                "offered for it), or give your final answer if the task is done."
+            )
         unearned = self._unearned(ctx, items)
         idle = not ctx.state.get(f"{self.name}.work", 0)
         again = self._saved_again(ctx)
