@@ -840,3 +840,27 @@ async def test_the_tests_that_judge_a_fix_are_not_changed_once() -> None:
             asked, "/test_stats.py", f"assert mean([1]) == 1  # {wanted}\n"
         )
         assert out.startswith("wrote /test_stats.py")
+
+
+async def test_a_file_that_is_not_there_is_answered_with_what_its_folder_holds() -> None:
+    """As measured on sum-files: /data/numbers.txt, made up, read nine times after ls('/data')
+    had shown a.txt, b.txt and c.txt."""
+    backend = StateBackend()
+    for name in ("a.txt", "b.txt"):
+        await backend.write(f"/data/{name}", "1\n")
+    await backend.write("/data/more/c.txt", "2\n")
+    tools = FileTools(backend)
+    with pytest.raises(ToolError) as missing:
+        await tools.read_file(CTX, "/data/numbers.txt")
+    assert str(missing.value) == (
+        "no file /data/numbers.txt; call ls('/data') to see what exists. /data holds: a.txt, "
+        "b.txt, more/"
+    )
+    with pytest.raises(ToolError) as nowhere:  # (no folder: the plain error)
+        await tools.read_file(CTX, "/nope/x.txt")
+    assert "holds" not in str(nowhere.value)
+    for n in range(40):  # (a big folder is not listed)
+        await backend.write(f"/big/{n}.txt", "")
+    with pytest.raises(ToolError) as big:
+        await tools.read_file(CTX, "/big/x.txt")
+    assert "holds" not in str(big.value)

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from agentica.deep.backends import CompositeBackend, StateBackend
-from agentica.deep.backends.paths import normalize_path
+from agentica.deep.backends.paths import NotFound, normalize_path, parent_path
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
@@ -93,6 +93,7 @@ def _lines(text: str) -> list[str]:
 _NUMBERED = re.compile(r"(?= {0,5}\d{1,6}(?:\t|$))( *(\d+))(?:\t|$)")
 _NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are not in the file)"
 
+_MAX_SIBLINGS = 30  # entries of a folder named in read_file's "no file" error
 LineNumbers: TypeAlias = Literal["code", "all", "none"]
 """Which files ``read_file`` shows with line numbers (``FileTools(line_numbers=...)``)."""
 _CODE_SUFFIXES = frozenset({
@@ -498,6 +499,21 @@ def may_change_files(call: FunctionCall) -> bool:
     return call.name != "run_python" or bool(_PYTHON_WRITES.search(call.call.arguments))
 
 
+async def _siblings(backend: FileBackend, path: str) -> str:
+    """For a file that is not there: what its folder holds, when that is a few entries (seen:
+    /data/numbers.txt, made up, read nine times after ls('/data') had shown a.txt, b.txt and
+    c.txt)."""
+    folder = parent_path(path)
+    try:
+        entries = await backend.ls(folder)
+    except AgenticaError:
+        return ""
+    if not entries or len(entries) > _MAX_SIBLINGS:
+        return ""
+    names = ", ".join(f"{e.name}{'/' if e.is_dir else ''}" for e in entries)
+    return f". {folder} holds: {names}"
+
+
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
     """Those of ``names`` that are files in ``backend`` (a name it refuses is none)."""
     found = []
@@ -677,7 +693,11 @@ class FileTools(Tool):
             raise ToolError("offset must be 0 or more (the number of lines to skip)")
         if limit < 1:
             raise ToolError("limit must be 1 or more (the number of lines to show)")
-        text = await self.resolve(ctx).read(path)
+        backend = self.resolve(ctx)
+        try:
+            text = await backend.read(path)
+        except NotFound as exc:
+            raise ToolError(f"{exc}{await _siblings(backend, path)}") from None
         self._saw(ctx, path, text)
         lines = _lines(text)
         total = len(lines)
