@@ -864,3 +864,18 @@ async def test_a_file_that_is_not_there_is_answered_with_what_its_folder_holds()
     with pytest.raises(ToolError) as big:
         await tools.read_file(CTX, "/big/x.txt")
     assert "holds" not in str(big.value)
+
+
+async def test_grep_names_the_section_of_a_match_in_a_config_file() -> None:
+    """As measured on server-port: grep found "port = 5432" and "port = 8080" in settings.ini,
+    and the model answered the database's port for the web server's."""
+    backend = StateBackend()
+    await backend.write("/settings.ini", "[database]\nport = 5432\n\n[server]\nport = 8080\n")
+    await backend.write("/notes.txt", "[server]\nport = 1\n")
+    tools = FileTools(backend)
+    assert await tools.grep(CTX, "port", "/settings.ini", output_mode="content") == (
+        "/settings.ini:2:port = 5432  (in [database])\n/settings.ini:5:port = 8080  (in [server])"
+    )
+    assert await tools.grep(CTX, "port", "/notes.txt", output_mode="content") == (
+        "/notes.txt:2:port = 1"  # (not a config file)
+    )

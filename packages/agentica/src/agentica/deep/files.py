@@ -514,6 +514,34 @@ async def _siblings(backend: FileBackend, path: str) -> str:
     return f". {folder} holds: {names}"
 
 
+_SECTIONED = frozenset({".ini", ".cfg", ".conf", ".toml"})
+_SECTION = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+\s*(?:[#;].*)?$")
+
+
+async def _sections(backend: FileBackend, found: list[GrepLine]) -> dict[tuple[str, int], str]:
+    """The section of each match in a small INI or TOML file: a key line alone is ambiguous
+    (seen: "port = 5432" and "port = 8080" found in settings.ini, and the database's port
+    answered for the web server's)."""
+    sections: dict[tuple[str, int], str] = {}
+    for path in dict.fromkeys(g.path for g in found if g.match):
+        if PurePosixPath(path).suffix.lower() not in _SECTIONED:
+            continue
+        try:
+            text = await backend.read(path)
+        except AgenticaError:
+            continue
+        if len(text) > _SMALL_FILE_BYTES * 4:
+            continue
+        current = ""
+        for number, line in enumerate(_lines(text), 1):
+            header = _SECTION.match(line)
+            if header:
+                current = header.group(1)
+            elif current:
+                sections[(path, number)] = current
+    return sections
+
+
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
     """Those of ``names`` that are files in ``backend`` (a name it refuses is none)."""
     found = []
@@ -1021,7 +1049,8 @@ class FileTools(Tool):
             return f"no matches for {pattern!r} in {where}" + await self._small_file(ctx, path)
         stopped = len(found) >= _MAX_MATCH_LINES
         if output_mode == "content":
-            rows = self._content_rows(found, context)
+            sections = await _sections(self.resolve(ctx), found)
+            rows = self._content_rows(found, context, sections)
         else:
             counts: dict[str, int] = {}
             for g in found:
@@ -1045,9 +1074,15 @@ class FileTools(Tool):
             )
         return out
 
-    def _content_rows(self, found: list[GrepLine], context: int) -> list[str]:
+    def _content_rows(
+        self,
+        found: list[GrepLine],
+        context: int,
+        sections: dict[tuple[str, int], str] | None = None,
+    ) -> list[str]:
         """``path:line:text`` for matches, ``path-line-text`` for context lines, ``--`` between
-        separate groups (as grep and ripgrep print them)."""
+        separate groups (as grep and ripgrep print them); a match in a config file's section
+        ends with ``(in [section])``."""
         rows: list[str] = []
         previous: GrepLine | None = None
         for g in found:
@@ -1058,7 +1093,9 @@ class FileTools(Tool):
             ):
                 rows.append("--")
             mark = ":" if g.match else "-"
-            rows.append(f"{g.path}{mark}{g.line}{mark}{self._cut_line(g.text)}")
+            section = (sections or {}).get((g.path, g.line)) if g.match else None
+            where = f"  (in [{section}])" if section else ""
+            rows.append(f"{g.path}{mark}{g.line}{mark}{self._cut_line(g.text)}{where}")
             previous = g
         return rows
 
