@@ -49,6 +49,8 @@ _CHANGE_STEP = re.compile(
     r"(?i)^\W*(?:\d+[.)]\s*)?(?:add|write|save|update|change|edit|fix|set|replace|rename|move|"
     r"create|fill|append|insert|remove|delete|bump|make|modify|correct)\b"
 )
+# ... and write the totals to totals.json / save it in out.txt
+_WRITE_TO = re.compile(r"(?i)\b(?:write|save|store|put)\b[^.;]*?\b(?:to|into|in)\s+\S+\.\w{1,6}\b")
 _MAX_EXAMPLE = 400  # characters of the write_todos example a nudge shows
 
 
@@ -117,8 +119,11 @@ def _inline_refs(schema: Any, defs: dict[str, Any] | None = None) -> Any:
 
 
 def _changes_a_file(step: str) -> bool:
-    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json")."""
-    return bool(_CHANGE_STEP.match(step)) and FILE_NAME.search(step) is not None
+    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json",
+    or "Compute the totals and write them to totals.json": closed after only a read)."""
+    if FILE_NAME.search(step) is None:
+        return False
+    return bool(_CHANGE_STEP.match(step) or _WRITE_TO.search(step))
 
 
 def _render(items: list[dict[str, Any]]) -> str:
