@@ -233,10 +233,9 @@ class Todos(Capability):
         back twice, the model redid the edit (it failed) and read the report three times."""
         if not ctx.state.get(f"{self.name}.work", 0):
             return False  # (planned, then answered: the steps are not done)
-        state = ctx.state
-        work = int(state.get(f"{self.name}.work_total", 0) - state.get(f"{self.name}.credited", 0))
-        changes = int(
-            state.get(f"{self.name}.changes", 0) - state.get(f"{self.name}.credited_changes", 0)
+        work, changes = (
+            int(ctx.state.get(f"{self.name}.{total}", 0) - ctx.state.get(f"{self.name}.{used}", 0))
+            for total, used in (("work_total", "credited"), ("changes", "credited_changes"))
         )
         steps = [str(i.get("content")) for i in open_items]
         return work >= len(steps) and changes >= sum(map(_changes_a_file, steps))
