@@ -232,9 +232,10 @@ class SWEBenchCheck:
     On a temporary copy of the workspace (the agent's workspace is never changed): the files
     ``test_patch`` touches are reset to ``base_commit`` (when given) and ``test_patch`` is
     applied; a virtualenv is made with ``--system-site-packages`` from ``python`` (when its base
-    interpreter has no pytest, the virtualenv also sees the environment running the check, so
-    nothing is downloaded); the repository is installed into it (``pip install --no-deps
-    --no-build-isolation --no-index -e .``; when that fails, it is put on ``PYTHONPATH``); and
+    interpreter has no pytest, or its setuptools cannot build the repository, the virtualenv also
+    sees the environment running the check, so nothing is downloaded); the repository is
+    installed into it (``pip install --no-deps --no-build-isolation --no-index -e .``; when that
+    fails, it is put on ``PYTHONPATH``); and
     ``python -m pytest`` runs the files holding the tests (as SWE-bench's harness does: one
     test id pytest cannot find would stop it from running any), reporting through
     ``--junitxml``. The detail names up to 5 tests that did not pass (failed, or not found).
@@ -358,25 +359,29 @@ class _Trial:
         finds_pytest = (
             "import importlib.util, sys; sys.exit(not importlib.util.find_spec('pytest'))"
         )
+        sees_running = False
         if not self._step("creating a virtualenv", [self._python(), "-c", finds_pytest], env).ok:
-            _see_running_environment(self.venv)
-        if not self._install(env):
+            sees_running = _see_running_environment(self.venv)
+        has_project = any((self.repo / name).is_file() for name in ("pyproject.toml", "setup.py"))
+        installed = has_project and self._install(env)
+        if has_project and not installed and not sees_running:
+            # the base interpreter's setuptools may be too old to build it: try the running one's
+            installed = _see_running_environment(self.venv) and self._install(env)
+        if not installed:
             roots = [self.repo, self.repo / "src"]
             env["PYTHONPATH"] = os.pathsep.join(str(p) for p in roots if p.is_dir())
-            if any((self.repo / name).is_file() for name in ("pyproject.toml", "setup.py")):
+            if has_project:
                 self.notes.append("pip could not install the repository: it is on PYTHONPATH")
         return env
 
     def _install(self, env: dict[str, str]) -> bool:
-        if not any((self.repo / name).is_file() for name in ("pyproject.toml", "setup.py")):
-            return False
         pip = [self._python(), "-m", "pip", "install", "--no-deps", "--no-build-isolation"]
         pip += ["--no-index", "-e", "."]
         installed = self._step("installing the repository", pip, env)
-        if installed.ok or "No module named pip" not in installed.output:
-            return installed.ok
-        self._step("installing pip", [self._python(), "-m", "ensurepip", "--default-pip"], env)
-        return self._step("installing the repository", pip, env).ok
+        if not installed.ok and "No module named pip" in installed.output:
+            self._step("installing pip", [self._python(), "-m", "ensurepip", "--default-pip"], env)
+            installed = self._step("installing the repository", pip, env)
+        return installed.ok
 
     def _python(self) -> str:
         return str(self.venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
@@ -421,17 +426,20 @@ def _special_files(folder: str, names: list[str]) -> list[str]:
     return skipped
 
 
-def _see_running_environment(venv: Path) -> None:
-    """Let ``venv`` import the packages of the environment running the check after its own (for
-    pytest, when the base interpreter has none): a ``.pth`` file adding its site-packages."""
+def _see_running_environment(venv: Path) -> bool:
+    """Let ``venv`` import the packages of the environment running the check after its own and
+    before its base interpreter's (for pytest when the base interpreter has none, for a newer
+    setuptools when it cannot build the repository): a ``.pth`` file adding its site-packages.
+    False when there is nothing more to see."""
     if sys.prefix == sys.base_prefix:
-        return  # not a virtualenv: --system-site-packages already sees it
+        return False  # not a virtualenv: --system-site-packages already sees it
     site_dir = Path(
         sysconfig.get_path("purelib", "venv", {"base": str(venv), "platbase": str(venv)})
     )
     running = dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
     calls = "; ".join(f"site.addsitedir({path!r})" for path in running)
     (site_dir / "zz_agentica_running_environment.pth").write_text(f"import site; {calls}\n")
+    return True
 
 
 def _junit_key(test_id: str) -> str:
