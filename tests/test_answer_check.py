@@ -585,12 +585,20 @@ async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_bac
     model = await answered(tool_calls(call("read_file", path="text.py")), tool_calls(run))
     found = asked(model, "still fail, so the task is not done")
     assert found is not None and found[0].settings.tool_choice == "edit_file"
-    assert "AssertionError: 'a_b' != 'a-b'" in found[1]
+    assert (
+        "self.assertEqual(slug('A B'), 'a-b') -> AssertionError: 'a_b' != 'a-b' (slug('A B') "
+        "gives 'a_b'; the test expects 'a-b')"
+    ) in found[1]
     assert 'execute({"command": "python3 -m unittest test_text"})' in found[1]
     assert found[1].endswith(
         'text.py now reads:\ndef slug(t):\n    return "_".join(t.lower().split())'
     )
     assert str(model.requests[-1].messages).count("still fail, so") == 1  # (once)
+    ran = [m for m in model.requests[-1].messages if isinstance(m, ToolMessage)][-1]
+    assert ran.content.endswith(
+        "[check] slug('A B') gives 'a_b'; the test expects 'a-b'. Change the code under test "
+        "so that it gives what the test expects; the tests stay as they are."
+    )
     # changed after the last run: run them again, the runner chosen
     model = await answered(
         tool_calls(call("read_file", path="text.py")), tool_calls(run), tool_calls(fix)

@@ -166,6 +166,34 @@ async def test_code_for_a_file_the_task_asks_for_is_sent_back_to_be_saved(
     assert (tmp_path / "fib.py").read_text() == code
 
 
+async def test_a_fixed_function_written_in_the_reply_is_sent_back_to_go_into_its_file(
+    tmp_path: Path,
+) -> None:
+    """As measured on fix-leap-year: the right is_leap written in the reply; told to run it,
+    the model ran the definition, and dates.py kept the bug."""
+    old = "def is_leap(year):\n    return year % 4 == 0 and year % 100 != 0\n"
+    (tmp_path / "dates.py").write_text(f"import math\n\n\n{old}")
+    (tmp_path / "test_dates.py").write_text("def is_leap(y):\n    return 0\n")
+    new = "def is_leap(year):\n    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)"
+    model = ScriptedModel([
+        f"Here is the corrected code:\n```python\n{new}\n```\nAfter this change it works.",
+        tool_calls(call("edit_file", path="dates.py", old_string=old.rstrip(), new_string=new)),
+        *["dates.py is fixed."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, answer_check=False, todos=False)
+    await agent.run("is_leap in dates.py says 2000 is not a leap year. Fix it; see test_dates.py.")
+    nudge = model.requests[1].messages[-1]
+    assert isinstance(nudge, UserMessage)
+    assert nudge.text == (
+        "You wrote a new is_leap in your reply, but dates.py still has the old one, so nothing "
+        "changed. Put yours in the file now with edit_file: path 'dates.py', old_string the old "
+        f"definition as the file has it:\n{old.rstrip()}\nand new_string your version. Then go "
+        "on with the task."
+    )
+    assert model.requests[1].settings.tool_choice == "edit_file"
+    assert (tmp_path / "dates.py").read_text() == f"import math\n\n\n{new}\n"
+
+
 @pytest.mark.parametrize("privilege", ["code", "explore"])
 async def test_a_subagent_that_only_writes_code_down_is_told_to_run_it(
     tmp_path: Path, privilege: Literal["code", "explore"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentica import Agent, RunContext
+from agentica import Agent, Function, RunContext
 from agentica.deep.backends import (
     CompositeBackend,
     FileBackend,
@@ -879,3 +879,116 @@ async def test_grep_names_the_section_of_a_match_in_a_config_file() -> None:
     assert await tools.grep(CTX, "port", "/notes.txt", output_mode="content") == (
         "/notes.txt:2:port = 1"  # (not a config file)
     )
+
+
+async def test_an_edit_that_renames_a_name_says_where_it_is_still_used() -> None:
+    """As measured on rename-across: fmt_money renamed where it is defined, report.py still
+    importing and calling it, and the task answered."""
+    backend = StateBackend()
+    await backend.write("/helpers.py", "def fmt_money(amount):\n    return f'{amount:.2f}'\n")
+    await backend.write("/report.py", "from helpers import fmt_money\n\nx = fmt_money(2)\n")
+    await backend.write("/.results/old.txt", "fmt_money\n")  # (an evicted tool result)
+    tools = FileTools(backend)
+    renamed = await tools.edit_file(CTX, "/helpers.py", "def fmt_money(", "def format_money(")
+    assert renamed == (
+        "edited /helpers.py: replaced 1 occurrence at line 1\n[note] fmt_money is still used at "
+        "/report.py:1, /report.py:3. If those are the name you renamed, change them too "
+        "(edit_file with replace_all=true changes every one in a file)."
+    )
+    done = await tools.edit_file(CTX, "/report.py", "fmt_money", "format_money", replace_all=True)
+    assert done == "edited /report.py: replaced 2 occurrences"  # (none left: no note)
+    fixed = await tools.edit_file(CTX, "/helpers.py", "{amount:.2f}", "{amount:,.2f}")
+    assert "[note]" not in fixed  # (no name changed)
+    for n in range(12):
+        await backend.write(f"/doc{n:02}.txt", "the colour\n")
+    spelled = await tools.edit_file(CTX, "/doc00.txt", "colour", "color")
+    assert spelled.endswith(
+        "colour is still used at /doc01.txt:1, /doc02.txt:1, /doc03.txt:1, /doc04.txt:1, "
+        "/doc05.txt:1, /doc06.txt:1, /doc07.txt:1, /doc08.txt:1, /doc09.txt:1, /doc10.txt:1 and "
+        "1 more. If those are the name you renamed, change them too (edit_file with "
+        "replace_all=true changes every one in a file)."
+    )
+
+
+async def test_the_same_read_right_after_itself_says_what_to_do_instead(tmp_path: Path) -> None:
+    """As measured on fix-page-count and oldest-person: test_paging.py and people.json read
+    four times in a row, each time the same text."""
+    (tmp_path / "test_paging.py").write_text("import unittest\n\nfrom paging import count\n")
+    (tmp_path / "paging.py").write_text("def count(n):\n    return n\n")
+    (tmp_path / "people.json").write_text('[{"name": "A", "born": 1950}]\n')
+    (tmp_path / "notes.md").write_text("# notes\n")
+
+    def python(code: str) -> str:
+        """Run Python code.
+
+        Args:
+            code: the code.
+        """
+        return "ran"
+
+    model = ScriptedModel([
+        *[tool_calls(call("read_file", path="/test_paging.py")) for _ in range(2)],
+        tool_calls(call("read_file", path="/paging.py")),
+        tool_calls(call("read_file", path="/test_paging.py")),
+        tool_calls(call("read_file", path="/test_paging.py")),
+        *[tool_calls(call("read_file", path="/people.json")) for _ in range(2)],
+        tool_calls(call("read_file", path="/people.json", offset=0, limit=5)),
+        *[tool_calls(call("read_file", path="/notes.md")) for _ in range(2)],
+        "done",
+    ])  # fmt: skip
+    tools = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[tools, Function.from_callable(python, name="run_python")])
+    await agent.run("The tests in test_paging.py fail. Who is the oldest?")
+    results = [m.content for m in tool_results(agent)]
+    assert results[0].startswith("     1\timport unittest")
+    assert results[1] == (
+        "/test_paging.py has not changed since you read it in your last call: its text is in "
+        "that result above. It imports from /paging.py, which you have not read: read "
+        "/paging.py next."
+    )
+    assert results[3].startswith("     1\timport unittest")  # (not right after its last read)
+    assert results[4].startswith("/test_paging.py has not changed")
+    assert results[4].endswith("Do not read it again: go on with the next step, or answer.")
+    assert results[5].startswith("[")
+    assert results[6].endswith(
+        "do not read it again: run code that reads it and prints the result with run_python."
+    )
+    assert results[7].startswith("[")  # (another part of it: read)
+    assert results[9].startswith("/notes.md has not changed")
+
+
+async def test_an_edit_that_adds_text_the_file_already_has_says_so() -> None:
+    """As measured on american-spelling: a line replaced by itself and the two lines after it,
+    which README.md then had twice, "colour" unchanged."""
+    backend = StateBackend()
+    text = "# Palette\n\nPalette picks a colour.\nYou can change the colour of the header.\n"
+    await backend.write("/README.md", text)
+    tools = FileTools(backend)
+    doubled = await tools.edit_file(
+        CTX, "/README.md", "Palette picks a colour.",
+        "Palette picks a colour. You can change the colour of the header.",
+    )  # fmt: skip
+    assert doubled == (
+        "edited /README.md: replaced 1 occurrence at line 3\n[note] new_string adds 'You can "
+        "change the colour of the header.', which /README.md already had: it is there twice "
+        "now. To change words in a line, old_string is that line and new_string the same line "
+        "with only those words changed."
+    )
+    added = await tools.edit_file(CTX, "/README.md", "# Palette", "# Palette\n\nA new intro line.")
+    assert "[note]" not in added  # (new text)
+
+
+async def test_reading_a_file_the_task_names_that_is_not_there_says_to_create_it() -> None:
+    """As measured on primes: "Write primes.txt listing ..." planned as "Read primes.txt"
+    first, then read_file and ls in turn for 39 calls."""
+    tools = FileTools(StateBackend())
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), input="Write primes.txt, please.")
+    with pytest.raises(ToolError) as missing:
+        await tools.read_file(ctx, "/primes.txt")
+    assert str(missing.value).endswith(
+        ". The task names primes.txt and it does not exist yet, so there is nothing to read: it "
+        "is a file to create with write_file (a step to read it is done)"
+    )
+    with pytest.raises(ToolError) as other:
+        await tools.read_file(ctx, "/other.txt")
+    assert "task names" not in str(other.value)

@@ -462,6 +462,28 @@ async def test_run_python_adds_a_missing_standard_library_import_and_says_so(
     assert "NameError" in undefined and "without importing" not in undefined
 
 
+async def test_run_python_gives_code_that_calls_the_file_tools_stand_ins_for_them(
+    tmp_path: Path,
+) -> None:
+    """As measured on word-count: ``len(read_file("/notes.txt").split())`` in run_python (a
+    NameError), then code that only defined read_file, and the count answered from its head."""
+    (tmp_path / "notes.txt").write_text("the quick brown fox\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    code = (
+        'count = len(read_file("/notes.txt").split())\nwrite_file("/count.txt", count)\n'
+        "print(count)"
+    )
+    out = await shell.run_python(code)
+    assert out.startswith("exit code 0") and "4" in out, out
+    assert (tmp_path / "count.txt").read_text() == "4"
+    assert "called read_file and write_file, which are tools, not Python functions" in out
+    failing = await shell.run_python('read_file("/notes.txt")\nprint(1 / 0)')
+    assert "ZeroDivisionError" in failing and "line 3" in failing  # (the added line counts)
+    own = "def read_file(p):\n    return 'mine'\nprint(read_file('x'))"
+    mine = await shell.run_python(own)
+    assert "mine" in mine and "stand-ins" not in mine
+
+
 async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blanks(
     tmp_path: Path,
 ) -> None:

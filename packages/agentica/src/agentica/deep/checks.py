@@ -8,6 +8,7 @@ finish the missing steps. A model that really is done repeats its answer and the
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -98,6 +99,11 @@ class AnswerCheck(Capability):
                 output = call.content_without_notes
                 failed = _FAILED_RUN.match(output)
                 ctx.state[f"{self.name}.retest"] = _failure(output) if failed else None
+                if failed and (mismatch := _mismatch(output)):
+                    call.notes.append(
+                        f"[check] {mismatch}. Change the code under test so that it gives "
+                        "what the test expects; the tests stay as they are."
+                    )
             written = _written(call, data_only=False)
             if written is not None:
                 await self._note_unread(ctx, call, written[0], ctx.state.get(key, ""))
@@ -582,11 +588,66 @@ async def _sources(ctx: RunContext[Any], tests: list[str]) -> str:
 
 
 def _failure(output: str) -> str:
-    """What a failed test run says failed: its first error line, else its last line."""
+    """What a failed test run says failed: its first error line, after the line of the test
+    that raised it when the traceback shows one (told only "AssertionError: 3 != 4", the
+    model edited the test's assertion into paging.py), else its last line."""
+    found = _failed_line(output)
+    if found is None:
+        lines = [line for line in output.strip().splitlines() if line.strip()]
+        return (lines[-1] if lines else "the run failed")[:300]
+    code, error = found
+    if not code:
+        return error[:300]
+    expected = _expected(code, error)
+    return f"{code[:200]} -> {error[:200]}" + (f" ({expected})" if expected else "")
+
+
+def _mismatch(output: str) -> str:
+    """What the first failed ``assertEqual`` of a test run says, in words ("page_count(10, 3)
+    gives 3; the test expects 4"), or ""."""
+    found = _failed_line(output)
+    return _expected(*found) if found is not None else ""
+
+
+def _failed_line(output: str) -> tuple[str, str] | None:
+    """The first error line of a test run and the line of code above it that raised it ("" when
+    the traceback shows none), or None."""
     found = _FAILURE_LINE.search(output)
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    line = found.group(0).strip() if found else (lines[-1] if lines else "the run failed")
-    return line[:300]
+    if found is None:
+        return None
+    error = re.sub(r"^E\s+", "", found.group(0).strip())
+    above = [
+        line.strip().lstrip(">").strip()
+        for line in output[: found.start()].splitlines()
+        if line.strip() and not set(line.strip()) <= set("^~ ")
+    ]
+    code = above[-1] if above else ""
+    if code.startswith(("File ", "Traceback", "---", "===")):
+        code = ""
+    return code, error
+
+
+_NOT_EQUAL = re.compile(r"AssertionError: (.{1,80}) != (.{1,80})")
+
+
+def _expected(code: str, error: str) -> str:
+    """``self.assertEqual(page_count(10, 3), 4)`` failed with ``3 != 4``: "page_count(10, 3)
+    gives 3; the test expects 4"."""
+    values = _NOT_EQUAL.fullmatch(error)
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return ""
+    if (
+        values is None
+        or not isinstance(node, ast.Call)
+        or not isinstance(node.func, ast.Attribute)
+        or node.func.attr != "assertEqual"
+        or len(node.args) < 2
+    ):
+        return ""
+    tested = ast.unparse(node.args[0])
+    return f"{tested} gives {values.group(1)}; the test expects {values.group(2)}"
 
 
 def _describe(call: FunctionCall) -> str:

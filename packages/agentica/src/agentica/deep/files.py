@@ -15,6 +15,7 @@ import ast
 import difflib
 import hashlib
 import json
+import keyword
 import re
 import time
 import tomllib
@@ -279,6 +280,41 @@ def _check_breaks_python(path: str, before: str | None, text: str) -> None:
         return
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_USES_LISTED = 10  # places named in edit_file's note on a name left after a rename
+
+
+def _renamed(old_string: str, new_string: str) -> str | None:
+    """The name an edit renames (``def fmt_money(`` -> ``def format_money(``, ``colour`` ->
+    ``color``): the one identifier of ``old_string`` not in ``new_string``, when ``new_string``
+    has exactly one that ``old_string`` has not; else None."""
+    old, new = set(_IDENTIFIER.findall(old_string)), set(_IDENTIFIER.findall(new_string))
+    gone, added = old - new, new - old
+    if len(gone) != 1 or len(added) != 1:
+        return None
+    (name,) = gone
+    return None if len(name) < 3 or keyword.iskeyword(name) else name
+
+
+_PIECES = re.compile(r"[^\n.!?]+[.!?]?")
+
+
+def _repeated_text(before: str, old_string: str, new_string: str) -> str | None:
+    """A sentence or line that an edit adds around ``old_string`` and that the file already
+    had elsewhere (american-spelling: "Palette picks a colour ..." replaced by itself followed
+    by the next two lines, each then in README.md twice, "colour" never changed)."""
+    if old_string not in new_string:
+        return None
+    added = new_string.replace(old_string, "\n", 1)
+    rest = before.replace(old_string, "\n", 1)
+    pieces: list[str] = [p.strip() for p in _PIECES.findall(added)]
+    return next((p for p in pieces if len(p) >= 12 and p in rest), None)
+
+
+def _short_quote(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
 def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, str]:
     """``old_string`` and ``new_string`` without ``read_file``'s line numbers, when the numbered
     ``old_string`` is not in the file and the plain one is (a file really in that format, or a
@@ -457,7 +493,6 @@ def guards_the_tests(task: str, path: str) -> bool:
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _LETTERS = re.compile(r"[A-Za-z]{2}")
-_CODE_SUFFIXES = frozenset({".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".java"})
 
 
 def _words(text: str) -> set[str]:
@@ -514,6 +549,18 @@ async def _siblings(backend: FileBackend, path: str) -> str:
     return f". {folder} holds: {names}"
 
 
+def _to_create(task: str, path: str) -> str:
+    """For a file that is not there which the task names: it is one to write (seen: "Write
+    primes.txt listing ..." planned as "Read primes.txt" first, read and listed for 39 calls)."""
+    name = PurePosixPath(path).name
+    if name not in {PurePosixPath(n).name for n in task_files(task)}:
+        return ""
+    return (
+        f". The task names {name} and it does not exist yet, so there is nothing to read: it is "
+        "a file to create with write_file (a step to read it is done)"
+    )
+
+
 _SECTIONED = frozenset({".ini", ".cfg", ".conf", ".toml"})
 _SECTION = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+\s*(?:[#;].*)?$")
 
@@ -540,6 +587,33 @@ async def _sections(backend: FileBackend, found: list[GrepLine]) -> dict[tuple[s
             elif current:
                 sections[(path, number)] = current
     return sections
+
+
+_DATA_SUFFIXES = frozenset(
+    {".csv", ".tsv", ".json", ".jsonl", ".xml", ".yaml", ".yml", ".txt", ".log"}
+)
+_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+))", re.MULTILINE)
+
+
+async def _local_imports(backend: FileBackend, path: str, text: str) -> list[str]:
+    """The files of the modules a Python file imports that are beside it (``from paging
+    import page_count`` in /test_paging.py: /paging.py), in the order it imports them."""
+    folder = PurePosixPath(normalize_path(path)).parent
+    found: list[str] = []
+    for match in _IMPORT.finditer(text):
+        module = (match.group(1) or match.group(2)).lstrip(".")
+        if not module:
+            continue
+        for candidate in (
+            f"{module.replace('.', '/')}.py",
+            f"{module.replace('.', '/')}/__init__.py",
+        ):
+            name = str(folder / candidate)
+            if name not in found and (info := await backend.stat(name)) is not None:
+                if not info.is_dir:
+                    found.append(name)
+                break
+    return found
 
 
 async def existing_files(backend: FileBackend, names: Iterable[str]) -> list[str]:
@@ -725,8 +799,12 @@ class FileTools(Tool):
         try:
             text = await backend.read(path)
         except NotFound as exc:
-            raise ToolError(f"{exc}{await _siblings(backend, path)}") from None
+            raise ToolError(
+                f"{exc}{await _siblings(backend, path)}{_to_create(ctx.input, path)}"
+            ) from None
         self._saw(ctx, path, text)
+        if (again := await self._read_again(ctx, backend, path, offset, limit, text)) is not None:
+            return again
         lines = _lines(text)
         total = len(lines)
         if total == 0:
@@ -748,6 +826,49 @@ class FileTools(Tool):
                 f"\n... {total - after} more lines; call read_file with offset={after} to read on"
             )
         return out
+
+    async def _read_again(
+        self,
+        ctx: RunContext[Any],
+        backend: FileBackend,
+        path: str,
+        offset: int,
+        limit: int,
+        text: str,
+    ) -> str | None:
+        """The answer to the same read as the call just before it, of a file unchanged since:
+        not the text again, which the 1.5B model met by reading once more (test_paging.py and
+        people.json read four times in a row), but what to do instead."""
+        key = f"{self.name}.last_read"
+        read = (normalize_path(path), offset, limit, _digest(text))
+        last = ctx.state.get(key)
+        ctx.state[key] = (read, ctx.usage.tool_calls)
+        if last != (read, ctx.usage.tool_calls - 1):
+            return None
+        suffix = PurePosixPath(path).suffix.lower()
+        runner = next((t for t in ("run_python", "execute") if t in ctx.functions), None)
+        if suffix == ".py":
+            unread = [
+                m for m in await _local_imports(backend, path, text) if m not in self._known(ctx)
+            ]
+            if unread:
+                names = " and ".join(unread)
+                return (
+                    f"{path} has not changed since you read it in your last call: its text is in "
+                    f"that result above. It imports from {names}, which you have not read: read "
+                    f"{unread[0]} next."
+                )
+        elif suffix in _DATA_SUFFIXES and runner is not None:
+            return (
+                f"{path} has not changed since you read it in your last call: its text is in "
+                "that result above. To work something out from it (a count, a total, an "
+                "average, the largest or the smallest, an order), do not read it again: run "
+                f"code that reads it and prints the result with {runner}."
+            )
+        return (
+            f"{path} has not changed since you read it in your last call: its text is in that "
+            "result above. Do not read it again: go on with the next step, or answer."
+        )
 
     def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
         """Refuse, once per run, a change to the tests that judge the task's fix (seen: told
@@ -971,11 +1092,41 @@ class FileTools(Tool):
         self._saw(ctx, info.path, updated)
         problem = _parse_problem(info.path, updated)
         after = f"\n{problem}" if problem else ""
+        if (name := _renamed(old_string, new_string)) is not None:
+            after += await self._uses_left(backend, name)
+        if (twice := _repeated_text(text, old_string, new_string)) is not None:
+            after += (
+                f"\n[note] new_string adds {_short_quote(twice)}, which {info.path} already had: "
+                "it is there twice now. To change words in a line, old_string is that line and "
+                "new_string the same line with only those words changed."
+            )
         if count == 1:
             return (
                 f"edited {info.path}: replaced 1 occurrence at line {first_line}{unquoted}{after}"
             )
         return f"edited {info.path}: replaced {count} occurrences{after}"
+
+    async def _uses_left(self, backend: FileBackend, name: str) -> str:
+        """A note naming where ``name`` is still used after an edit renamed it (the 1.5B model
+        renamed fmt_money where it is defined and answered, report.py still importing it)."""
+        try:
+            found = await backend.grep(rf"\b{re.escape(name)}\b", "/", limit=_MAX_MATCH_LINES)
+        except BackendError:
+            return ""
+        places = [
+            f"{g.path}:{g.line}"
+            for g in found
+            if g.match and not any(part.startswith(".") for part in PurePosixPath(g.path).parts)
+        ]
+        if not places:
+            return ""
+        listed = ", ".join(places[:_MAX_USES_LISTED])
+        if len(places) > _MAX_USES_LISTED:
+            listed += f" and {len(places) - _MAX_USES_LISTED} more"
+        return (
+            f"\n[note] {name} is still used at {listed}. If those are the name you renamed, "
+            "change them too (edit_file with replace_all=true changes every one in a file)."
+        )
 
     @tool
     async def glob(self, ctx: RunContext[Any], pattern: str, path: str = "/") -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import importlib.util
 import itertools
@@ -12,7 +13,7 @@ import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from agentica.deep.shell.hints import (
@@ -26,6 +27,7 @@ from agentica.deep.shell.hints import (
     repair_brackets,
     show_written,
     source_lines,
+    tool_stand_ins,
     workspace_paths,
     written_files,
 )
@@ -133,6 +135,39 @@ async def _new_python_file(ctx: RunContext[Any]) -> str | None:
     return None
 
 
+async def _replaced_function(ctx: RunContext[Any], code: str) -> tuple[str, str, str] | None:
+    """``(file, name, its definition there)`` when ``code`` defines a function that an existing
+    ``.py`` file the task names defines otherwise (the model's fix, written in its reply
+    instead of into the file), when the agent can edit files; else None."""
+    if ctx.files is None or "edit_file" not in ctx.functions:
+        return None
+    try:
+        written = {
+            node.name: ast.unparse(node)
+            for node in ast.parse(code).body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    names: list[str] = _PYTHON_FILE.findall(ctx.input)
+    for name in dict.fromkeys(names):
+        if PurePosixPath(name).name.startswith("test_") or name.endswith("_test.py"):
+            continue  # (the tests judge the fix; they are not where it goes)
+        try:
+            text = await ctx.files.read(name)
+            tree = ast.parse(text)
+        except (AgenticaError, SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            mine = written.get(node.name)
+            source = ast.get_source_segment(text, node)
+            if mine is not None and source is not None and mine != ast.unparse(node):
+                return name, node.name, source
+    return None
+
+
 class CodeNotRun(Capability):
     """Send back an answer that shows code instead of running it, with the call that runs it.
 
@@ -174,6 +209,19 @@ class CodeNotRun(Capability):
                 f"You wrote code in your reply, but the task asks for {target}, which does not "
                 f"exist yet: save the code in it with write_file (path {target!r}). Then go on "
                 "with the task."
+            )
+        code = (message.content or "")[found.end() :].split("```", 1)[0]
+        if language in _PYTHON_FENCES and (old := await _replaced_function(ctx, code)):
+            # seen: fix-leap-year's right is_leap written in the reply; told to run it, the
+            # model ran the definition, and dates.py kept the bug
+            path, name, source = old
+            ctx.state[self.name] = nudged + 1
+            ctx.state[f"{self.name}.choice"] = "edit_file"
+            return (
+                f"You wrote a new {name} in your reply, but {path} still has the old one, so "
+                f"nothing changed. Put yours in the file now with edit_file: path {path!r}, "
+                f"old_string the old definition as the file has it:\n{source}\nand new_string "
+                "your version. Then go on with the task."
             )
         if language in _PYTHON_FENCES and "run_python" in functions:
             how, tool = "call run_python with the code", "run_python"
@@ -368,6 +416,7 @@ class Shell(Capability):
         if (problem := check_python(code)) is not None:
             raise ToolError(problem)
         code, repairs = repair_brackets(code)
+        code, stand_ins = tool_stand_ins(code)
         code, imported = missing_imports(code)
         moved: list[str] = []
         if self.root is not None:  # (a backend elsewhere has its own machine to look at)
@@ -396,6 +445,13 @@ class Shell(Capability):
             remarks.append(
                 f"Your code was run with a bracket fixed: {'; '.join(repairs)}. Write the right "
                 "bracket yourself next time."
+            )
+        if stand_ins:
+            names = " and ".join(stand_ins)
+            remarks.append(
+                f"Your code called {names}, which are tools, not Python functions; it was run "
+                "with stand-ins that read and write the file defined on an added first line, so "
+                "error line numbers count that line. In code, use open() next time."
             )
         if imported:
             names = ", ".join(imported)

@@ -1,8 +1,9 @@
 """What the model is told about its commands: refused input (``check_command``,
 ``check_python``), advice after a failure (``hint``), and Python code put right before it runs:
 mistyped brackets (``repair_brackets``), missing standard-library imports (``missing_imports``),
-remarks on the data files code wrote or read (``data_remarks``) and the code's lines shown in its
-tracebacks (``source_lines``)."""
+stand-ins for the file tools called as functions (``tool_stand_ins``), remarks on the data files
+code wrote or read (``data_remarks``) and the code's lines shown in its tracebacks
+(``source_lines``)."""
 
 from __future__ import annotations
 
@@ -246,6 +247,44 @@ def missing_imports(code: str) -> tuple[str, list[str]]:
     if code.startswith("from __future__"):  # (it must stay first)
         return code, []
     return f"import {', '.join(missing)}\n{code}", missing
+
+
+# one line, so that a traceback's line numbers move by one only
+_STAND_INS = {
+    "read_file": "read_file = lambda path, *_, **__: open(str(path).lstrip('/'), "
+    "encoding='utf-8').read()",
+    "write_file": "write_file = lambda path, content='', *_, **__: open(str(path).lstrip('/'), "
+    "'w', encoding='utf-8').write(str(content))",
+}
+
+
+def tool_stand_ins(code: str) -> tuple[str, list[str]]:
+    """``code`` with a first line defining ``read_file`` and ``write_file`` when it calls them
+    without defining them, and the names defined. The file tools are not Python functions, but
+    a small model calls them in its code (word-count: ``len(read_file("/notes.txt").split())``,
+    a NameError, then a run that only defined read_file, and the count answered from its head).
+    Parsing only; code that does not parse is returned unchanged."""
+    if len(code) > _MAX_REPAIR or not any(f"{name}(" in code for name in _STAND_INS):
+        return code, []
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
+        return code, []
+    called: set[str] = set()
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called.add(node.func.id)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            defined.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    wanted = [name for name in _STAND_INS if name in called and name not in defined]
+    if not wanted or code.startswith("from __future__"):
+        return code, []
+    return "; ".join(_STAND_INS[name] for name in wanted) + "\n" + code, wanted
 
 
 def workspace_paths(code: str, root: Path) -> tuple[str, list[str]]:
