@@ -818,10 +818,10 @@ async def test_text_that_cannot_be_the_file_is_refused(path: str, content: str, 
         assert (await tools.write_file(context(), f"/{name}.py", text)).startswith("wrote")
 
 
-async def test_the_tests_that_judge_a_fix_are_not_changed_once() -> None:
+async def test_the_tests_that_judge_a_fix_are_not_changed() -> None:
     """As measured on the 1.5B model: told that stats.py cannot be the tests, it edited
-    test_stats.py to expect the bug's result. A change to those tests is refused once per run;
-    tests the task asks to write or fix are the model's to change."""
+    test_stats.py to expect the bug's result. A change to those tests is refused three times
+    per run; tests the task asks to write or fix are the model's to change."""
     backend = StateBackend()
     await backend.write("/test_stats.py", "assert mean([2, 4, 6]) == 4\n")
     tools = FileTools(backend)
@@ -831,7 +831,10 @@ async def test_the_tests_that_judge_a_fix_are_not_changed_once() -> None:
     with pytest.raises(ToolError, match="holds the tests the task uses to check the fix"):
         await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.5")
     assert await backend.read("/test_stats.py") == "assert mean([2, 4, 6]) == 4\n"
-    edited = await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.0")  # (once per run)
+    for _ in range(2):  # (three times per run)
+        with pytest.raises(ToolError, match="holds the tests the task uses"):
+            await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.5")
+    edited = await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.0")
     assert edited.startswith("edited /test_stats.py")
     for wanted in ("Add a test for mean to test_stats.py", "Fix the failing tests in test_a.py"):
         asked = RunContext(run_id="w", deps=None, usage=RunUsage(), input=wanted)

@@ -94,6 +94,7 @@ def _lines(text: str) -> list[str]:
 _NUMBERED = re.compile(r"(?= {0,5}\d{1,6}(?:\t|$))( *(\d+))(?:\t|$)")
 _NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are not in the file)"
 
+_MAX_TEST_REFUSALS = 3  # changes to the tests that judge a fix refused per run
 _MAX_SIBLINGS = 30  # entries of a folder named in read_file's "no file" error
 LineNumbers: TypeAlias = Literal["code", "all", "none"]
 """Which files ``read_file`` shows with line numbers (``FileTools(line_numbers=...)``)."""
@@ -645,8 +646,8 @@ class FileTools(Tool):
         read_task_files: refuse (once per file) a ``write_file`` of a new file made while none
             of the files the task names before it (which exist) was read, written or edited in
             this run (a small model writes "the lines of lines.txt in reverse order to
-            reversed.txt" from its head, then copies what it wrote); and, once per run, a
-            change to the tests a task names as the judge of its fix ("The tests in
+            reversed.txt" from its head, then copies what it wrote); and, up to three times per
+            run, a change to the tests a task names as the judge of its fix ("The tests in
             test_stats.py fail. Fix stats.py ..."), which a small model edits to pass.
         line_numbers: which files ``read_file`` shows with a number in front of each line:
             ``"code"`` (source files: tracebacks name lines; data and prose as they are, since
@@ -871,13 +872,19 @@ class FileTools(Tool):
         )
 
     def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
-        """Refuse, once per run, a change to the tests that judge the task's fix (seen: told
-        that stats.py cannot be the tests, the model edited test_stats.py to expect the bug's
-        4.5)."""
+        """Refuse, up to ``_MAX_TEST_REFUSALS`` times per run, a change to the tests that judge
+        the task's fix (seen: told that stats.py cannot be the tests, the model edited
+        test_stats.py to expect the bug's 4.5; refused once, fix-page-count sent the same edit
+        of test_paging.py again at once)."""
         key = f"{self.name}.tests_refused"
-        if not self.read_task_files or ctx.state.get(key) or not guards_the_tests(ctx.input, path):
+        refused = int(ctx.state.get(key, 0))
+        if (
+            not self.read_task_files
+            or refused >= _MAX_TEST_REFUSALS
+            or not guards_the_tests(ctx.input, path)
+        ):
             return
-        ctx.state[key] = True
+        ctx.state[key] = refused + 1
         raise ToolError(
             f"nothing was changed: {path} holds the tests the task uses to check the fix, so "
             "they stay as they are. Change the code they test (read the failing assertion, then "
