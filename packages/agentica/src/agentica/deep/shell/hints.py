@@ -216,21 +216,27 @@ _STDLIB_MODULES = frozenset({
 })  # fmt: skip
 
 
-def missing_imports(code: str) -> tuple[str, list[str]]:
-    """``code`` with ``import m`` added as its first line for each standard-library module
-    ``m`` it uses as ``m.name`` without importing or defining it, and those modules' names.
-    Code that does not parse, or needs nothing, is returned unchanged. Parsing only."""
+def _parsed(code: str) -> ast.Module | None:
+    """``code`` parsed, or None when it does not parse or is too long to repair."""
     if len(code) > _MAX_REPAIR:
-        return code, []
+        return None
     try:
-        tree = ast.parse(code)
+        return ast.parse(code)
     except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
-        return code, []
+        return None
+
+
+def _names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
+    """The names ``tree`` uses as ``name.attribute``, the names it calls (``name(...)``) and
+    the names it defines (assigned, imported, defined, arguments, exceptions caught)."""
     used: set[str] = set()
+    called: set[str] = set()
     defined: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             used.add(node.value.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            called.add(node.func.id)
         elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
             defined.add(node.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -241,10 +247,19 @@ def missing_imports(code: str) -> tuple[str, list[str]]:
             defined.add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
             defined.add(node.name)
-    missing = sorted((used & _STDLIB_MODULES) - defined)
-    if not missing:
+    return used, called, defined
+
+
+def missing_imports(code: str) -> tuple[str, list[str]]:
+    """``code`` with ``import m`` added as its first line for each standard-library module
+    ``m`` it uses as ``m.name`` without importing or defining it, and those modules' names.
+    Code that does not parse, or needs nothing, is returned unchanged. Parsing only."""
+    tree = _parsed(code)
+    if tree is None:
         return code, []
-    if code.startswith("from __future__"):  # (it must stay first)
+    used, _, defined = _names(tree)
+    missing = sorted((used & _STDLIB_MODULES) - defined)
+    if not missing or code.startswith("from __future__"):  # (it must stay first)
         return code, []
     return f"import {', '.join(missing)}\n{code}", missing
 
@@ -264,23 +279,9 @@ def tool_stand_ins(code: str) -> tuple[str, list[str]]:
     a small model calls them in its code (word-count: ``len(read_file("/notes.txt").split())``,
     a NameError, then a run that only defined read_file, and the count answered from its head).
     Parsing only; code that does not parse is returned unchanged."""
-    if len(code) > _MAX_REPAIR or not any(f"{name}(" in code for name in _STAND_INS):
+    if not any(f"{name}(" in code for name in _STAND_INS) or (tree := _parsed(code)) is None:
         return code, []
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, OverflowError, RecursionError, MemoryError):
-        return code, []
-    called: set[str] = set()
-    defined: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            called.add(node.func.id)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            defined.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            defined.add(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+    _, called, defined = _names(tree)
     wanted = [name for name in _STAND_INS if name in called and name not in defined]
     if not wanted or code.startswith("from __future__"):
         return code, []
