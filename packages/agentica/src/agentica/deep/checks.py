@@ -634,13 +634,14 @@ def _expected(code: str, error: str) -> str:
     """``self.assertEqual(page_count(10, 3), 4)`` failed with ``3 != 4``: "page_count(10, 3)
     gives 3; the test expects 4"."""
     values = _NOT_EQUAL.fullmatch(error)
+    if values is None or "assertEqual" not in code:
+        return ""
     try:
         node = ast.parse(code, mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ""
     if (
-        values is None
-        or not isinstance(node, ast.Call)
+        not isinstance(node, ast.Call)
         or not isinstance(node.func, ast.Attribute)
         or node.func.attr != "assertEqual"
         or len(node.args) < 2
