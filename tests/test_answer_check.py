@@ -614,3 +614,46 @@ async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_bac
     )
     assert asked(model, "still fail") is None and asked(model, "last ran") is None
     assert "-" in (tmp_path / "text.py").read_text()
+
+
+async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_it_put_right(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (oldest-person): the code took max() of the birth years,
+    the remark "Use min()" came with its output, and the answer named the youngest. Sent back
+    once, with run_python chosen and the code put right to copy; code without such a fault,
+    or a right run after the wrong one, is not sent back."""
+    people = '[{"name": "Marta", "born": 1948}, {"name": "Ines", "born": 1939}]'
+    (tmp_path / "people.json").write_text(people)
+    wrong = (
+        "import json\ndata = json.load(open('people.json'))\n"
+        "oldest = max(data, key=lambda p: p['born'])\nprint(oldest['name'])"
+    )
+    right = wrong.replace("max(", "min(")
+    model = ScriptedModel([
+        tool_calls(call("run_python", code=wrong)),
+        "The oldest person is Marta.",
+        tool_calls(call("run_python", code=right)),
+        *["The oldest person is Ines."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    response = await agent.run("Who is the oldest person in people.json?")
+    assert response.content == "The oldest person is Ines."
+    sent_back = model.requests[2].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert "that code gives a wrong result: Your code sets oldest to the max() of 'born'" in (
+        sent_back.text
+    )
+    assert f"```python\n{right}\n```" in sent_back.text
+    assert model.requests[2].settings.tool_choice == "run_python"
+    ran = [c for c in response.tool_calls if c.name == "run_python"]
+    assert "Ines" in ran[-1].content_without_notes
+    for script in (
+        [tool_calls(call("run_python", code=right)), *["Ines."] * 4],
+        [tool_calls(call("run_python", code=wrong)), tool_calls(call("run_python", code=right)),
+         *["Ines."] * 4],
+    ):  # fmt: skip
+        model = ScriptedModel(script)
+        agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+        await agent.run("Who is the oldest person in people.json?")
+        assert all("wrong result" not in str(r.messages[-1].content) for r in model.requests)

@@ -24,7 +24,7 @@ import pytest
 
 from agentica import Agent
 from agentica.deep.shell import Shell
-from agentica.deep.shell.hints import file_states, written_files, written_texts
+from agentica.deep.shell.hints import file_states, written_files, written_texts, wrong_result
 from agentica.errors import ToolError, UsageError
 from agentica.messages import RunUsage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -516,9 +516,13 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     )
     skipped = await shell.run_python(both)
     assert (
-        "reads t.csv with csv.DictReader, which takes the header row itself, and also " in (skipped)
+        "reads the CSV file with csv.DictReader, which takes the header row itself, and also "
+        in (skipped)
         and "Remove next(rows)." in skipped
     )
+    remark, right = wrong_result(both) or ("", "")
+    assert remark in skipped and right == both.replace("next(rows)\n", "")
+    assert wrong_result(both.replace("next(rows)", "header = next(rows)")) == (remark, None)
     plain = "import csv\nrows = csv.reader(open('t.csv'))\nnext(rows)\nprint(sum(1 for r in rows))"
     assert "DictReader" not in await shell.run_python(plain)
     # (seen: "Who is the oldest person?" computed as the max of the birth years, twice)
@@ -526,10 +530,10 @@ async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blan
     oldest = await shell.run_python(people + "oldest = max(people, key=lambda p: p['born'])\n"
                                     "print(oldest['n'])")  # fmt: skip
     assert "Your code sets oldest to the max() of 'born', a year or date" in oldest
-    assert "Use min() for oldest." in oldest
+    assert "Use min() for oldest: oldest = min(people, key=lambda p: p['born'])." in oldest
     newest = await shell.run_python(people + "latest_year = min(p['born'] for p in people)\n"
                                     "print(latest_year)")  # fmt: skip
-    assert "Use max() for latest_year." in newest
+    assert "Use max() for latest_year: latest_year = max(" in newest
     for fine in ("oldest = min(people, key=lambda p: p['born'])", "oldest = max(people, "
                  "key=lambda p: p['age'])", "total = max(p['born'] for p in people)"):  # fmt: skip
         assert "a year or date" not in await shell.run_python(people + fine + "\nprint(1)")

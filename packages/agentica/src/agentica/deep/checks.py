@@ -25,7 +25,7 @@ from agentica.deep.files import (
     may_change_files,
     task_files,
 )
-from agentica.deep.shell.hints import written_texts
+from agentica.deep.shell.hints import written_texts, wrong_result
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -89,6 +89,10 @@ class AnswerCheck(Capability):
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
+            if call.name == "run_python":  # (the last run's result is what an answer quotes)
+                code = _arguments(call).get("code")
+                wrong = wrong_result(code) if isinstance(code, str) else None
+                ctx.state[f"{self.name}.wrong"] = wrong
             runs_tests = call.name in _RUNNERS and _RUNS_TESTS.search(call.call.arguments)
             if may_change_files(call):
                 ctx.state[f"{self.name}.changed"] = True
@@ -169,6 +173,8 @@ class AnswerCheck(Capability):
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
         unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
+        if self.max_checks and (wrong := self._wrong_result(ctx)):
+            return wrong
         if self.max_checks and not unused and (unchanged := await self._unchanged(ctx)):
             ctx.state[self.name] = done + 1  # (this is the run's check)
             return unchanged
@@ -206,6 +212,25 @@ class AnswerCheck(Capability):
                 f"asks for, call the tool that writes files).\n\n{prompt}"
             )
         return prompt
+
+    def _wrong_result(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: an answer given while the last ``run_python`` call's code gives a
+        wrong result a reading of it shows (``wrong_result``: seen, "Who is the oldest person?"
+        answered from ``max()`` of the birth years, the remark "Use min()" on that result
+        unread), sent back with the code put right to run."""
+        key = f"{self.name}.wrong"
+        wrong: tuple[str, str | None] | None = ctx.state.get(key)
+        if wrong is None or ctx.state.get(f"{key}.sent") or "run_python" not in ctx.functions:
+            return None
+        ctx.state[f"{key}.sent"] = True
+        ctx.state[f"{self.name}.choice"] = "run_python"
+        remark, right = wrong
+        run = (
+            f"Run it again put right, with run_python:\n```python\n{right}\n```"
+            if right is not None
+            else "Change that in the code and run it again with run_python."
+        )
+        return WRONG_RESULT_PROMPT.format(remark=remark, run=run)
 
     async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a task asking to change files it names that exist, answered when no
@@ -408,6 +433,10 @@ _CHANGING = re.compile(
 # ... unless it opens with a question ("What port ...? It's set in settings.ini.")
 _QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
 
+WRONG_RESULT_PROMPT = (
+    "Your answer comes from the last code you ran, and that code gives a wrong result: "
+    "{remark}\n{run}\nThen answer from what it prints."
+)
 FINAL_PROMPT = (
     "Your reply only says that the task is done, but the user asked a question: {task}\n"
     "Reply with the answer itself, with the values the tools showed."

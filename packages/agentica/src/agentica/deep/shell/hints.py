@@ -458,19 +458,13 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
     taken for a number that is a value of a CSV's column (seen: ``split(',')[1]``, the person,
     for the hours in column 2). Blocking (it reads files)."""
     remarks: list[str] = []
-    if (inverted := _inverted_extreme(code)) is not None:
-        remarks.append(inverted)
+    if (wrong := wrong_result(code)) is not None:
+        remarks.append(wrong[0])
     named = {m.group(1).lstrip("/"): m.group(2) for m in _DATA_LITERAL.finditer(code)}
     top = root.resolve()
     not_number = _NOT_A_NUMBER.search(output)
     for name, kind in named.items():
         if kind == "csv":
-            if (skipped := _dict_reader_skipped(code)) is not None:
-                remarks.append(
-                    f"Your code reads {name} with csv.DictReader, which takes the header row "
-                    f"itself, and also calls next({skipped}): that skips the first row of data. "
-                    f"Remove next({skipped})."
-                )
             if _SPLIT_BLANK.search(code):
                 remarks.append(
                     f"Your code names {name} and splits text with .split(), which splits on "
@@ -505,10 +499,31 @@ _DATE_KEY = re.compile(r"""(?i)['"](born|birth\w*|\w*year\w*|\w*date\w*|founded|
 _EARLY, _LATE = ("oldest", "earliest", "eldest"), ("youngest", "newest", "latest")
 
 
-def _inverted_extreme(code: str) -> str | None:
+def wrong_result(code: str) -> tuple[str, str | None] | None:
+    """What makes the result of ``code`` wrong, when a reading of the code alone shows it:
+    (the remark, the code put right or None). Pure: the answer check reads it again from a
+    call's code to send back an answer taken from that result."""
+    if (inverted := _inverted_extreme(code)) is not None:
+        return inverted
+    if (skipped := _dict_reader_skipped(code)) is not None:
+        name, line = skipped
+        remark = (
+            f"Your code reads the CSV file with csv.DictReader, which takes the header row "
+            f"itself, and also calls next({name}): that skips the first row of data. "
+            f"Remove next({name})."
+        )
+        lines = code.splitlines()
+        right = None
+        if line is not None:
+            right = "\n".join(lines[:line] + lines[line + 1 :])
+        return remark, right
+    return None
+
+
+def _inverted_extreme(code: str) -> tuple[str, str] | None:
     """A remark on ``oldest = max(..., key=... 'born')`` (or ``newest = min(...)`` of a date):
     the largest year is the latest one (seen: "Who is the oldest person?" computed as the
-    max of the birth years, the youngest, twice)."""
+    max of the birth years, the youngest, twice), with the code put right."""
     for match in _EXTREME.finditer(code):
         name, function, key = match.group(1), match.group(2), _DATE_KEY.search(match.group(3))
         words = _EARLY if function == "max" else _LATE
@@ -516,21 +531,32 @@ def _inverted_extreme(code: str) -> str | None:
             continue
         field = key.group(1)
         right = "min" if function == "max" else "max"
+        at = match.start(2)
+        fixed = f"{code[:at]}{right}{code[at + len(function) :]}"
+        line = fixed[match.start(1) :].split("\n", 1)[0]
         return (
             f"Your code sets {name} to the {function}() of {field!r}, a year or date: the "
             f"largest {field} is the latest one, so the oldest or earliest has the smallest "
-            f"(min), the youngest or newest the largest (max). Use {right}() for {name}."
+            f"(min), the youngest or newest the largest (max). Use {right}() for {name}: "
+            f"{line.strip()}.",
+            fixed,
         )
     return None
 
 
-def _dict_reader_skipped(code: str) -> str | None:
+def _dict_reader_skipped(code: str) -> tuple[str, int | None] | None:
     """The name of a ``csv.DictReader`` the code also calls ``next()`` on (seen: told "skip
-    it (next(reader)) or use csv.DictReader", the code did both, and summed one row short)."""
+    it (next(reader)) or use csv.DictReader", the code did both, and summed one row short),
+    with the index of the line that is only that call, if one is."""
     for match in _DICT_READER.finditer(code):
         name = match.group(1)
-        if re.search(rf"\bnext\(\s*{re.escape(name)}\s*\)", code):
-            return name
+        call = re.compile(rf"\bnext\(\s*{re.escape(name)}\s*\)")
+        if not call.search(code):
+            continue
+        alone = re.compile(rf"\s*next\(\s*{re.escape(name)}\s*\)\s*")
+        lines = code.splitlines()
+        line = next((n for n, text in enumerate(lines) if alone.fullmatch(text)), None)
+        return name, line
     return None
 
 
