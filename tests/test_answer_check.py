@@ -657,3 +657,35 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run("Who is the oldest person in people.json?")
         assert all("wrong result" not in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (server-port): grep showed ``port = 5432 (in
+    [database])`` and ``port = 8080 (in [server])``, and the answer gave both. Sent back once
+    with the two lines; an answer with one of them is not."""
+    ini = "[database]\nport = 5432\n\n[server]\nport = 8080\n"
+    (tmp_path / "settings.ini").write_text(ini)
+    task = "What port does the web server listen on? It's set in settings.ini."
+    model = ScriptedModel([
+        tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content")),
+        "It listens on port 5432 for the database and port 8080 for the server.",
+        *["The web server listens on port 8080."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    response = await agent.run(task)
+    assert response.content == "The web server listens on port 8080."
+    sent_back = model.requests[2].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert "The question asks for one port, and your answer gives 5432, 8080" in sent_back.text
+    assert "- /settings.ini:5:port = 8080 (in [server])" in sent_back.text
+    assert task in sent_back.text
+    for answer in ("The web server listens on port 8080.", "Port 5432 and 8080."):
+        model = ScriptedModel([
+            tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content")),
+            *[answer] * 4,
+        ])  # fmt: skip
+        agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+        await agent.run(task if "web" in answer else "What ports are set in settings.ini?")
+        assert all("asks for one" not in str(r.messages[-1].content) for r in model.requests)

@@ -89,6 +89,7 @@ class AnswerCheck(Capability):
                 continue
             if call.name in _BOOKKEEPING:
                 continue  # (a todo naming a file does not use it)
+            _note_settings(ctx, f"{self.name}.settings", call.content_without_notes)
             if call.name == "run_python":  # (the last run's result is what an answer quotes)
                 code = _arguments(call).get("code")
                 wrong = wrong_result(code) if isinstance(code, str) else None
@@ -175,6 +176,8 @@ class AnswerCheck(Capability):
         unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
         if self.max_checks and (wrong := self._wrong_result(ctx)):
             return wrong
+        if self.max_checks and (both := self._both_settings(ctx, message)):
+            return both
         if self.max_checks and not unused and (unchanged := await self._unchanged(ctx)):
             ctx.state[self.name] = done + 1  # (this is the run's check)
             return unchanged
@@ -231,6 +234,24 @@ class AnswerCheck(Capability):
             else "Change that in the code and run it again with run_python."
         )
         return WRONG_RESULT_PROMPT.format(remark=remark, run=run)
+
+    def _both_settings(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
+        """Once per run: a question for one setting ("What port does the web server listen
+        on?") answered with two of the values tool outputs showed for it (seen: "5432 for the
+        database and port 8080 for the server", from ``port = 5432 (in [database])`` and
+        ``port = 8080 (in [server])``), sent back with those lines to answer with one."""
+        key = f"{self.name}.settings"
+        found: dict[str, str] = ctx.state.get(key) or {}
+        answer = message.content or ""
+        named = [v for v in found if re.search(rf"(?<![\w.]){re.escape(v)}(?![\w]|\.\w)", answer)]
+        if len(named) < 2 or ctx.state.get(f"{key}.sent"):
+            return None
+        ctx.state[f"{key}.sent"] = True
+        lines = "\n".join(f"- {found[value]}" for value in named)
+        return BOTH_SETTINGS_PROMPT.format(
+            noun=_asked_setting(ctx.input), values=", ".join(named), lines=lines,
+            task=ctx.input.strip(),
+        )  # fmt: skip
 
     async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a task asking to change files it names that exist, answered when no
@@ -437,6 +458,42 @@ WRONG_RESULT_PROMPT = (
     "Your answer comes from the last code you ran, and that code gives a wrong result: "
     "{remark}\n{run}\nThen answer from what it prints."
 )
+BOTH_SETTINGS_PROMPT = (
+    "The question asks for one {noun}, and your answer gives {values}, from these lines the "
+    "tools showed:\n{lines}\nThe question: {task}\nWhich of them is the one it asks about? "
+    "Answer with that one."
+)
+# "What port does ...", "Which version of ...": the one setting a question asks for
+_ASKED_SETTING = re.compile(
+    r"(?i)^\s*(?:what|which)(?:\s+is\s+the|\s+was\s+the)?\s+([a-z_]{2,30})\b(?!\s+(?:is|are)\b)"
+)
+_MAX_SETTINGS = 20
+_MAX_OUTPUT_SCANNED = 20_000
+
+
+def _asked_setting(task: str) -> str:
+    """The singular noun a "What port ...?" question asks for, or ``""``."""
+    match = _ASKED_SETTING.match(task)
+    noun = match.group(1).lower() if match else ""
+    return "" if noun.endswith("s") and not noun.endswith("ss") else noun
+
+
+def _note_settings(ctx: RunContext[Any], key: str, output: str) -> None:
+    """Record the values ``output`` shows for the setting the task's question asks for (lines
+    such as ``port = 8080`` or ``"version": "2.4.1"``), each with its line."""
+    noun = _asked_setting(ctx.input)
+    if not noun:
+        return
+    found: dict[str, str] = ctx.state.setdefault(key, {})
+    pattern = re.compile(
+        rf"""(?im)^[^\n]*?\b{re.escape(noun)}\w*["']?\s*[=:]\s*["']?([\w.\-]+)[^\n]*$"""
+    )
+    for match in pattern.finditer(output[:_MAX_OUTPUT_SCANNED]):
+        value = match.group(1)
+        if len(found) < _MAX_SETTINGS and value not in found:
+            found[value] = " ".join(match.group(0).split())[:200]
+
+
 FINAL_PROMPT = (
     "Your reply only says that the task is done, but the user asked a question: {task}\n"
     "Reply with the answer itself, with the values the tools showed."
