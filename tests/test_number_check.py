@@ -91,6 +91,7 @@ async def test_a_number_written_into_a_report_is_refused_once_then_noted() -> No
     assert isinstance(refused, ToolMessage) and refused.is_error
     assert refused.content.startswith("nothing was written: no tool output showed 80.5")
     assert "compute it with run_python" in refused.content
+    assert "scores = list(csv.DictReader(open('scores.csv', newline='')))" in refused.content
     assert model.requests[2].settings.tool_choice == "run_python"
     writes = [
         m for m in model.requests[5].messages if isinstance(m, ToolMessage) and "wrote" in m.content
@@ -530,4 +531,10 @@ async def test_numbers_typed_into_code_that_writes_a_data_file_get_a_note(
     first, second = [m for m in model.requests[2].messages if isinstance(m, ToolMessage)]
     assert "it wrote stock.csv, which now reads:\nitem,qty\napples,35" in first.content
     assert "[number check] Your code wrote 35 into stock.csv, typed into the code" in first.content
+    start = (  # (the task's data files read into variables, as code to start from)
+        "to start from:\n```python\nimport csv\n"
+        "orders = list(csv.DictReader(open('orders.csv', newline='')))\n"
+        "stock = list(csv.DictReader(open('stock.csv', newline='')))\nprint(orders, stock)\n```"
+    )
+    assert start in first.content
     assert "apples,20" in second.content and "[number check]" not in second.content

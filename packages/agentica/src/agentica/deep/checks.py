@@ -985,7 +985,8 @@ class NumberCheck(Capability):
             return None
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = tool
-        return NUMBER_REFUSAL.format(path=planned[0], tool=tool, **_list(unseen))
+        refusal = NUMBER_REFUSAL.format(path=planned[0], tool=tool, **_list(unseen))
+        return refusal + _reading_code(ctx.input) if tool == "run_python" else refusal
 
     async def after_tools(self, ctx: RunContext[Any], calls: Sequence[FunctionCall]) -> None:
         sources = self._sources(ctx)
@@ -1025,7 +1026,8 @@ class NumberCheck(Capability):
             unseen = [n for n in sources.unseen(text) if n in typed]
             tool = self._spend(ctx) if unseen else None
             if tool is not None:
-                call.notes.append(TYPED_NOTE.format(path=path, **_list(unseen)))
+                note = TYPED_NOTE.format(path=path, **_list(unseen))
+                call.notes.append(note + _reading_code(ctx.input))
                 return
 
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
@@ -1120,7 +1122,39 @@ class NumberCheck(Capability):
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = tool
         word = asked.group(1).lower()
-        return COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
+        prompt = COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
+        return prompt + _reading_code(ctx.input) if tool == "run_python" else prompt
+
+
+_READERS = {
+    ".csv": ("csv", "list(csv.DictReader(open({path!r}, newline='')))"),
+    ".json": ("json", "json.load(open({path!r}))"),
+}
+_MAX_READ = 3
+
+
+def _reading_code(task: str) -> str:
+    """Code to start from that reads the CSV and JSON files the task names into variables
+    (seen: told to have the code read the data files, restock's 1.5B model sent the same code
+    with the numbers typed in three times); ``""`` when the task names none."""
+    modules: list[str] = []
+    lines: list[str] = []
+    for name in task_files(task):
+        reader = _READERS.get(PurePosixPath(name).suffix.lower())
+        if reader is None or len(lines) == _MAX_READ:
+            continue
+        variable = re.sub(r"\W", "_", PurePosixPath(name).stem).lower() or "data"
+        variable = f"_{variable}" if variable[0].isdigit() else variable
+        modules.append(reader[0])
+        lines.append(f"{variable} = {reader[1].format(path=name.lstrip('/'))}")
+    if not lines:
+        return ""
+    imports = ", ".join(dict.fromkeys(modules))
+    names = ", ".join(line.split(" = ", 1)[0] for line in lines)
+    body = "\n".join([f"import {imports}", *lines, f"print({names})"])
+    return (
+        f"\nCode that reads the data files the task names, to start from:\n```python\n{body}\n```"
+    )
 
 
 def _added_unseen(sources: _Sources, call: FunctionCall, text: str) -> list[str]:
