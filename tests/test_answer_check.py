@@ -689,3 +689,56 @@ async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sen
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run(task if "web" in answer else "What ports are set in settings.ini?")
         assert all("asks for one" not in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (american-spelling): a line of README.md was pasted
+    around itself and "colour" never changed; (rename-across) fmt_money renamed in one file
+    of three. Sent back once with where the old word is left, edit_file chosen; not when it is
+    gone, nor for a setting's key ("Change the port to 8080" leaves ``port =``)."""
+    readme = "# Palette\n\nPicks a colour a day.\nThe default colour is blue.\n"
+    (tmp_path / "README.md").write_text(readme)
+    (tmp_path / "other.md").write_text("colour\n")  # (a file the task does not name)
+    task = "Change the British spelling colour to color in README.md."
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="README.md", old_string="Picks a colour",
+                        new_string="Picks a color")),
+        tool_calls(call("read_file", path="README.md")),
+        "Done.",
+        tool_calls(call("edit_file", path="README.md", old_string="colour", new_string="color",
+                        replace_all=True)),
+        tool_calls(call("read_file", path="README.md")),
+        *["Changed colour to color."] * 3,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run(task)
+    sent_back = model.requests[3].messages[-1]
+    assert isinstance(sent_back, UserMessage)
+    assert "But 'colour' is still there: /README.md (line 4)." in sent_back.text
+    assert "old_string 'colour', new_string 'color', replace_all true" in sent_back.text
+    assert model.requests[3].settings.tool_choice == "edit_file"
+    assert (tmp_path / "README.md").read_text() == readme.replace("colour", "color")
+    assert all("still there" not in str(r.messages[-1].content) for r in model.requests[4:])
+    (tmp_path / "helpers.py").write_text("def fmt_money(x):\n    return f'${x:.2f}'\n")
+    (tmp_path / "main.py").write_text("from helpers import fmt_money\nprint(fmt_money(2))\n")
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="helpers.py", old_string="def fmt_money",
+                        new_string="def format_money")),
+        tool_calls(call("read_file", path="helpers.py")),
+        *["Renamed."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Rename fmt_money to format_money everywhere in this project.")
+    sent_back = model.requests[3].messages[-1]
+    assert "But 'fmt_money' is still there: /main.py (lines 1, 2)." in sent_back.text
+    (tmp_path / "config.ini").write_text("port = 80\n")
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="config.ini", old_string="80", new_string="8080")),
+        tool_calls(call("read_file", path="config.ini")),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Change the port to web in config.ini.")
+    assert all("still there" not in str(r.messages[-1].content) for r in model.requests)

@@ -174,19 +174,8 @@ class AnswerCheck(Capability):
     async def review_answer(self, ctx: RunContext[Any], message: AssistantMessage) -> str | None:
         done = int(ctx.state.get(self.name, 0))
         unused = _unused_files(ctx.input, ctx.state.get(f"{self.name}.arguments", ""))
-        if self.max_checks and (wrong := self._wrong_result(ctx)):
-            return wrong
-        if self.max_checks and (both := self._both_settings(ctx, message)):
-            return both
-        if self.max_checks and not unused and (unchanged := await self._unchanged(ctx)):
-            ctx.state[self.name] = done + 1  # (this is the run's check)
-            return unchanged
-        if self.max_checks and not unused and (untested := await self._untested(ctx)):
-            return untested
-        if self.max_checks and not unused and (failing := await self._failing(ctx)):
-            return failing
-        if self.max_checks and not unused and (left := await self._placeholder(ctx)):
-            return left
+        if self.max_checks and (specific := await self._specific(ctx, message, unused)):
+            return specific
         if done >= self.max_checks:
             return self._bare_confirmation(ctx, message) if done else None
         # no tool used: check only a task about files ("Create config.json ...", "What is in
@@ -215,6 +204,28 @@ class AnswerCheck(Capability):
                 f"asks for, call the tool that writes files).\n\n{prompt}"
             )
         return prompt
+
+    async def _specific(
+        self, ctx: RunContext[Any], message: AssistantMessage, unused: list[str]
+    ) -> str | None:
+        """The first of the checks that each send back once for one thing seen wrong (they
+        come before the general check and do not count as it, but for ``_unchanged``)."""
+        if wrong := self._wrong_result(ctx):
+            return wrong
+        if both := self._both_settings(ctx, message):
+            return both
+        if ctx.state.get(f"{self.name}.changed") and (left := await self._left_to_change(ctx)):
+            return left
+        if unused:
+            return None
+        if unchanged := await self._unchanged(ctx):
+            ctx.state[self.name] = int(ctx.state.get(self.name, 0)) + 1  # (the run's check)
+            return unchanged
+        if untested := await self._untested(ctx):
+            return untested
+        if failing := await self._failing(ctx):
+            return failing
+        return await self._placeholder(ctx)
 
     def _wrong_result(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: an answer given while the last ``run_python`` call's code gives a
@@ -252,6 +263,41 @@ class AnswerCheck(Capability):
             noun=_asked_setting(ctx.input), values=", ".join(named), lines=lines,
             task=ctx.input.strip(),
         )  # fmt: skip
+
+    async def _left_to_change(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a task to change one word or name to another ("Change the British
+        spelling colour to color in README.md", "Rename fmt_money to format_money everywhere")
+        answered while the files still have the old one (seen: a line of README.md pasted
+        around itself, "colour" never changed), sent back with where it is left."""
+        key = f"{self.name}.left"
+        found = _CHANGE_TO.search(ctx.input)
+        if ctx.state.get(key) or found is None or ctx.files is None:
+            return None
+        old, new = found.group(1), found.group(2)
+        if old.lower() == new.lower() or old in task_files(ctx.input) or len(old) < 3:
+            return None
+        named = await existing_files(ctx.files, task_files(ctx.input))
+        word = re.compile(rf"(?<![\w.]){re.escape(old)}(?!\w)(?!\s*[=:])")
+        places: dict[str, list[int]] = {}
+        for path in named or ["/"]:
+            try:
+                lines = await ctx.files.grep(rf"\b{re.escape(old)}\b", path, limit=_MAX_LEFT)
+            except AgenticaError:
+                continue
+            for line in lines:
+                hidden = any(part.startswith(".") for part in PurePosixPath(line.path).parts)
+                if line.match and not hidden and word.search(line.text):
+                    places.setdefault(line.path, []).append(line.line)
+        if not places:
+            return None
+        ctx.state[key] = True
+        if "edit_file" in ctx.functions:
+            ctx.state[f"{self.name}.choice"] = "edit_file"
+        where = "; ".join(
+            f"{path} (line{'s' if len(at) > 1 else ''} {', '.join(map(str, at[:8]))})"
+            for path, at in list(places.items())[:_MAX_LEFT_FILES]
+        )
+        return LEFT_PROMPT.format(task=ctx.input.strip(), old=old, new=new, where=where)
 
     async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a task asking to change files it names that exist, answered when no
@@ -454,6 +500,19 @@ _CHANGING = re.compile(
 # ... unless it opens with a question ("What port ...? It's set in settings.ini.")
 _QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
 
+LEFT_PROMPT = (
+    "The task: {task}\nBut {old!r} is still there: {where}. Change it in each of these files "
+    "with edit_file: old_string {old!r}, new_string {new!r}, replace_all true. Then answer "
+    "with what you changed."
+)
+# "Change the British spelling colour to color", "rename the function calc to compute": the
+# word or name to change (the one right before "to") and what it becomes
+_CHANGE_TO = re.compile(
+    r"(?i)\b(?:change|rename|replace)\b[^.?!\n]{0,80}?(?<![\w.])([a-z_][\w]*)\s+"
+    r"(?:to|with|by)\s+['\"`]?([a-z_][\w]*)\b"
+)
+_MAX_LEFT = 200
+_MAX_LEFT_FILES = 6
 WRONG_RESULT_PROMPT = (
     "Your answer comes from the last code you ran, and that code gives a wrong result: "
     "{remark}\n{run}\nThen answer from what it prints."
