@@ -681,6 +681,7 @@ async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sen
     assert "The question asks for one port, and your answer gives 5432, 8080" in sent_back.text
     assert "- /settings.ini:5:port = 8080 (in [server])" in sent_back.text
     assert task in sent_back.text
+    assert sent_back.text.endswith("(The question's 'server' is in the line of 8080.)")
     for answer in ("The web server listens on port 8080.", "Port 5432 and 8080."):
         model = ScriptedModel([
             tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content")),

@@ -258,11 +258,23 @@ class AnswerCheck(Capability):
         if len(named) < 2 or ctx.state.get(f"{key}.sent"):
             return None
         ctx.state[f"{key}.sent"] = True
+        noun = _asked_setting(ctx.input)
         lines = "\n".join(f"- {found[value]}" for value in named)
-        return BOTH_SETTINGS_PROMPT.format(
-            noun=_asked_setting(ctx.input), values=", ".join(named), lines=lines,
-            task=ctx.input.strip(),
-        )  # fmt: skip
+        prompt = BOTH_SETTINGS_PROMPT.format(
+            noun=noun, values=", ".join(named), lines=lines, task=ctx.input.strip()
+        )
+        # the line that shares a word with the question beside the setting's own ("web
+        # server" and "(in [server])"), when only one does
+        asked = {w for w in _WORD.findall(ctx.input.lower()) if len(w) > 2}
+        words = {v: set(_WORD.findall(found[v].lower())) for v in named}
+        common = set.intersection(*words.values())  # (the file's name, the setting's)
+        shared = {v: (asked & words[v]) - common for v in named}
+        sharing = [v for v in named if shared[v]]
+        if len(sharing) == 1:
+            value = sharing[0]
+            quoted = " and ".join(repr(w) for w in sorted(shared[value]))
+            prompt += f" (The question's {quoted} is in the line of {value}.)"
+        return prompt
 
     async def _left_to_change(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a task to change one word or name to another ("Change the British
@@ -527,6 +539,7 @@ _ASKED_SETTING = re.compile(
     r"(?i)^\s*(?:what|which)(?:\s+is\s+the|\s+was\s+the)?\s+([a-z_]{2,30})\b(?!\s+(?:is|are)\b)"
 )
 _MAX_SETTINGS = 20
+_WORD = re.compile(r"[a-z][a-z_]+")
 _MAX_OUTPUT_SCANNED = 20_000
 
 
