@@ -733,3 +733,43 @@ async def test_python_run_in_the_workspace_leaves_no_bytecode(tmp_path: Path) ->
     (tmp_path / "m.py").write_text("X = 'a-b'\n")  # (same size, same second)
     assert "a-b" in await shell.execute("python3 -c 'import m; print(m.X)'")
     assert not (tmp_path / "__pycache__").exists()
+
+
+async def test_a_failed_assert_equal_in_a_test_run_is_traced_line_by_line(tmp_path: Path) -> None:
+    """As measured on the deep agent (fix-mean): told "mean([2, 4, 6]) gives 3.33; the test
+    expects 4", the 1.5B model edited the return line; the trace shows the loop's first value
+    is 4, so 2 was skipped. Only the workspace's code is traced, not the test's; a run that
+    passes, or fails otherwise, gets no trace."""
+    (tmp_path / "stats.py").write_text(
+        "def mean(values):\n    total = 0\n    for value in values[1:]:\n        total += value\n"
+        "    return total / len(values)\n"
+    )
+    (tmp_path / "test_stats.py").write_text(
+        "import unittest\nfrom stats import mean\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_mean(self):\n        self.assertEqual(mean([2, 4, 6]), 4)\n"
+    )
+    shell = Shell(tmp_path, python=True, background=False)
+    ran = await shell.execute("python3 -m unittest test_stats")
+    assert "AssertionError: 3.3333333333333335 != 4" in ran
+    trace = ran.split("[trace] ", 1)[1]
+    assert trace.startswith("What mean([2, 4, 6]) did, line by line, in the code under test:\n")
+    steps = trace.splitlines()[1:7]
+    assert steps == [
+        "call mean(values = [2, 4, 6])  [stats.py]",
+        "  line 2: total = 0    -> total = 0",
+        "  line 3: for value in values[1:]:    -> value = 4",
+        "  line 4: total += value    -> total = 4",
+        "  line 3: for value in values[1:]:    -> value = 6",
+        "  line 4: total += value    -> total = 10",
+    ]
+    assert "  line 5: return total / len(values)    -> returns 3.3333333333333335" in trace
+    assert "test_stats.py" not in trace
+    code = (
+        "import subprocess, sys\nr = subprocess.run([sys.executable, '-m', 'unittest', "
+        "'test_stats'], capture_output=True, text=True)\nprint(r.stderr)"
+    )
+    assert "-> value = 4" in await shell.run_python(code)
+    (tmp_path / "stats.py").write_text("def mean(values):\n    return sum(values) / len(values)\n")
+    assert "[trace]" not in await shell.execute("python3 -m unittest test_stats")
+    (tmp_path / "stats.py").write_text("def mean(values):\n    raise ValueError('no')\n")
+    assert "[trace]" not in await shell.execute("python3 -m unittest test_stats")

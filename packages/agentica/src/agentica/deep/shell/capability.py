@@ -32,6 +32,7 @@ from agentica.deep.shell.hints import (
     written_files,
 )
 from agentica.deep.shell.local import BwrapCommands, LocalCommands, check_limits
+from agentica.deep.shell.trace import failed_check, trace_command
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -53,6 +54,21 @@ _SHELL_FENCES = frozenset({"bash", "sh", "shell", "console"})
 _TIMEOUT_SLACK = 15.0  # seconds past the timeout before the shell stops a command itself
 _KEPT_FINISHED = 16  # finished background commands a session keeps listing
 _DEFAULT_MEMORY = 4 * 2**30
+
+
+_TRACE_TIMEOUT = 10.0  # seconds for the traced call (a test's call is quick)
+
+
+def _noted(result: str, note: str | None, tool: str) -> str:
+    """``result`` of ``tool``, with ``note`` a note of the tool call when it is one (checks
+    that read the output skip notes), else after the output."""
+    if note is None:
+        return result
+    call = running_call()
+    if call is not None and call.name == tool:
+        call.notes.append(note)
+        return result
+    return f"{result}\n{note}"
 
 
 @dataclass(eq=False, kw_only=True)
@@ -409,7 +425,8 @@ class Shell(Capability):
         """
         if (problem := check_command(command)) is not None:
             raise ToolError(problem)
-        return await self._run(command, timeout)
+        result = await self._run(command, timeout)
+        return _noted(result, await self._trace(result), "execute")
 
     async def run_python(self, code: str, timeout: float | None = None) -> str:
         """Run Python source ``code`` in the workspace; its exit code and output."""
@@ -460,6 +477,8 @@ class Shell(Capability):
                 "added as line 1, so error line numbers count that line. Write the import "
                 "yourself next time."
             )
+        if (trace := await self._trace(result)) is not None:
+            remarks.append(trace)
         # remarks on the code, not its output: notes of the tool call when it is one (checks
         # that read the output skip them), else after the output
         call = running_call()
@@ -468,9 +487,28 @@ class Shell(Capability):
             return result
         return "".join([result, *(f"\n({remark})" for remark in remarks)])
 
-    async def _run(self, command: str, timeout: float | None) -> str:
-        limit = self._limit(timeout)
-        started = time.monotonic()
+    async def _trace(self, output: str) -> str | None:
+        """What the call a failed ``assertEqual`` in a test run's ``output`` made did, line
+        by line in the workspace's code (see ``trace``), or None."""
+        if self.root is None or "AssertionError" not in output:
+            return None
+        found = await asyncio.to_thread(failed_check, output, self.root)
+        if found is None:
+            return None
+        python = self.backend.python or "python3"
+        result, timed_out = await self._finish(trace_command(python, *found), _TRACE_TIMEOUT)
+        steps = result.output.strip()
+        if timed_out or result.exit_code != 0 or not steps:
+            return None
+        return (
+            f"[trace] What {found[1]} did, line by line, in the code under test:\n{steps}\n"
+            "Find the first step whose value is not what it should be: that line is the one "
+            "to change."
+        )
+
+    async def _finish(self, command: str, limit: float) -> tuple[CommandResult, bool]:
+        """Run ``command`` to its end (or its time ``limit``): its result, and whether it was
+        stopped for time."""
         handle = await self.backend.start(command, timeout=limit, max_output=self.max_output)
         try:
             result = await handle.wait(limit + self.kill_grace + _TIMEOUT_SLACK)
@@ -480,6 +518,12 @@ class Shell(Capability):
         timed_out = result is None or result.timed_out
         if result is None:  # the backend did not keep the timeout
             result = await handle.stop()
+        return result, timed_out
+
+    async def _run(self, command: str, timeout: float | None) -> str:
+        limit = self._limit(timeout)
+        started = time.monotonic()
+        result, timed_out = await self._finish(command, limit)
         reason = f"killed after {limit:g} s timeout"
         header = _status(result, reason, started)
         if timed_out:
