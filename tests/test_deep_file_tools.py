@@ -867,6 +867,13 @@ async def test_a_file_that_is_not_there_is_answered_with_what_its_folder_holds()
     with pytest.raises(ToolError) as big:
         await tools.read_file(CTX, "/big/x.txt")
     assert "holds" not in str(big.value)
+    await backend.write("/only/a.txt", "5\n10\n")  # (a few small files: their text too)
+    await backend.write("/only/b.txt", "7\n")
+    with pytest.raises(ToolError) as small:
+        await tools.read_file(CTX, "/only/numbers.txt")
+    assert str(small.value).endswith(
+        ". /only holds: a.txt, b.txt; they read:\n--- /only/a.txt\n5\n10\n--- /only/b.txt\n7\n"
+    )
 
 
 async def test_grep_names_the_section_of_a_match_in_a_config_file() -> None:

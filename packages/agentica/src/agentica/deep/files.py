@@ -19,7 +19,7 @@ import keyword
 import re
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, TypeAlias
@@ -31,7 +31,7 @@ from agentica.run.capability import Capability
 from agentica.run.window import RESULTS_DIR, RESULTS_STATE_KEY
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
-from agentica.tools.files import BackendError, FileBackend, GrepLine
+from agentica.tools.files import BackendError, FileBackend, FileInfo, GrepLine
 from agentica.tools.function import tool
 from agentica.tools.toolkit import Tool
 
@@ -96,6 +96,7 @@ _NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are n
 
 _MAX_TEST_REFUSALS = 3  # changes to the tests that judge a fix refused per run
 _MAX_SIBLINGS = 30  # entries of a folder named in read_file's "no file" error
+_MAX_SMALL_FILES, _MAX_SMALL_SIZE = 5, 300  # ... whose text it shows, when they are all small
 LineNumbers: TypeAlias = Literal["code", "all", "none"]
 """Which files ``read_file`` shows with line numbers (``FileTools(line_numbers=...)``)."""
 _CODE_SUFFIXES = frozenset({
@@ -547,7 +548,25 @@ async def _siblings(backend: FileBackend, path: str) -> str:
     if not entries or len(entries) > _MAX_SIBLINGS:
         return ""
     names = ", ".join(f"{e.name}{'/' if e.is_dir else ''}" for e in entries)
-    return f". {folder} holds: {names}"
+    return f". {folder} holds: {names}{await _small_files(backend, entries)}"
+
+
+async def _small_files(backend: FileBackend, entries: Sequence[FileInfo]) -> str:
+    """The text of a folder's files when it holds only a few small ones (seen: sum-files read
+    the made-up /data/numbers.txt 20 times, told each time that /data holds a.txt, b.txt and
+    c.txt, and answered a total from its head): what the model would read next, shown."""
+    if len(entries) > _MAX_SMALL_FILES or any(
+        e.is_dir or e.size > _MAX_SMALL_SIZE or e.name.startswith(".") for e in entries
+    ):
+        return ""
+    shown: list[str] = []
+    for entry in entries:
+        try:
+            text = await backend.read(entry.path)
+        except AgenticaError:
+            return ""
+        shown.append(f"--- {entry.path}\n{text.rstrip()}")
+    return "; they read:\n" + "\n".join(shown) + "\n"
 
 
 def _to_create(task: str, path: str) -> str:
