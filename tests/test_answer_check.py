@@ -743,3 +743,39 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("Change the port to web in config.ini.")
     assert all("still there" not in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (move-function): textutils.py was written with a slugify
+    from the model's head, main.py never changed. Sent back once with the definition and the
+    two edits; a move done is not."""
+    main = 'def slugify(title):\n    return "-".join(title.split())\n\n\nprint(slugify("a b"))\n'
+    (tmp_path / "main.py").write_text(main)
+    task = "Move slugify out of main.py into a new module textutils.py and import it from there."
+    definition = 'def slugify(title):\n    return "-".join(title.split())'
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="main.py")),
+        tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
+        tool_calls(call("read_file", path="textutils.py")),
+        "Moved.",
+        tool_calls(call("write_file", path="textutils.py", content=definition + "\n")),
+        tool_calls(call("edit_file", path="main.py", old_string=definition,
+                        new_string="from textutils import slugify")),
+        tool_calls(call("read_file", path="main.py")),
+        *["Moved slugify to textutils.py."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run(task)
+    sent_back = next(m for m in model.requests[4].messages[::-1] if isinstance(m, UserMessage))
+    assert f"But main.py still defines slugify:\n```python\n{definition}\n```" in sent_back.text
+    assert "1. textutils.py gets the definition exactly as main.py has it (write_file)." in (
+        sent_back.text
+    )
+    assert "replace that definition with the line `from textutils import slugify`" in (
+        sent_back.text
+    )
+    assert model.requests[4].settings.tool_choice == "write_file"
+    assert (tmp_path / "main.py").read_text().startswith("from textutils import slugify\n")
+    assert all("still defines" not in str(r.messages[-1].content) for r in model.requests[5:])

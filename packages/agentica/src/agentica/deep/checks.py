@@ -216,6 +216,8 @@ class AnswerCheck(Capability):
             return both
         if ctx.state.get(f"{self.name}.changed") and (left := await self._left_to_change(ctx)):
             return left
+        if ctx.state.get(f"{self.name}.changed") and (stays := await self._not_moved(ctx)):
+            return stays
         if unused:
             return None
         if unchanged := await self._unchanged(ctx):
@@ -310,6 +312,33 @@ class AnswerCheck(Capability):
             for path, at in list(places.items())[:_MAX_LEFT_FILES]
         )
         return LEFT_PROMPT.format(task=ctx.input.strip(), old=old, new=new, where=where)
+
+    async def _not_moved(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a task to move a function or class from one Python file to another
+        ("Move slugify out of main.py into a new module textutils.py ...") answered while the
+        first still defines it (seen: textutils.py written with a slugify from the model's
+        head, main.py as it was), sent back with the definition and the two edits it takes."""
+        key = f"{self.name}.moved"
+        found = _MOVE.search(ctx.input)
+        if ctx.state.get(key) or found is None or ctx.files is None:
+            return None
+        name, source, target = found.group(1), found.group(2), found.group(3)
+        definition = _definition(await _read_or_empty(ctx, source), name)
+        if definition is None:
+            return None
+        ctx.state[key] = True
+        there = _definition(await _read_or_empty(ctx, target), name)
+        module = PurePosixPath(target.lstrip("/")).with_suffix("").as_posix().replace("/", ".")
+        if there == definition:
+            first = f"{target} has it already."
+        else:
+            first = f"{target} gets the definition exactly as {source} has it (write_file)."
+        if "edit_file" in ctx.functions:
+            ctx.state[f"{self.name}.choice"] = "edit_file" if there == definition else "write_file"
+        return MOVE_PROMPT.format(
+            task=ctx.input.strip(), name=name, source=source, definition=definition,
+            first=first, line=f"from {module} import {name}",
+        )  # fmt: skip
 
     async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
         """Once per run: a task asking to change files it names that exist, answered when no
@@ -511,6 +540,41 @@ _CHANGING = re.compile(
 )
 # ... unless it opens with a question ("What port ...? It's set in settings.ini.")
 _QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
+
+MOVE_PROMPT = (
+    "The task: {task}\nBut {source} still defines {name}:\n```python\n{definition}\n```\n"
+    "Moving it takes two changes: 1. {first} 2. In {source}, replace that definition with the "
+    "line `{line}` (edit_file: old_string the definition above, new_string that line). Then "
+    "run {source} to check that it works as before."
+)
+# "Move slugify out of main.py into a new module textutils.py": the name, from, to
+_MOVE = re.compile(
+    r"(?i)\bmove\s+(?:the\s+(?:function|class)\s+)?([a-z_]\w*)(?:\(\))?\s+(?:out\s+of|from)\s+"
+    r"(\S+?\.py)\s+(?:in)?to\s+(?:a\s+new\s+(?:module|file)\s+)?(\S+?\.py)\b"
+)
+
+
+async def _read_or_empty(ctx: RunContext[Any], path: str) -> str:
+    if ctx.files is None:
+        return ""
+    try:
+        return await ctx.files.read(path)
+    except AgenticaError:
+        return ""
+
+
+def _definition(source: str, name: str) -> str | None:
+    """The source of the top-level function or class ``name`` in Python ``source``, or None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in tree.body:
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        if isinstance(node, kinds) and node.name == name:
+            return ast.get_source_segment(source, node, padded=False)
+    return None
+
 
 LEFT_PROMPT = (
     "The task: {task}\nBut {old!r} is still there: {where}. Change it in each of these files "
