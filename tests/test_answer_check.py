@@ -779,3 +779,28 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
     assert model.requests[4].settings.tool_choice == "write_file"
     assert (tmp_path / "main.py").read_text().startswith("from textutils import slugify\n")
     assert all("still defines" not in str(r.messages[-1].content) for r in model.requests[5:])
+
+
+async def test_a_named_file_left_unused_is_named_in_the_read_to_call(tmp_path: Path) -> None:
+    """As measured on the deep agent (config-repeat): told app.py was never used, read_file
+    chosen, the model read config.json once more. The check spells out the read."""
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}')
+    (tmp_path / "app.py").write_text("print('Hello')\n")
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("write_file", path="config.json",
+                        content='{"greeting": "Hello", "repeat": 3}')),
+        tool_calls(call("read_file", path="config.json")),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run(
+        "Add a repeat setting to config.json, set to 3, and make app.py print the greeting "
+        "that many times."
+    )
+    check = next(m for m in model.requests[4].messages[::-1] if isinstance(m, UserMessage))
+    assert check.text.startswith(
+        'The task names app.py, but none of your tool calls used it. Call read_file({"path": '
+        '"app.py"}) now'
+    )
+    assert model.requests[4].settings.tool_choice == "read_file"

@@ -195,12 +195,19 @@ class AnswerCheck(Capability):
         if unused:
             # a call on them, not an answer; the file tools' own when the agent has them (seen:
             # "required" answered with write_todos, once more, and totals.json never written)
-            ctx.state[f"{self.name}.choice"] = await _call_for(ctx, unused)
+            choice = await _call_for(ctx, unused)
+            ctx.state[f"{self.name}.choice"] = choice
             names = ", ".join(unused)
+            # the call itself when it is a read (seen: told to use app.py, with read_file
+            # chosen, the model read config.json once more)
+            how = (
+                f"Call read_file({json.dumps({'path': unused[0]})}) now"
+                if choice == "read_file"
+                else f"Call a tool on {'it' if len(unused) == 1 else 'each of them'} now"
+            )
             prompt = (
                 f"The task names {names}, but none of your tool calls used "
-                f"{'it' if len(unused) == 1 else 'them'}. Call a tool on "
-                f"{'it' if len(unused) == 1 else 'each of them'} now (to write a file the task "
+                f"{'it' if len(unused) == 1 else 'them'}. {how} (to write a file the task "
                 f"asks for, call the tool that writes files).\n\n{prompt}"
             )
         return prompt
