@@ -648,6 +648,10 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
     assert model.requests[2].settings.tool_choice == "run_python"
     ran = [c for c in response.tool_calls if c.name == "run_python"]
     assert "Ines" in ran[-1].content_without_notes
+    # it was the run's check: no general check after it (its list of calls, showing the wrong
+    # result first, was answered with it again)
+    assert len(model.requests) == 4
+    assert all("Before you finish" not in str(r.messages[-1].content) for r in model.requests)
     for script in (
         [tool_calls(call("run_python", code=right)), *["Ines."] * 4],
         [tool_calls(call("run_python", code=wrong)), tool_calls(call("run_python", code=right)),

@@ -217,10 +217,12 @@ class AnswerCheck(Capability):
     ) -> str | None:
         """The first of the checks that each send back once for one thing seen wrong (they
         come before the general check and do not count as it, but for ``_unchanged``)."""
-        if wrong := self._wrong_result(ctx):
-            return wrong
-        if both := self._both_settings(ctx, message):
-            return both
+        # (each is the run's check: seen, oldest-person put right, then asked the general
+        # check, whose list of calls showed the wrong result first, and answered it again)
+        answer = self._wrong_result(ctx) or self._both_settings(ctx, message)
+        if answer:
+            ctx.state[self.name] = int(ctx.state.get(self.name, 0)) + 1
+            return answer
         if ctx.state.get(f"{self.name}.changed") and (left := await self._left_to_change(ctx)):
             return left
         if ctx.state.get(f"{self.name}.changed") and (stays := await self._not_moved(ctx)):
