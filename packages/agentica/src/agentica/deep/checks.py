@@ -215,10 +215,10 @@ class AnswerCheck(Capability):
     async def _specific(
         self, ctx: RunContext[Any], message: AssistantMessage, unused: list[str]
     ) -> str | None:
-        """The first of the checks that each send back once for one thing seen wrong (they
-        come before the general check and do not count as it, but for ``_unchanged``)."""
-        # (each is the run's check: seen, oldest-person put right, then asked the general
-        # check, whose list of calls showed the wrong result first, and answered it again)
+        """The first of the checks that each send back once for one thing seen wrong. They come
+        before the general check; the ones about the answer, and ``_unchanged``, count as it
+        (seen: oldest-person put right, then asked the general check, whose list of calls
+        showed the wrong result first, answered it again)."""
         answer = self._wrong_result(ctx) or self._both_settings(ctx, message)
         if answer:
             ctx.state[self.name] = int(ctx.state.get(self.name, 0)) + 1
