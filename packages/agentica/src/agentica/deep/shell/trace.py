@@ -96,8 +96,8 @@ def finish(frame, state, path, tail):
     seen, line = state
     if line is None:
         return
-    effects = changed(frame, seen) + tail
-    text = linecache.getline(path, line).strip()
+    effects = (changed(frame, seen) + tail)[-6:]
+    text = linecache.getline(path, line).strip()[:120]
     emit('  line ' + str(line) + ': ' + text + ('    -> ' + ', '.join(effects) if effects else ''))
 def tracer(frame, event, arg):
     if frame.f_code.co_filename.startswith('<'):
