@@ -301,6 +301,12 @@ async def test_a_value_worked_out_from_data_by_reading_is_sent_back_once_to_comp
     agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
     assert (await agent.run("How many numbers are in numbers.txt?")).content == "55 is the largest."
     assert "asks for the count," in str(model.requests[2].messages[-1].content)
+    # (seen on hours-logged: "How many hours ... in total?" asked for the count, and the code
+    # printed the number of rows)
+    model = ScriptedModel([tool_calls(call("read_file", path="numbers.txt")), *["Many."] * 5])
+    agent = Agent(model=model, tools=[read_file, run_python], capabilities=[NumberCheck()])
+    await agent.run("How many hours did Priya log in total? The data is in timesheet.csv.")
+    assert "asks for the total," in str(model.requests[2].messages[-1].content)
 
 
 async def test_a_value_computed_or_asked_without_data_work_is_not_sent_back() -> None:

@@ -929,6 +929,18 @@ _AGGREGATE = re.compile(
     re.I,
 )
 _AGGREGATE_NAMES = {"how many": "count", "number of": "count"}
+
+
+def _asked_aggregate(task: str) -> str:
+    """What the task asks to work out: a total or an average before a count ("How many hours
+    did Priya log in total?" is a total; seen, asked for "the count", the code printed the
+    number of rows), else the first word found."""
+    words = [m.group(1).lower() for m in _AGGREGATE.finditer(task)]
+    return next((w for w in words if w in ("total", "sum", "average", "median")), "") or (
+        words[0] if words else ""
+    )
+
+
 _COUNTED = re.compile(r"(?i)\b(?:how many|number of)\s+([a-z]+)")
 _STATED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s+([A-Za-z]+)")
 
@@ -1266,7 +1278,7 @@ class NumberCheck(Capability):
             return None
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = tool
-        word = asked.group(1).lower()
+        word = _asked_aggregate(ctx.input) or asked.group(1).lower()
         prompt = COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
         return prompt + _reading_code(ctx.input) if tool == "run_python" else prompt
 
