@@ -974,18 +974,27 @@ async def test_an_edit_that_adds_text_the_file_already_has_says_so() -> None:
     text = "# Palette\n\nPalette picks a colour.\nYou can change the colour of the header.\n"
     await backend.write("/README.md", text)
     tools = FileTools(backend)
-    doubled = await tools.edit_file(
-        CTX, "/README.md", "Palette picks a colour.",
-        "Palette picks a colour. You can change the colour of the header.",
-    )  # fmt: skip
-    assert doubled == (
-        "edited /README.md: replaced 1 occurrence at line 3\n[note] new_string adds 'You can "
-        "change the colour of the header.', which /README.md already had: it is there twice "
-        "now. To change words in a line, old_string is that line and new_string the same line "
-        "with only those words changed."
+    with pytest.raises(ToolError) as doubled:  # (prose: refused, the file as it was)
+        await tools.edit_file(
+            CTX, "/README.md", "Palette picks a colour.",
+            "Palette picks a colour. You can change the colour of the header.",
+        )  # fmt: skip
+    assert str(doubled.value).startswith(
+        "nothing was changed: new_string adds 'You can change the colour of the header.', "
+        "which /README.md already has elsewhere, so it would be there twice."
     )
+    assert await backend.read("/README.md") == text
     added = await tools.edit_file(CTX, "/README.md", "# Palette", "# Palette\n\nA new intro line.")
     assert "[note]" not in added  # (new text)
+    code = "def mean(values):\n    total = 0\n    return total / len(values)\n"
+    await backend.write("/stats.py", code)
+    pasted = await tools.edit_file(  # (code may repeat a line: written, with a note)
+        CTX, "/stats.py", "def mean(values):", "def mean(values):\n    return total / len(values)"
+    )
+    assert pasted.startswith("edited /stats.py: replaced 1 occurrence at line 1\n")
+    assert "[note] new_string adds 'return total / len(values)', which /stats.py already had: " in (
+        pasted
+    )
 
 
 async def test_reading_a_file_the_task_names_that_is_not_there_says_to_create_it() -> None:

@@ -1114,13 +1114,23 @@ class FileTools(Tool):
             raise
         edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
+        twice = _repeated_text(text, old_string, new_string)
+        if twice is not None and PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
+            # prose: refused (seen: the note alone, and american-spelling's README.md kept its
+            # doubled lines after "colour" was changed); code may well repeat a line: a note
+            raise ToolError(
+                f"nothing was changed: new_string adds {_short_quote(twice)}, which {path} "
+                "already has elsewhere, so it would be there twice. To change words in a line, "
+                "old_string is that line and new_string the same line with only those words "
+                "changed (to change one word everywhere, old_string the word, replace_all=true)"
+            )
         info = await backend.write(path, updated)
         self._saw(ctx, info.path, updated)
         problem = _parse_problem(info.path, updated)
         after = f"\n{problem}" if problem else ""
         if (name := _renamed(old_string, new_string)) is not None:
             after += await self._uses_left(backend, name)
-        if (twice := _repeated_text(text, old_string, new_string)) is not None:
+        if twice is not None:
             after += (
                 f"\n[note] new_string adds {_short_quote(twice)}, which {info.path} already had: "
                 "it is there twice now. To change words in a line, old_string is that line and "
