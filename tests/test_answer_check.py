@@ -808,3 +808,17 @@ async def test_a_named_file_left_unused_is_named_in_the_read_to_call(tmp_path: P
         '"app.py"}) now'
     )
     assert model.requests[4].settings.tool_choice == "read_file"
+
+
+def test_a_failed_assert_equal_of_lists_is_said_without_unittests_prefix() -> None:
+    """As measured on fix-unique: "unique([3, 1, 3, 2, 1]) gives Lists differ: [1, 2, 3]"."""
+    from agentica.deep.checks import _mismatch
+
+    output = (
+        '  File "/w/test_lists.py", line 8, in test_unique\n'
+        "    self.assertEqual(unique([3, 1, 3, 2, 1]), [3, 1, 2])\n"
+        "AssertionError: Lists differ: [1, 2, 3] != [3, 1, 2]\n"
+    )
+    assert (
+        _mismatch(output) == "unique([3, 1, 3, 2, 1]) gives [1, 2, 3]; the test expects [3, 1, 2]"
+    )

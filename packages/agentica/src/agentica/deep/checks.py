@@ -879,7 +879,8 @@ def _expected(code: str, error: str) -> str:
     ):
         return ""
     tested = ast.unparse(node.args[0])
-    return f"{tested} gives {values.group(1)}; the test expects {values.group(2)}"
+    given = re.sub(r"^\w+ differ: ", "", values.group(1))  # ("Lists differ: [1, 2] != ...")
+    return f"{tested} gives {given}; the test expects {values.group(2)}"
 
 
 def _describe(call: FunctionCall) -> str:
