@@ -1011,3 +1011,36 @@ async def test_reading_a_file_the_task_names_that_is_not_there_says_to_create_it
     with pytest.raises(ToolError) as other:
         await tools.read_file(ctx, "/other.txt")
     assert "task names" not in str(other.value)
+
+
+async def test_a_code_file_written_over_with_none_of_its_lines_is_refused_in_a_change_task() -> (
+    None
+):
+    """As measured on rename-across: helpers.py's renamed function written over main.py, all
+    of whose lines were lost. Refused when the task asks to change files; a task that asks to
+    write files, a file of the run's own, and a data file are written."""
+    backend = StateBackend()
+    main = "from report import summary\n\nprint(summary([1, 2]))\nprint('done')\n"
+    await backend.write("/main.py", main)
+    await backend.write("/data.csv", "a,b\n1,2\n3,4\n")
+    tools = FileTools(backend)
+    task = "Rename fmt_money to format_money everywhere in this project."
+    ctx = RunContext(run_id="r", deps=None, usage=RunUsage(), input=task)
+    await tools.read_file(ctx, "/main.py")
+    new = "def format_money(amount):\n    return f'${amount:.2f}'\n"
+    with pytest.raises(ToolError) as refused:
+        await tools.write_file(ctx, "/main.py", new)
+    assert str(refused.value).startswith(
+        "nothing was written: none of the 3 lines /main.py has would be left (it starts "
+        "'from report import summary'), and the task asks to change files"
+    )
+    assert await backend.read("/main.py") == main
+    kept = main.replace("summary([1, 2])", "summary([1, 2, 3])")
+    assert (await tools.write_file(ctx, "/main.py", kept)).startswith("wrote /main.py")
+    await tools.read_file(ctx, "/data.csv")
+    assert (await tools.write_file(ctx, "/data.csv", "x\n9\n")).startswith("wrote /data.csv")
+    await tools.write_file(ctx, "/mine.py", "a = 1\nb = 2\nc = 3\n")
+    assert (await tools.write_file(ctx, "/mine.py", new)).startswith("wrote /mine.py")
+    writing = RunContext(run_id="w", deps=None, usage=RunUsage(), input="Write main.py anew.")
+    await tools.read_file(writing, "/main.py")
+    assert (await tools.write_file(writing, "/main.py", new)).startswith("wrote /main.py")

@@ -328,6 +328,13 @@ def _numbers_dropped(text: str, old_string: str, new_string: str) -> tuple[str, 
     return plain_old, new_string if plain_new is None else plain_new
 
 
+# A task that asks for whole files ("Write hello.py ...", "Rewrite app.py ..."): writing one
+# anew is what it asks
+_WHOLE_FILE_TASK = re.compile(
+    r"(?i)\b(?:write|rewrite|create|generate|overwrite|replace|regenerate|reset|make|save)\b"
+)
+
+
 def _all_lines_gone(before: str, after: str) -> int:
     """How many lines ``before`` had, when it had three or more and none is in ``after`` (a
     file rewritten from scratch: seen, setup.cfg replaced by an invented one); else 0."""
@@ -942,6 +949,26 @@ class FileTools(Tool):
                 f"Call read_file('{unread[0]}') now, then write {path} from what it shows"
             )
 
+    def _check_replaced_code(self, ctx: RunContext[Any], path: str, before: str, text: str) -> None:
+        """Refuse to write a code file, not this run's own, with text that keeps none of its
+        lines, when the task asks to change files rather than write them (seen: rename-across
+        wrote helpers.py's renamed function over main.py, whose lines were all lost, and
+        main.py "should still print the same")."""
+        gone = _all_lines_gone(before, text)
+        if not gone or _WHOLE_FILE_TASK.search(ctx.input):
+            return
+        if PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
+            return
+        if normalize_path(path) in self._created(ctx):
+            return
+        first = next(line.strip() for line in before.splitlines() if line.strip())
+        raise ToolError(
+            f"nothing was written: none of the {gone} lines {path} has would be left (it starts "
+            f"{_short_quote(first)}), and the task asks to change files, not to write them anew. "
+            "Change the part that must change with edit_file (old_string copied from the file), "
+            "or write the whole file with its other lines kept"
+        )
+
     async def _check_overwrite(
         self, ctx: RunContext[Any], backend: FileBackend, path: str, content: str
     ) -> str | None:
@@ -1025,6 +1052,8 @@ class FileTools(Tool):
         if self.read_before_overwrite:
             before = await self._check_overwrite(ctx, backend, path, written)
             _check_breaks_python(path, before, written)
+            if before is not None:
+                self._check_replaced_code(ctx, path, before, written)
         info = await backend.write(path, written)
         self._saw(ctx, info.path, written)
         created = self._created(ctx)
