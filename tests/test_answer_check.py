@@ -774,11 +774,17 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
     await agent.run(task)
     sent_back = next(m for m in model.requests[4].messages[::-1] if isinstance(m, UserMessage))
     assert f"But main.py still defines slugify:\n```python\n{definition}\n```" in sent_back.text
-    assert "1. textutils.py gets the definition exactly as main.py has it (write_file)." in (
-        sent_back.text
+    written = json.dumps({"path": "textutils.py", "content": definition + "\n"})
+    assert (
+        f"1. textutils.py gets the definition exactly as main.py has it: write_file({written})"
+        in (sent_back.text)
     )
-    assert "replace that definition with the line `from textutils import slugify`" in (
-        sent_back.text
+    edit = json.dumps(
+        {"path": "main.py", "old_string": definition, "new_string": "from textutils import slugify"}
+    )
+    assert (
+        f"replace that definition with the line `from textutils import slugify`: edit_file({edit})"
+        in (sent_back.text)
     )
     assert model.requests[4].settings.tool_choice == "write_file"
     assert (tmp_path / "main.py").read_text().startswith("from textutils import slugify\n")

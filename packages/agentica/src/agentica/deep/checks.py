@@ -338,15 +338,18 @@ class AnswerCheck(Capability):
         ctx.state[key] = True
         there = _definition(await _read_or_empty(ctx, target), name)
         module = PurePosixPath(target.lstrip("/")).with_suffix("").as_posix().replace("/", ".")
+        line = f"from {module} import {name}"
         if there == definition:
             first = f"{target} has it already."
-        else:
-            first = f"{target} gets the definition exactly as {source} has it (write_file)."
+        else:  # (the calls themselves: seen, told to, the model wrote its own slugify again)
+            call = json.dumps({"path": target, "content": definition + "\n"})
+            first = f"{target} gets the definition exactly as {source} has it: write_file({call})"
+        second = json.dumps({"path": source, "old_string": definition, "new_string": line})
         if "edit_file" in ctx.functions:
             ctx.state[f"{self.name}.choice"] = "edit_file" if there == definition else "write_file"
         return MOVE_PROMPT.format(
             task=ctx.input.strip(), name=name, source=source, definition=definition,
-            first=first, line=f"from {module} import {name}",
+            first=first, line=line, second=second,
         )  # fmt: skip
 
     async def _unchanged(self, ctx: RunContext[Any]) -> str | None:
@@ -552,9 +555,9 @@ _QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|a
 
 MOVE_PROMPT = (
     "The task: {task}\nBut {source} still defines {name}:\n```python\n{definition}\n```\n"
-    "Moving it takes two changes: 1. {first} 2. In {source}, replace that definition with the "
-    "line `{line}` (edit_file: old_string the definition above, new_string that line). Then "
-    "run {source} to check that it works as before."
+    "Moving it takes two changes:\n1. {first}\n2. In {source}, replace that definition with "
+    "the line `{line}`: edit_file({second})\nThen run {source} to check that it works as "
+    "before."
 )
 # "Move slugify out of main.py into a new module textutils.py": the name, from, to
 _MOVE = re.compile(
