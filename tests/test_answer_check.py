@@ -21,6 +21,12 @@ def write_file(path: str, content: str) -> str:
     return f"wrote {path}"
 
 
+def _told(model: ScriptedModel, words: str, start: int = 0) -> bool:
+    """Whether one of the model's requests from ``start`` on ends with a message saying
+    ``words`` (what a check sent back)."""
+    return any(words in str(r.messages[-1].content) for r in model.requests[start:])
+
+
 async def test_a_premature_answer_is_checked_once_and_the_model_continues() -> None:
     model = ScriptedModel([
         tool_calls(call("write_file", path="a.txt", content="x")),
@@ -497,13 +503,13 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     ])  # fmt: skip
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("parse_price in money.py crashes on $1,299.99. Fix it.")
-    assert all("changed a file" not in str(r.messages[-1].content) for r in model.requests)
+    assert not _told(model, "changed a file")
     # a question about a file is answered from reading it
     (tmp_path / "settings.ini").write_text("[server]\nport = 8080\n")
     model = ScriptedModel([tool_calls(call("read_file", path="settings.ini")), *["8080"] * 3])
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("What port does the web server listen on? It's set in settings.ini.")
-    assert all("changed a file" not in str(r.messages[-1].content) for r in model.requests)
+    assert not _told(model, "changed a file")
 
 
 async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
@@ -547,7 +553,7 @@ async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
         ])  # fmt: skip
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run(task)
-        assert all("placeholder" not in str(r.messages[-1].content) for r in model.requests)
+        assert not _told(model, "placeholder")
 
 
 async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_back_once(
@@ -651,7 +657,7 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
     # it was the run's check: no general check after it (its list of calls, showing the wrong
     # result first, was answered with it again)
     assert len(model.requests) == 4
-    assert all("Before you finish" not in str(r.messages[-1].content) for r in model.requests)
+    assert not _told(model, "Before you finish")
     for script in (
         [tool_calls(call("run_python", code=right)), *["Ines."] * 4],
         [tool_calls(call("run_python", code=wrong)), tool_calls(call("run_python", code=right)),
@@ -660,7 +666,7 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
         model = ScriptedModel(script)
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run("Who is the oldest person in people.json?")
-        assert all("wrong result" not in str(r.messages[-1].content) for r in model.requests)
+        assert not _told(model, "wrong result")
 
 
 async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sent_back_once(
@@ -693,7 +699,7 @@ async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sen
         ])  # fmt: skip
         agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
         await agent.run(task if "web" in answer else "What ports are set in settings.ini?")
-        assert all("asks for one" not in str(r.messages[-1].content) for r in model.requests)
+        assert not _told(model, "asks for one")
 
 
 async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_back_once(
@@ -725,7 +731,7 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     assert "old_string 'colour', new_string 'color', replace_all true" in sent_back.text
     assert model.requests[3].settings.tool_choice == "edit_file"
     assert (tmp_path / "README.md").read_text() == readme.replace("colour", "color")
-    assert all("still there" not in str(r.messages[-1].content) for r in model.requests[4:])
+    assert not _told(model, "still there", 4)
     (tmp_path / "helpers.py").write_text("def fmt_money(x):\n    return f'${x:.2f}'\n")
     (tmp_path / "main.py").write_text("from helpers import fmt_money\nprint(fmt_money(2))\n")
     model = ScriptedModel([
@@ -746,7 +752,7 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     ])  # fmt: skip
     agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
     await agent.run("Change the port to web in config.ini.")
-    assert all("still there" not in str(r.messages[-1].content) for r in model.requests)
+    assert not _told(model, "still there")
 
 
 async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_back_once(
@@ -788,7 +794,7 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
     )
     assert model.requests[4].settings.tool_choice == "write_file"
     assert (tmp_path / "main.py").read_text().startswith("from textutils import slugify\n")
-    assert all("still defines" not in str(r.messages[-1].content) for r in model.requests[5:])
+    assert not _told(model, "still defines", 5)
 
 
 async def test_a_named_file_left_unused_is_named_in_the_read_to_call(tmp_path: Path) -> None:
