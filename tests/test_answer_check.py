@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,14 @@ def _told(model: ScriptedModel, words: str, start: int = 0) -> bool:
     """Whether one of the model's requests from ``start`` on ends with a message saying
     ``words`` (what a check sent back)."""
     return any(words in str(r.messages[-1].content) for r in model.requests[start:])
+
+
+async def _deep_run(tmp_path: Path, script: list[Any], task: str) -> ScriptedModel:
+    """The scripted model after a deep agent (no todos, no subagents) in ``tmp_path`` ran
+    ``task`` on ``script``."""
+    model = ScriptedModel(script)
+    await DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False).run(task)
+    return model
 
 
 async def test_a_premature_answer_is_checked_once_and_the_model_continues() -> None:
@@ -636,15 +645,12 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
         "oldest = max(data, key=lambda p: p['born'])\nprint(oldest['name'])"
     )
     right = wrong.replace("max(", "min(")
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("run_python", code=wrong)),
         "The oldest person is Marta.",
         tool_calls(call("run_python", code=right)),
         *["The oldest person is Ines."] * 3,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    response = await agent.run("Who is the oldest person in people.json?")
-    assert response.content == "The oldest person is Ines."
+    ], "Who is the oldest person in people.json?")  # fmt: skip
     sent_back = model.requests[2].messages[-1]
     assert isinstance(sent_back, UserMessage)
     assert "that code gives a wrong result: Your code sets oldest to the max() of 'born'" in (
@@ -652,8 +658,8 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
     )
     assert f"```python\n{right}\n```" in sent_back.text
     assert model.requests[2].settings.tool_choice == "run_python"
-    ran = [c for c in response.tool_calls if c.name == "run_python"]
-    assert "Ines" in ran[-1].content_without_notes
+    ran = [m for m in model.requests[3].messages if isinstance(m, ToolMessage)]
+    assert ran[-1].content.startswith("exit code 0\nInes")
     # it was the run's check: no general check after it (its list of calls, showing the wrong
     # result first, was answered with it again)
     assert len(model.requests) == 4
@@ -663,9 +669,7 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
         [tool_calls(call("run_python", code=wrong)), tool_calls(call("run_python", code=right)),
          *["Ines."] * 4],
     ):  # fmt: skip
-        model = ScriptedModel(script)
-        agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-        await agent.run("Who is the oldest person in people.json?")
+        model = await _deep_run(tmp_path, script, "Who is the oldest person in people.json?")
         assert not _told(model, "wrong result")
 
 
@@ -678,27 +682,22 @@ async def test_a_question_for_one_setting_answered_with_two_of_its_values_is_sen
     ini = "[database]\nport = 5432\n\n[server]\nport = 8080\n"
     (tmp_path / "settings.ini").write_text(ini)
     task = "What port does the web server listen on? It's set in settings.ini."
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content")),
         "It listens on port 5432 for the database and port 8080 for the server.",
         *["The web server listens on port 8080."] * 3,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    response = await agent.run(task)
-    assert response.content == "The web server listens on port 8080."
+    ], task)  # fmt: skip
+    assert len(model.requests) == 3  # (it was the run's check)
     sent_back = model.requests[2].messages[-1]
     assert isinstance(sent_back, UserMessage)
     assert "The question asks for one port, and your answer gives 5432, 8080" in sent_back.text
     assert "- /settings.ini:5:port = 8080 (in [server])" in sent_back.text
     assert task in sent_back.text
     assert sent_back.text.endswith("(The question's 'server' is in the line of 8080.)")
+    grep = tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content"))
     for answer in ("The web server listens on port 8080.", "Port 5432 and 8080."):
-        model = ScriptedModel([
-            tool_calls(call("grep", pattern="port", path="settings.ini", output_mode="content")),
-            *[answer] * 4,
-        ])  # fmt: skip
-        agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-        await agent.run(task if "web" in answer else "What ports are set in settings.ini?")
+        asked = task if "web" in answer else "What ports are set in settings.ini?"
+        model = await _deep_run(tmp_path, [grep, *[answer] * 4], asked)
         assert not _told(model, "asks for one")
 
 
@@ -713,7 +712,7 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     (tmp_path / "README.md").write_text(readme)
     (tmp_path / "other.md").write_text("colour\n")  # (a file the task does not name)
     task = "Change the British spelling colour to color in README.md."
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("edit_file", path="README.md", old_string="Picks a colour",
                         new_string="Picks a color")),
         tool_calls(call("read_file", path="README.md")),
@@ -722,9 +721,7 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
                         replace_all=True)),
         tool_calls(call("read_file", path="README.md")),
         *["Changed colour to color."] * 3,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run(task)
+    ], task)  # fmt: skip
     sent_back = model.requests[3].messages[-1]
     assert isinstance(sent_back, UserMessage)
     assert "But 'colour' is still there: /README.md (line 4)." in sent_back.text
@@ -734,24 +731,20 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     assert not _told(model, "still there", 4)
     (tmp_path / "helpers.py").write_text("def fmt_money(x):\n    return f'${x:.2f}'\n")
     (tmp_path / "main.py").write_text("from helpers import fmt_money\nprint(fmt_money(2))\n")
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("edit_file", path="helpers.py", old_string="def fmt_money",
                         new_string="def format_money")),
         tool_calls(call("read_file", path="helpers.py")),
         *["Renamed."] * 4,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run("Rename fmt_money to format_money everywhere in this project.")
+    ], "Rename fmt_money to format_money everywhere in this project.")  # fmt: skip
     sent_back = model.requests[3].messages[-1]
     assert "But 'fmt_money' is still there: /main.py (lines 1, 2)." in sent_back.text
     (tmp_path / "config.ini").write_text("port = 80\n")
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("edit_file", path="config.ini", old_string="80", new_string="8080")),
         tool_calls(call("read_file", path="config.ini")),
         *["Done."] * 4,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run("Change the port to web in config.ini.")
+    ], "Change the port to web in config.ini.")  # fmt: skip
     assert not _told(model, "still there")
 
 
@@ -765,7 +758,7 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
     (tmp_path / "main.py").write_text(main)
     task = "Move slugify out of main.py into a new module textutils.py and import it from there."
     definition = 'def slugify(title):\n    return "-".join(title.split())'
-    model = ScriptedModel([
+    model = await _deep_run(tmp_path, [
         tool_calls(call("read_file", path="main.py")),
         tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
         tool_calls(call("read_file", path="textutils.py")),
@@ -775,9 +768,7 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
                         new_string="from textutils import slugify")),
         tool_calls(call("read_file", path="main.py")),
         *["Moved slugify to textutils.py."] * 4,
-    ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
-    await agent.run(task)
+    ], task)  # fmt: skip
     sent_back = next(m for m in model.requests[4].messages[::-1] if isinstance(m, UserMessage))
     assert f"But main.py still defines slugify:\n```python\n{definition}\n```" in sent_back.text
     written = json.dumps({"path": "textutils.py", "content": definition + "\n"})
