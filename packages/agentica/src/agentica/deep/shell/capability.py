@@ -59,16 +59,14 @@ _DEFAULT_MEMORY = 4 * 2**30
 _TRACE_TIMEOUT = 10.0  # seconds for the traced call (a test's call is quick)
 
 
-def _noted(result: str, note: str | None, tool: str) -> str:
-    """``result`` of ``tool``, with ``note`` a note of the tool call when it is one (checks
-    that read the output skip notes), else after the output."""
-    if note is None:
-        return result
+def _noted(result: str, notes: list[str], tool: str) -> str:
+    """``result`` of ``tool`` with ``notes`` (remarks on the command, not its output): notes of
+    the tool call when it is one (checks that read the output skip them), else after it."""
     call = running_call()
     if call is not None and call.name == tool:
-        call.notes.append(note)
+        call.notes.extend(notes)
         return result
-    return f"{result}\n{note}"
+    return "".join([result, *(f"\n{note}" for note in notes)])
 
 
 @dataclass(eq=False, kw_only=True)
@@ -426,7 +424,8 @@ class Shell(Capability):
         if (problem := check_command(command)) is not None:
             raise ToolError(problem)
         result = await self._run(command, timeout)
-        return _noted(result, await self._trace(result), "execute")
+        trace = await self._trace(result)
+        return _noted(result, [] if trace is None else [trace], "execute")
 
     async def run_python(self, code: str, timeout: float | None = None) -> str:
         """Run Python source ``code`` in the workspace; its exit code and output."""
@@ -477,15 +476,10 @@ class Shell(Capability):
                 "added as line 1, so error line numbers count that line. Write the import "
                 "yourself next time."
             )
+        notes = [f"({remark})" for remark in remarks]
         if (trace := await self._trace(result)) is not None:
-            remarks.append(trace)
-        # remarks on the code, not its output: notes of the tool call when it is one (checks
-        # that read the output skip them), else after the output
-        call = running_call()
-        if call is not None and call.name == "run_python":
-            call.notes.extend(f"({remark})" for remark in remarks)
-            return result
-        return "".join([result, *(f"\n({remark})" for remark in remarks)])
+            notes.append(trace)
+        return _noted(result, notes, "run_python")
 
     async def _trace(self, output: str) -> str | None:
         """What the call a failed ``assertEqual`` in a test run's ``output`` made did, line
