@@ -1283,8 +1283,9 @@ class NumberCheck(Capability):
         ctx.state[key] = True
         ctx.state[f"{self.name}.choice"] = tool
         word = _asked_aggregate(ctx.input) or asked.group(1).lower()
-        prompt = COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
-        return prompt + _reading_code(ctx.input) if tool == "run_python" else prompt
+        # (no code to start from here: seen twice on hours-logged, the model ran it as it was,
+        # or summed every row, and dropped the filter it had planned)
+        return COMPUTE_PROMPT.format(word=_AGGREGATE_NAMES.get(word, word), tool=tool)
 
 
 _READERS = {
