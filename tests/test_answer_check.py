@@ -825,3 +825,24 @@ def test_a_failed_assert_equal_of_lists_is_said_without_unittests_prefix() -> No
     assert (
         _mismatch(output) == "unique([3, 1, 3, 2, 1]) gives [1, 2, 3]; the test expects [3, 1, 2]"
     )
+
+
+async def test_a_change_of_one_word_answered_with_nothing_changed_says_where_the_word_is(
+    tmp_path: Path,
+) -> None:
+    """As measured on the deep agent (american-spelling, eleventh round): the edit that would
+    have doubled a line was refused, nothing changed, and the general "make the change" request
+    was answered with the task's words as old_string. Where the old word is comes first; a
+    question about a rename is answered."""
+    (tmp_path / "README.md").write_text("Picks a colour a day.\n")
+    task = "Change the British spelling colour to color in README.md."
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="README.md")), *["Done."] * 4,
+    ], task)  # fmt: skip
+    sent_back = next(m for m in model.requests[2].messages[::-1] if isinstance(m, UserMessage))
+    assert "But 'colour' is still there: /README.md (line 1)." in sent_back.text
+    question = "What would break if I rename colour to color in README.md?"
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="README.md")), *["Nothing."] * 4,
+    ], question)  # fmt: skip
+    assert not _told(model, "still there")

@@ -223,7 +223,7 @@ class AnswerCheck(Capability):
         if answer:
             ctx.state[self.name] = int(ctx.state.get(self.name, 0)) + 1
             return answer
-        if ctx.state.get(f"{self.name}.changed") and (left := await self._left_to_change(ctx)):
+        if left := await self._left_to_change(ctx):  # (changed or not: it says what to change)
             return left
         if ctx.state.get(f"{self.name}.changed") and (stays := await self._not_moved(ctx)):
             return stays
@@ -296,6 +296,8 @@ class AnswerCheck(Capability):
         found = _CHANGE_TO.search(ctx.input)
         if ctx.state.get(key) or found is None or ctx.files is None:
             return None
+        if _QUESTION.match(ctx.input) or ctx.usage.tool_calls == 0:
+            return None  # ("What breaks if I rename calc to compute?" is answered)
         old, new = found.group(1), found.group(2)
         if old.lower() == new.lower() or old in task_files(ctx.input) or len(old) < 3:
             return None
