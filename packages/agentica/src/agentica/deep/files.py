@@ -335,12 +335,18 @@ _WHOLE_FILE_TASK = re.compile(
 )
 
 
-def _all_lines_gone(before: str, after: str) -> int:
-    """How many lines ``before`` had, when it had three or more and none is in ``after`` (a
+# ... and one that asks to change files ("Rename fmt_money ...", "Fix stats.py ...")
+_CHANGE_TASK = re.compile(
+    r"(?i)\b(?:rename|move|fix|change|update|edit|refactor|add|remove|delete|turn|bump)\b"
+)
+
+
+def _all_lines_gone(before: str, after: str, least: int = 3) -> int:
+    """How many lines ``before`` had, when it had ``least`` or more and none is in ``after`` (a
     file rewritten from scratch: seen, setup.cfg replaced by an invented one); else 0."""
     old = {line.strip() for line in before.splitlines() if line.strip()}
     new = {line.strip() for line in after.splitlines() if line.strip()}
-    return len(old) if len(old) >= 3 and not old & new else 0
+    return len(old) if len(old) >= least and not old & new else 0
 
 
 _MAX_COMPARED_LINES = 500  # (difflib is quadratic in the worst case; it runs on the loop)
@@ -954,8 +960,8 @@ class FileTools(Tool):
         lines, when the task asks to change files rather than write them (seen: rename-across
         wrote helpers.py's renamed function over main.py, whose lines were all lost, and
         main.py "should still print the same")."""
-        gone = _all_lines_gone(before, text)
-        if not gone or _WHOLE_FILE_TASK.search(ctx.input):
+        gone = _all_lines_gone(before, text, least=2)  # (rename-across's main.py had two)
+        if not gone or not _CHANGE_TASK.search(ctx.input) or _WHOLE_FILE_TASK.search(ctx.input):
             return
         if PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
             return
