@@ -846,3 +846,27 @@ async def test_a_change_of_one_word_answered_with_nothing_changed_says_where_the
         tool_calls(call("read_file", path="README.md")), *["Nothing."] * 4,
     ], question)  # fmt: skip
     assert not _told(model, "still there")
+
+
+async def test_a_move_half_done_is_sent_back_a_second_time(tmp_path: Path) -> None:
+    """As measured on the deep agent (move-function, eleventh round): sent back with the two
+    calls, the model made the first only and answered. Sent back again, with the file it has
+    already noted as done."""
+    definition = "def slugify(title):\n    return title.lower()"
+    (tmp_path / "main.py").write_text(definition + "\n\n\nprint(slugify('A'))\n")
+    task = "Move slugify out of main.py into a new module textutils.py and import it from there."
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="main.py")),
+        tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
+        tool_calls(call("read_file", path="textutils.py")),
+        "Moved.",
+        tool_calls(call("write_file", path="textutils.py", content=definition + "\n")),
+        tool_calls(call("read_file", path="textutils.py")),
+        *["Moved."] * 6,
+    ], task)  # fmt: skip
+    said = [
+        m.text
+        for m in model.requests[-1].messages
+        if isinstance(m, UserMessage) and "still defines slugify" in m.text
+    ]
+    assert len(said) == 2 and "1. textutils.py has it already." in said[1]

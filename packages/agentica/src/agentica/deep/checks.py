@@ -331,13 +331,14 @@ class AnswerCheck(Capability):
         head, main.py as it was), sent back with the definition and the two edits it takes."""
         key = f"{self.name}.moved"
         found = _MOVE.search(ctx.input)
-        if ctx.state.get(key) or found is None or ctx.files is None:
+        # twice (seen: the first time, the model made the first of the two changes only)
+        if ctx.state.get(key, 0) >= _MAX_MOVE_CHECKS or found is None or ctx.files is None:
             return None
         name, source, target = found.group(1), found.group(2), found.group(3)
         definition = _definition(await _read_or_empty(ctx, source), name)
         if definition is None:
             return None
-        ctx.state[key] = True
+        ctx.state[key] = ctx.state.get(key, 0) + 1
         there = _definition(await _read_or_empty(ctx, target), name)
         module = PurePosixPath(target.lstrip("/")).with_suffix("").as_posix().replace("/", ".")
         line = f"from {module} import {name}"
@@ -561,6 +562,7 @@ MOVE_PROMPT = (
     "the line `{line}`: edit_file({second})\nThen run {source} to check that it works as "
     "before."
 )
+_MAX_MOVE_CHECKS = 2
 # "Move slugify out of main.py into a new module textutils.py": the name, from, to
 _MOVE = re.compile(
     r"(?i)\bmove\s+(?:the\s+(?:function|class)\s+)?([a-z_]\w*)(?:\(\))?\s+(?:out\s+of|from)\s+"
