@@ -748,6 +748,15 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     assert not _told(model, "still there")
 
 
+# a move answered after textutils.py was written from the model's head, main.py read only
+_MOVED_FROM_HEAD = [
+    tool_calls(call("read_file", path="main.py")),
+    tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
+    tool_calls(call("read_file", path="textutils.py")),
+    "Moved.",
+]
+
+
 async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_back_once(
     tmp_path: Path,
 ) -> None:
@@ -759,10 +768,7 @@ async def test_a_move_answered_while_the_first_file_still_defines_it_is_sent_bac
     task = "Move slugify out of main.py into a new module textutils.py and import it from there."
     definition = 'def slugify(title):\n    return "-".join(title.split())'
     model = await _deep_run(tmp_path, [
-        tool_calls(call("read_file", path="main.py")),
-        tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
-        tool_calls(call("read_file", path="textutils.py")),
-        "Moved.",
+        *_MOVED_FROM_HEAD,
         tool_calls(call("write_file", path="textutils.py", content=definition + "\n")),
         tool_calls(call("edit_file", path="main.py", old_string=definition,
                         new_string="from textutils import slugify")),
@@ -856,10 +862,7 @@ async def test_a_move_half_done_is_sent_back_a_second_time(tmp_path: Path) -> No
     (tmp_path / "main.py").write_text(definition + "\n\n\nprint(slugify('A'))\n")
     task = "Move slugify out of main.py into a new module textutils.py and import it from there."
     model = await _deep_run(tmp_path, [
-        tool_calls(call("read_file", path="main.py")),
-        tool_calls(call("write_file", path="textutils.py", content="def slugify(t):\n    pass\n")),
-        tool_calls(call("read_file", path="textutils.py")),
-        "Moved.",
+        *_MOVED_FROM_HEAD,
         tool_calls(call("write_file", path="textutils.py", content=definition + "\n")),
         tool_calls(call("read_file", path="textutils.py")),
         *["Moved."] * 6,
