@@ -506,16 +506,12 @@ def wrong_result(code: str) -> tuple[str, str | None] | None:
     if (inverted := _inverted_extreme(code)) is not None:
         return inverted
     if (skipped := _dict_reader_skipped(code)) is not None:
-        name, line = skipped
+        name, right = skipped
         remark = (
             f"Your code reads the CSV file with csv.DictReader, which takes the header row "
             f"itself, and also calls next({name}): that skips the first row of data. "
             f"Remove next({name})."
         )
-        lines = code.splitlines()
-        right = None
-        if line is not None:
-            right = "\n".join(lines[:line] + lines[line + 1 :])
         return remark, right
     return None
 
@@ -544,10 +540,10 @@ def _inverted_extreme(code: str) -> tuple[str, str] | None:
     return None
 
 
-def _dict_reader_skipped(code: str) -> tuple[str, int | None] | None:
+def _dict_reader_skipped(code: str) -> tuple[str, str | None] | None:
     """The name of a ``csv.DictReader`` the code also calls ``next()`` on (seen: told "skip
     it (next(reader)) or use csv.DictReader", the code did both, and summed one row short),
-    with the index of the line that is only that call, if one is."""
+    with the code without the line that is only that call, if one is."""
     for match in _DICT_READER.finditer(code):
         name = match.group(1)
         call = re.compile(rf"\bnext\(\s*{re.escape(name)}\s*\)")
@@ -555,8 +551,8 @@ def _dict_reader_skipped(code: str) -> tuple[str, int | None] | None:
             continue
         alone = re.compile(rf"\s*next\(\s*{re.escape(name)}\s*\)\s*")
         lines = code.splitlines()
-        line = next((n for n, text in enumerate(lines) if alone.fullmatch(text)), None)
-        return name, line
+        at = next((n for n, text in enumerate(lines) if alone.fullmatch(text)), None)
+        return name, None if at is None else "\n".join(lines[:at] + lines[at + 1 :])
     return None
 
 
