@@ -368,7 +368,7 @@ async def test_short_yes_answers_and_names_that_are_no_files_are_left_alone() ->
 
 
 def test_the_confirmation_pattern_wants_a_done_word() -> None:
-    from agentica.deep.checks import _CONFIRMATION
+    from agentica.deep.checks.answer import _CONFIRMATION
 
     assert _CONFIRMATION.fullmatch("Yes, the task is really done.")
     assert _CONFIRMATION.fullmatch("All steps are completed.")
@@ -821,7 +821,7 @@ async def test_a_named_file_left_unused_is_named_in_the_read_to_call(tmp_path: P
 
 def test_a_failed_assert_equal_of_lists_is_said_without_unittests_prefix() -> None:
     """As measured on fix-unique: "unique([3, 1, 3, 2, 1]) gives Lists differ: [1, 2, 3]"."""
-    from agentica.deep.checks import _mismatch
+    from agentica.deep.checks.failures import mismatch as _mismatch
 
     output = (
         '  File "/w/test_lists.py", line 8, in test_unique\n'

@@ -9,7 +9,7 @@ import pytest
 from agentica import Agent, tool
 from agentica.deep import FileTools, NumberCheck
 from agentica.deep.backends import StateBackend
-from agentica.deep.checks import _Sources
+from agentica.deep.checks.numbers import _Sources
 from agentica.deep.shell import Shell
 from agentica.messages import ToolMessage, UserMessage
 from agentica.testing import ScriptedModel, call, tool_calls
@@ -507,7 +507,7 @@ async def test_the_file_the_task_asks_for_is_put_right_before_the_answer(tmp_pat
 def test_the_text_of_a_file_silent_code_wrote_is_not_what_it_printed() -> None:
     """run_python shows the files code that printed nothing wrote; "your code printed: ..."
     quoting that text (a whole report) would tell the model something false."""
-    from agentica.deep.checks import _printed
+    from agentica.deep.checks.numbers import _printed
 
     assert _printed("exit code 0\n97\n") == "97"
     silent = "exit code 0 (no output); the code printed nothing, and it wrote r.md, which now "

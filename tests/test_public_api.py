@@ -75,6 +75,7 @@ SUBPACKAGES: dict[str, set[str]] = {
         "BackendError", "CompositeBackend", "FileBackend", "FileInfo", "FilesystemBackend",
         "GrepLine", "StateBackend", "StoreBackend", "normalize_path"
     },
+    "agentica.deep.checks": {"AnswerCheck", "NumberCheck"},
     "agentica.deep.shell": {
         "BwrapCommands", "CodeNotRun", "LocalCommand", "LocalCommands", "Shell"
     },
