@@ -539,6 +539,47 @@ async def test_quotes_added_around_a_value_and_a_file_rewritten_from_scratch() -
     assert "[check]" not in await tools.write_file(ctx, "/upper.txt", "ADA\nGRACE\nLINUS\n")
 
 
+async def test_an_edit_typed_with_the_other_quotes_matches_the_files_own() -> None:
+    """As measured on the 1.5B model (fix-slugify, fix-price): old_string
+    ``return '_'.join(title.split())`` for the line ``return "_".join(title.split())``, sent
+    again unchanged after "the closest line is ..."."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    source = 'def slugify(title):\n    """A slug."""\n    return "_".join(title.split())\n'
+    await backend.write("/text.py", source)
+    await tools.read_file(ctx, "/text.py")
+    out = await tools.edit_file(
+        ctx, "/text.py", "return '_'.join(title.split())", "return '-'.join(title.lower().split())"
+    )
+    assert out.startswith("edited /text.py: replaced 1 occurrence at line 3; old_string matched")
+    assert await backend.read("/text.py") == source.replace(
+        '"_".join(title.split())', '"-".join(title.lower().split())'
+    )
+    # JSON keeps its double quotes; new_string with both kinds is written as given
+    await backend.write("/c.json", '{"debug": "on", "name": "it\'s"}\n')
+    await tools.read_file(ctx, "/c.json")
+    await tools.edit_file(ctx, "/c.json", "'debug': 'on'", "'debug': 'off'")
+    assert await backend.read("/c.json") == '{"debug": "off", "name": "it\'s"}\n'
+    await backend.write("/m.py", 'x = f("a")\n')
+    await tools.read_file(ctx, "/m.py")
+    await tools.edit_file(ctx, "/m.py", "f('a')", "f('a', \"b\")")
+    assert await backend.read("/m.py") == "x = f('a', \"b\")\n"
+    # twice in the file: which one is meant is not guessed (replace_all changes both)
+    await backend.write("/two.py", 'a = "x"\nb = "x"\n')
+    await tools.read_file(ctx, "/two.py")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(ctx, "/two.py", "'x'", "'y'")
+    assert (await tools.edit_file(ctx, "/two.py", "'x'", "'y'", replace_all=True)).startswith(
+        "edited /two.py: replaced 2 occurrences"
+    )
+    assert await backend.read("/two.py") == 'a = "y"\nb = "y"\n'
+    # quotes of both kinds in the file where old_string has one: not one style for the other
+    await backend.write("/mixed.py", 's = "it\'s"\n')
+    await tools.read_file(ctx, "/mixed.py")
+    with pytest.raises(ToolError, match="not found"):
+        await tools.edit_file(ctx, "/mixed.py", "'it's'", "'its'")
+
+
 async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
     """As measured on the 1.5B model (the user-phrased demo): its code wrote the right totals
     into report.md, then it wrote its own wrong ones from before over them. A write that drops

@@ -391,6 +391,31 @@ def _without_added_quotes(text: str, old_string: str, new_string: str) -> tuple[
     return plain_old, _QUOTES.sub("", new_string)
 
 
+def _with_file_quotes(
+    text: str, old_string: str, new_string: str, *, replace_all: bool
+) -> tuple[str, str] | None:
+    """(old, new) with the file's quotes, when ``old_string`` is not in ``text`` but is with
+    its single quotes double ones (or the other way round) and is so once (any number of times
+    with ``replace_all``); ``new_string``'s quotes of that kind turned too when it has none of
+    the other (seen: ``'_'.join(title.split())`` for the line ``"_".join(title.split())``, the
+    edit sent again unchanged after "the closest line is ..."); else None."""
+    if not _QUOTES.search(old_string):
+        return None
+    pattern = "".join("['\"]" if c in "'\"" else re.escape(c) for c in old_string)
+    found = [m.group(0) for m in re.finditer(pattern, text)]
+    if not found or (len(found) > 1 and not replace_all) or len(set(found)) > 1:
+        return None
+    turned = {(a, b) for a, b in zip(old_string, found[0], strict=True) if a != b}
+    if len(turned) != 1:  # (one kind turned into the other, every time)
+        return None
+    ((given, wanted),) = turned
+    if given in found[0]:  # (a quote of that kind kept somewhere: not one style for another)
+        return None
+    if wanted not in new_string:
+        new_string = new_string.replace(given, wanted)
+    return found[0], new_string
+
+
 def _not_found(path: str, text: str, old_string: str) -> str:
     """Why ``old_string`` is not in the file, with the line it most likely meant."""
     if old_string.strip() and old_string.strip() in text:
@@ -446,6 +471,15 @@ def plan_edit(
         unquoted = (
             "; old_string matched without the quotes you put around its value (the file "
             "has none), so new_string was written without them too"
+        )
+    if count == 0 and (
+        quoted := _with_file_quotes(text, old_string, new_string, replace_all=replace_all)
+    ):
+        old_string, new_string = quoted  # ("'_'.join(...)" for '"_".join(...)')
+        count = text.count(old_string)
+        unquoted = (
+            "; old_string matched with the file's quotes, not the ones you typed, so new_string "
+            "was written with the file's quotes too"
         )
     if count == 0:
         raise ToolError(_not_found(path, text, old_string))
