@@ -873,3 +873,32 @@ async def test_a_move_half_done_is_sent_back_a_second_time(tmp_path: Path) -> No
         if isinstance(m, UserMessage) and "still defines slugify" in m.text
     ]
     assert len(said) == 2 and "1. textutils.py has it already." in said[1]
+
+
+async def test_a_fix_answered_unchanged_and_untested_is_sent_to_run_the_tests_first(
+    tmp_path: Path,
+) -> None:
+    """As measured on fix-page-count: read both files, answered "done"; told to make the change,
+    the model changed the tests four times over before it ever ran them. The tests are run
+    first (the failure says what to change), and an edit of them is refused with their call."""
+    (tmp_path / "paging.py").write_text("def page_count(n, per):\n    return n // per\n")
+    (tmp_path / "test_paging.py").write_text(
+        "import unittest\nfrom paging import page_count\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_it(self):\n        self.assertEqual(page_count(10, 3), 4)\n"
+    )
+    task = "Some tests in test_paging.py fail. Find out why and fix paging.py."
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="test_paging.py")),
+        tool_calls(call("read_file", path="paging.py")),
+        "The task is done.",
+        tool_calls(call("edit_file", path="test_paging.py", old_string="4)", new_string="3)")),
+        *["The task is done."] * 6,
+    ], task)  # fmt: skip
+    run = 'execute({"command": "python3 -m unittest test_paging"})'
+    asked = str(model.requests[3].messages[-1].content)
+    assert "none of your calls ran them" in asked and run in asked
+    assert model.requests[3].settings.tool_choice == "execute"
+    refused = next(m for m in model.requests[4].messages[::-1] if isinstance(m, ToolMessage))
+    assert refused.content.startswith("nothing was changed: test_paging.py holds the tests")
+    assert f"Run them to see what fails: {run}; then change the code they test" in refused.content
+    assert "page_count(10, 3), 4)" in (tmp_path / "test_paging.py").read_text()

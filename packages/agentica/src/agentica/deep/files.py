@@ -17,6 +17,7 @@ import hashlib
 import json
 import keyword
 import re
+import shlex
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -540,6 +541,35 @@ def guards_the_tests(task: str, path: str) -> bool:
     return bool(_TESTS_JUDGE.search(task))
 
 
+async def test_run(
+    ctx: RunContext[Any], backend: FileBackend, test_path: str
+) -> tuple[str, str] | None:
+    """How to run the tests in ``test_path``: the tool (``execute``, else ``run_python``) and
+    the call written out, the command ``python3 -m unittest module`` for unittest tests and
+    ``python3 -m pytest -q path`` for plain test functions (unittest finds none of those:
+    "Ran 0 tests ... OK"); None when the agent has neither tool."""
+    runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
+    if runner is None:
+        return None
+    try:
+        source = await backend.read(test_path)
+    except BackendError:
+        source = ""
+    relative = test_path.lstrip("/")
+    if "unittest" in source or "TestCase" in source:
+        module = PurePosixPath(relative).with_suffix("").as_posix().replace("/", ".")
+        runner_args = ["-m", "unittest", module]
+    else:
+        runner_args = ["-m", "pytest", "-q", relative]
+    if runner == "execute":
+        return runner, f"execute({json.dumps({'command': shlex.join(['python3', *runner_args])})})"
+    return runner, (
+        "run_python with import subprocess, sys; r = subprocess.run([sys.executable, "
+        f"{', '.join(map(repr, runner_args))}], capture_output=True, text=True); "
+        "print(r.stdout, r.stderr)"
+    )
+
+
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _LETTERS = re.compile(r"[A-Za-z]{2}")
 
@@ -937,11 +967,12 @@ class FileTools(Tool):
             "result above. Do not read it again: go on with the next step, or answer."
         )
 
-    def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
+    async def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
         """Refuse, up to ``_MAX_TEST_REFUSALS`` times per run, a change to the tests that judge
         the task's fix (seen: told that stats.py cannot be the tests, the model edited
         test_stats.py to expect the bug's 4.5; refused once, fix-page-count sent the same edit
-        of test_paging.py again at once)."""
+        of test_paging.py again at once, and a fourth time, the tests never run), with the
+        call that runs them."""
         key = f"{self.name}.tests_refused"
         refused = int(ctx.state.get(key, 0))
         if (
@@ -951,10 +982,12 @@ class FileTools(Tool):
         ):
             return
         ctx.state[key] = refused + 1
+        run = await test_run(ctx, self.resolve(ctx), path)
+        how = f"Run them to see what fails: {run[1]}; then change" if run else "Change"
         raise ToolError(
             f"nothing was changed: {path} holds the tests the task uses to check the fix, so "
-            "they stay as they are. Change the code they test (read the failing assertion, then "
-            "fix the function it calls)"
+            f"they stay as they are. {how} the code they test (the failing assertion shows what "
+            "the function it calls gives and what it should give)"
         )
 
     async def _check_task_files(
@@ -1084,7 +1117,7 @@ class FileTools(Tool):
             )
         if (refused := _refused_content(path, written)) is not None:
             raise ToolError(refused)
-        self._check_tests(ctx, path)
+        await self._check_tests(ctx, path)
         backend = self.resolve(ctx)
         if self.read_task_files:
             await self._check_task_files(ctx, backend, path)
@@ -1173,7 +1206,7 @@ class FileTools(Tool):
             )
         if old_string == new_string:
             raise ToolError("old_string and new_string are the same; there is nothing to change")
-        self._check_tests(ctx, path)
+        await self._check_tests(ctx, path)
         backend = self.resolve(ctx)
         try:
             text = await backend.read(path)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import ast
 import json
 import re
-import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import existing_files, guards_the_tests, task_files
+from agentica.deep.files import existing_files, guards_the_tests, task_files, test_run
 from agentica.errors import AgenticaError
 from agentica.tools.context import RunContext
 
@@ -399,7 +398,6 @@ async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | N
     stats.py ..."): the tool that runs them, the test files, and the call to show."""
     if ctx.files is None or not CHANGING.search(ctx.input) or QUESTION.match(ctx.input):
         return None  # ("Why do the tests fail?" is answered, not fixed)
-    runner = next((t for t in ("execute", "run_python") if t in ctx.functions), None)
     named = task_files(ctx.input)
     tests = [name for name in named if guards_the_tests(ctx.input, name)]
     if not tests:  # "The tests fail, can you fix it?": the tests of the modules it names
@@ -411,23 +409,10 @@ async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | N
             if guards_the_tests(ctx.input, test)
         ]
     tests = await existing_files(ctx.files, tests)
-    if runner is None or not tests:
+    run = await test_run(ctx, ctx.files, tests[0]) if tests else None
+    if run is None:
         return None
-    source = await _read_or_empty(ctx, tests[0])
-    # unittest finds no plain test functions ("Ran 0 tests ... OK"): those run with pytest
-    if "unittest" in source or "TestCase" in source:
-        module = PurePosixPath(tests[0]).with_suffix("").as_posix().replace("/", ".")
-        runner_args = ["-m", "unittest", module]
-    else:
-        runner_args = ["-m", "pytest", "-q", tests[0]]
-    command = shlex.join(["python3", *runner_args])
-    how = (
-        f"execute({json.dumps({'command': command})})"
-        if runner == "execute"
-        else "run_python with import subprocess, sys; r = subprocess.run([sys.executable, "
-        f"{', '.join(map(repr, runner_args))}], capture_output=True, text=True); "
-        "print(r.stdout, r.stderr)"
-    )
+    runner, how = run
     return runner, tests, how
 
 
@@ -521,8 +506,10 @@ SEND_BACKS: tuple[SendBack, ...] = (
     SendBack("left_to_change", _left_to_change),
     # twice (seen: the first time, the model made the first of the two changes only)
     SendBack("not_moved", _not_moved, times=2),
-    SendBack("unchanged", _unchanged, counts_as_check=True, after_named_files=True),
+    # tests first: told to change something before it saw what fails, the model changed the
+    # tests (fix-page-count) or a line at random
     SendBack("untested", _untested, after_named_files=True),
     SendBack("failing", _failing, after_named_files=True),
+    SendBack("unchanged", _unchanged, counts_as_check=True, after_named_files=True),
     SendBack("placeholder", _placeholder, after_named_files=True),
 )
