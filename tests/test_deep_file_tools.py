@@ -580,6 +580,42 @@ async def test_an_edit_typed_with_the_other_quotes_matches_the_files_own() -> No
         await tools.edit_file(ctx, "/mixed.py", "'it's'", "'its'")
 
 
+async def test_an_edit_that_adds_again_the_lines_after_old_string_is_refused_with_them() -> None:
+    """As measured on fix-mean: old_string ``def mean(values):`` and new_string that line with
+    the function's body again; mean's body was then in stats.py twice."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    source = (
+        'def mean(values):\n    """The mean."""\n    total = 0\n'
+        "    for value in values[1:]:\n        total += value\n    return total / len(values)\n"
+        "\n\ndef other():\n    return 1\n"
+    )
+    await backend.write("/stats.py", source)
+    await tools.read_file(ctx, "/stats.py")
+    rewrite = (
+        "def mean(values):\n    total = 0\n    for value in values:\n        total += value\n"
+        "    return total / len(values)"
+    )
+    with pytest.raises(ToolError) as refused:
+        await tools.edit_file(ctx, "/stats.py", "def mean(values):", rewrite)
+    assert str(refused.value) == (
+        "nothing was changed: new_string is old_string followed by lines /stats.py already has "
+        "after it (lines 1-6), so they would be there twice. To rewrite those lines, old_string "
+        "is all of them, as the file has them:\n"
+        + "\n".join(source.splitlines()[:6])
+        + "\nand new_string is what replaces them"
+    )
+    assert await backend.read("/stats.py") == source
+    # the block copied as told: the edit goes through
+    block = "\n".join(source.splitlines()[:6])
+    assert (await tools.edit_file(ctx, "/stats.py", block, rewrite)).startswith("edited")
+    # one line added again is no rewrite (code may repeat a line: a note, as before)
+    await backend.write("/a.py", "x = 1\ny = 2\nprint(x, 'total')\n")
+    await tools.read_file(ctx, "/a.py")
+    out = await tools.edit_file(ctx, "/a.py", "x = 1", "x = 1\nprint(x, 'total')")
+    assert out.startswith("edited /a.py") and "[note] new_string adds" in out
+
+
 async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
     """As measured on the 1.5B model (the user-phrased demo): its code wrote the right totals
     into report.md, then it wrote its own wrong ones from before over them. A write that drops

@@ -314,6 +314,28 @@ def _repeated_text(before: str, old_string: str, new_string: str) -> str | None:
     return next((p for p in pieces if len(p) >= 12 and p in rest), None)
 
 
+_MAX_BLOCK_LINES = 60  # lines after old_string looked at for lines an edit adds again
+
+
+def _block_again(text: str, old_string: str, new_string: str) -> tuple[int, int] | None:
+    """The first and last line of the block an edit meant to rewrite, when its ``new_string``
+    is ``old_string`` followed by lines of which two or more the file has right after it (seen
+    on fix-mean: old_string ``def mean(values):``, new_string the whole function again, mean's
+    body then in stats.py twice); else None."""
+    if not new_string.startswith(old_string) or text.count(old_string) != 1:
+        return None
+    added = {s for line in new_string[len(old_string) :].splitlines() if len(s := line.strip()) > 3}
+    start = text.index(old_string)
+    first = text.count("\n", 0, start) + 1
+    following = text[start + len(old_string) :].splitlines()[: _MAX_BLOCK_LINES + 1]
+    again = [
+        number
+        for number, line in enumerate(following, start=first + old_string.count("\n"))
+        if line.strip() in added
+    ]
+    return (first, again[-1]) if len(again) >= 2 else None
+
+
 def _short_quote(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -1216,6 +1238,15 @@ class FileTools(Tool):
             raise
         edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
+        if (block := _block_again(text, old_string, new_string)) is not None:
+            first, last = block
+            lines = "\n".join(text.splitlines()[first - 1 : last])
+            raise ToolError(
+                f"nothing was changed: new_string is old_string followed by lines {path} already "
+                f"has after it (lines {first}-{last}), so they would be there twice. To rewrite "
+                f"those lines, old_string is all of them, as the file has them:\n{lines[:1500]}\n"
+                "and new_string is what replaces them"
+            )
         twice = _repeated_text(text, old_string, new_string)
         if twice is not None and PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
             # prose: refused (seen: the note alone, and american-spelling's README.md kept its
