@@ -8,7 +8,7 @@ import pytest
 
 from agentica import Agent, tool
 from agentica.deep import FileTools, NumberCheck
-from agentica.deep.backends import StateBackend
+from agentica.deep.backends import FilesystemBackend, StateBackend
 from agentica.deep.checks.numbers import _Sources
 from agentica.deep.shell import Shell
 from agentica.messages import ToolMessage, UserMessage
@@ -544,3 +544,30 @@ async def test_numbers_typed_into_code_that_writes_a_data_file_get_a_note(
     )
     assert start in first.content
     assert "apples,20" in second.content and "[number check]" not in second.content
+
+
+async def test_a_data_file_read_again_instead_of_computing_makes_the_next_call_compute(
+    tmp_path: Path,
+) -> None:
+    """As measured on csv-totals: sales.csv read seven times in a row, each time told to run
+    code instead, until read_file was taken away. The second read in a row makes the next call
+    run_python, with code that reads the file; a task that computes nothing is left alone."""
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,120\nsouth,80\nnorth,45\n")
+    read = call("read_file", path="sales.csv")
+    task = "Compute the total amount per region in sales.csv and write it to totals.json."
+    script = [tool_calls(read), tool_calls(read), *["Done."] * 4]
+    model = ScriptedModel(script)
+    shell = Shell(tmp_path, python=True, background=False)
+    tools = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[tools], capabilities=[shell, NumberCheck()])
+    await agent.run(task)
+    again = next(m for m in model.requests[2].messages[::-1] if isinstance(m, ToolMessage))
+    assert "has not changed since you read it in your last call" in again.content
+    assert "[number check] Compute what the task asks for now with run_python" in again.content
+    assert "sales = list(csv.DictReader(open('sales.csv', newline='')))" in again.content
+    assert model.requests[2].settings.tool_choice == "run_python"
+    model = ScriptedModel(script)
+    agent = Agent(model=model, tools=[tools], capabilities=[shell, NumberCheck()])
+    await agent.run("Show me sales.csv.")
+    assert "[number check]" not in str(model.requests[2].messages)
+    assert model.requests[2].settings.tool_choice is None

@@ -537,6 +537,7 @@ FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,
 
 
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
+READ_AGAIN = "has not changed since you read it in your last call"  # (a read repeated at once)
 
 
 def task_files(task: str) -> list[str]:
@@ -973,19 +974,19 @@ class FileTools(Tool):
             if unread:
                 names = " and ".join(unread)
                 return (
-                    f"{path} has not changed since you read it in your last call: its text is in "
+                    f"{path} {READ_AGAIN}: its text is in "
                     f"that result above. It imports from {names}, which you have not read: read "
                     f"{unread[0]} next."
                 )
         elif suffix in _DATA_SUFFIXES and runner is not None:
             return (
-                f"{path} has not changed since you read it in your last call: its text is in "
+                f"{path} {READ_AGAIN}: its text is in "
                 "that result above. To work something out from it (a count, a total, an "
                 "average, the largest or the smallest, an order), do not read it again: run "
                 f"code that reads it and prints the result with {runner}."
             )
         return (
-            f"{path} has not changed since you read it in your last call: its text is in that "
+            f"{path} {READ_AGAIN}: its text is in that "
             "result above. Do not read it again: go on with the next step, or answer."
         )
 

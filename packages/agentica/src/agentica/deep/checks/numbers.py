@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentica.deep.checks.calls import DATA_SUFFIXES, arguments, short, written
-from agentica.deep.files import task_files
+from agentica.deep.files import READ_AGAIN, task_files
 from agentica.deep.shell.hints import written_texts
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
@@ -289,6 +289,8 @@ class NumberCheck(Capability):
                     call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
             if call.name == "run_python" and not call.notes and call.status == "success":
                 self._typed(ctx, sources, call)
+            if call.name == "read_file" and READ_AGAIN in call.content_without_notes:
+                self._read_again(ctx, call)
             # (without the notes: a note may quote the number)
             sources.add(call.content_without_notes, echoed=call.call.arguments)
             if call.name in _DELEGATING_TOOLS and not returned_error(call):
@@ -302,6 +304,24 @@ class NumberCheck(Capability):
                 ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
                 if not failed:
                     ctx.state[f"{self.name}.computed"] = True
+
+    def _read_again(self, ctx: RunContext[Any], call: FunctionCall) -> None:
+        """A data file read again at once, in a task asking for a value worked out from data,
+        before any code computed one: the next call is made to compute it, with code to start
+        from (seen: csv-totals read sales.csv seven times in a row, each time told to run code
+        instead, until the tool was taken away)."""
+        path = arguments(call).get("path")
+        if not isinstance(path, str) or PurePosixPath(path).suffix.lower() not in DATA_SUFFIXES:
+            return
+        if ctx.state.get(f"{self.name}.computed") or _AGGREGATE.search(ctx.input) is None:
+            return
+        tool = self._spend(ctx)
+        if tool is not None:
+            code = _reading_code(ctx.input) if tool == "run_python" else ""
+            call.notes.append(
+                f"[number check] Compute what the task asks for now with {tool}: code that "
+                f"reads the data and prints the result.{code}"
+            )
 
     def _typed(self, ctx: RunContext[Any], sources: _Sources, call: FunctionCall) -> None:
         """A note when code wrote into a data or text file numbers typed into the code that
