@@ -629,6 +629,18 @@ async def test_a_fix_answered_while_its_tests_fail_or_were_not_rerun_is_sent_bac
     )
     assert asked(model, "still fail") is None and asked(model, "last ran") is None
     assert "-" in (tmp_path / "text.py").read_text()
+    # changed after the failure was sent back: the heartbeat has the tests run (not the file
+    # read back), and an answer without that run is sent to run them once more
+    model = await answered(
+        tool_calls(call("read_file", path="text.py")),
+        tool_calls(run),
+        "It should use hyphens.",
+        tool_calls(fix),
+    )
+    found = asked(model, "and did not run the tests the task names since. Run them now: execute")
+    assert found is not None and found[0].settings.tool_choice == "execute"
+    found = asked(model, "You changed the code after the tests in test_text.py last ran")
+    assert found is not None and found[0].settings.tool_choice == "execute"
 
 
 async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_it_put_right(

@@ -564,6 +564,31 @@ def guards_the_tests(task: str, path: str) -> bool:
     return bool(_TESTS_JUDGE.search(task))
 
 
+async def judging_tests(task: str, backend: FileBackend) -> list[str]:
+    """The test files, existing, that judge ``task``'s fix: the ones it names ("The tests in
+    test_stats.py fail"), else those of the Python modules it names where tests usually are
+    ("mean() in stats.py is wrong. The tests fail": test_stats.py, stats_test.py, tests/)."""
+    named = task_files(task)
+    tests = [name for name in named if guards_the_tests(task, name)]
+    if not tests:
+        tests = [
+            test
+            for name in named
+            if name.endswith(".py")
+            for test in _usual_test_files(name)
+            if guards_the_tests(task, test)
+        ]
+    return await existing_files(backend, tests)
+
+
+def _usual_test_files(module: str) -> list[str]:
+    """Where the tests of ``module`` (a .py path) usually are: test_m.py, m_test.py, tests/."""
+    path = PurePosixPath(module)
+    stem, folder = path.stem, path.parent
+    names = [f"test_{stem}.py", f"{stem}_test.py"]
+    return [(folder / name).as_posix() for name in names] + [f"tests/test_{stem}.py"]
+
+
 async def test_run(
     ctx: RunContext[Any], backend: FileBackend, test_path: str
 ) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from agentica.deep.files import judging_tests, test_run
 from agentica.deep.subagents import delegated_calls
 from agentica.errors import UsageError
 from agentica.messages import AssistantMessage
@@ -173,6 +174,14 @@ class Heartbeat(Capability):
             return None
         state["continues"] += 1
         state["act"] = True  # the next call does a step (a tool call), not another answer
+        run = await _tests_to_run(ctx, changed) if changed and len(reasons) == 1 else None
+        if run is not None:  # (read back, fix-leap-year's wrong edit looked right to the model)
+            state["act"] = run[0]
+            return (
+                f"You answered, but you changed {', '.join(changed[:6])} and did not run the "
+                f"tests the task names since. Run them now: {run[1]}. If they pass, give your "
+                "final answer again, else fix the code first."
+            )
         if changed and len(reasons) == 1 and "read_file" in ctx.functions:
             # only the check is missing: say which call does it, and choose it (told to "do the
             # remaining steps", the demo's model redid its first step, a 40 s subagent)
@@ -202,6 +211,15 @@ class Heartbeat(Capability):
         """Checkpoints shown and early answers sent back in the run of ``ctx``."""
         state = ctx.state.get(Heartbeat.name) or {}
         return {"checkpoints": state.get("checkpoints", 0), "continues": state.get("continues", 0)}
+
+
+async def _tests_to_run(ctx: RunContext[Any], changed: list[str]) -> tuple[str, str] | None:
+    """The tool and call that run the tests judging the task's fix, when Python files were
+    changed in a task that has such tests; else None."""
+    if ctx.files is None or not any(path.endswith(".py") for path in changed):
+        return None
+    tests = await judging_tests(ctx.input, ctx.files)
+    return await test_run(ctx, ctx.files, tests[0]) if tests else None
 
 
 class Reflection(Capability):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import existing_files, guards_the_tests, task_files, test_run
+from agentica.deep.files import existing_files, judging_tests, task_files, test_run
 from agentica.errors import AgenticaError
 from agentica.tools.context import RunContext
 
@@ -373,24 +373,33 @@ async def _untested(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None
 
 
 async def _failing(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
-    """A fix judged by tests the task names, answered while the last run of them failed, or
-    after a change made since it (seen: "AssertionError: 'Hello_World' != 'hello-world'"
-    answered with how slugify "should be modified", nothing changed; "+ 0.5" edited onto
-    mean's result and answered "the tests pass", never run again)."""
-    if not seen.retest:
+    """A fix judged by tests the task names, answered while the last run of them failed (seen:
+    "AssertionError: 'Hello_World' != 'hello-world'" answered with how slugify "should be
+    modified", nothing changed), sent back with the failure and the code it comes from."""
+    if not seen.retest or seen.retest == "changed":
+        return None
+    found = await _judging_tests(ctx)
+    if found is None:
+        return None
+    _, tests, how = found
+    if "edit_file" in ctx.functions:
+        seen.choice = "edit_file"
+    failing = FAILING_PROMPT.format(tests=" and ".join(tests), failure=seen.retest, how=how)
+    return failing + await _sources(ctx, tests)
+
+
+async def _changed_since(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
+    """A fix judged by tests the task names, answered after a change made since they last ran
+    (seen: "+ 0.5" edited onto mean's result and answered "the tests pass", never run again;
+    a second change, after the failure was sent back, answered unrun too)."""
+    if seen.retest != "changed":
         return None
     found = await _judging_tests(ctx)
     if found is None:
         return None
     runner, tests, how = found
-    names = " and ".join(tests)
-    if seen.retest == "changed":
-        seen.choice = runner
-        return RETEST_PROMPT.format(tests=names, how=how)
-    if "edit_file" in ctx.functions:
-        seen.choice = "edit_file"
-    failing = FAILING_PROMPT.format(tests=names, failure=seen.retest, how=how)
-    return failing + await _sources(ctx, tests)
+    seen.choice = runner
+    return RETEST_PROMPT.format(tests=" and ".join(tests), how=how)
 
 
 async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | None:
@@ -398,30 +407,12 @@ async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | N
     stats.py ..."): the tool that runs them, the test files, and the call to show."""
     if ctx.files is None or not CHANGING.search(ctx.input) or QUESTION.match(ctx.input):
         return None  # ("Why do the tests fail?" is answered, not fixed)
-    named = task_files(ctx.input)
-    tests = [name for name in named if guards_the_tests(ctx.input, name)]
-    if not tests:  # "The tests fail, can you fix it?": the tests of the modules it names
-        tests = [
-            test
-            for name in named
-            if name.endswith(".py")
-            for test in _test_files(name)
-            if guards_the_tests(ctx.input, test)
-        ]
-    tests = await existing_files(ctx.files, tests)
+    tests = await judging_tests(ctx.input, ctx.files)
     run = await test_run(ctx, ctx.files, tests[0]) if tests else None
     if run is None:
         return None
     runner, how = run
     return runner, tests, how
-
-
-def _test_files(module: str) -> list[str]:
-    """Where the tests of ``module`` (a .py path) usually are: test_m.py, m_test.py, tests/."""
-    path = PurePosixPath(module)
-    stem, folder = path.stem, path.parent
-    names = [f"test_{stem}.py", f"{stem}_test.py"]
-    return [(folder / name).as_posix() for name in names] + [f"tests/test_{stem}.py"]
 
 
 async def _sources(ctx: RunContext[Any], tests: list[str]) -> str:
@@ -510,6 +501,7 @@ SEND_BACKS: tuple[SendBack, ...] = (
     # tests (fix-page-count) or a line at random
     SendBack("untested", _untested, after_named_files=True),
     SendBack("failing", _failing, after_named_files=True),
+    SendBack("changed_since", _changed_since, after_named_files=True),
     SendBack("unchanged", _unchanged, counts_as_check=True, after_named_files=True),
     SendBack("placeholder", _placeholder, after_named_files=True),
 )
