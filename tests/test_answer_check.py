@@ -751,6 +751,15 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
     ], "Rename fmt_money to format_money everywhere in this project.")  # fmt: skip
     sent_back = model.requests[3].messages[-1]
     assert "But 'fmt_money' is still there: /main.py (lines 1, 2)." in sent_back.text
+    # "everywhere": the workspace, though the task names main.py (which has none of it)
+    (tmp_path / "main.py").write_text("from report import total\nprint(total())\n")
+    (tmp_path / "report.py").write_text("from helpers import fmt_money\n")
+    task = "Rename fmt_money to format_money everywhere. main.py should still print the same."
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="main.py")),
+        *["Renamed."] * 4,
+    ], task)  # fmt: skip
+    assert _told(model, "But 'fmt_money' is still there: /report.py (line 1).")
     (tmp_path / "config.ini").write_text("port = 80\n")
     model = await _deep_run(tmp_path, [
         tool_calls(call("edit_file", path="config.ini", old_string="80", new_string="8080")),

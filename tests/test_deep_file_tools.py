@@ -616,6 +616,28 @@ async def test_an_edit_that_adds_again_the_lines_after_old_string_is_refused_wit
     assert out.startswith("edited /a.py") and "[note] new_string adds" in out
 
 
+async def test_an_edit_of_a_line_another_file_has_says_where_it_is() -> None:
+    """As measured on rename-across: ``def fmt_money(amount):`` looked for in main.py twice,
+    the function being in helpers.py."""
+    backend = StateBackend()
+    tools, ctx = FileTools(backend), context()
+    await backend.write("/main.py", "from report import summary\nprint(summary())\n")
+    await backend.write("/helpers.py", "def fmt_money(amount):\n    return f'{amount:.2f}'\n")
+    await backend.write("/.venv/x.py", "def fmt_money(amount):\n")  # (hidden: not named)
+    await tools.read_file(ctx, "/main.py")
+    old = "def fmt_money(amount):\n    return f'${amount}'"
+    with pytest.raises(ToolError) as missing:
+        await tools.edit_file(ctx, "/main.py", old, old.replace("fmt_", "format_"))
+    assert str(missing.value).endswith(
+        ". The line 'def fmt_money(amount):' is in /helpers.py (line 1), not in /main.py: to "
+        "change it there, call edit_file with path '/helpers.py'"
+    )
+    # nowhere else: the error as it was
+    with pytest.raises(ToolError) as missing:
+        await tools.edit_file(ctx, "/main.py", "def nothing_here():", "def x():")
+    assert "is in" not in str(missing.value)
+
+
 async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
     """As measured on the 1.5B model (the user-phrased demo): its code wrote the right totals
     into report.md, then it wrote its own wrong ones from before over them. A write that drops

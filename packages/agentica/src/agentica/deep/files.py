@@ -336,6 +336,35 @@ def _block_again(text: str, old_string: str, new_string: str) -> tuple[int, int]
     return (first, again[-1]) if len(again) >= 2 else None
 
 
+async def _elsewhere(backend: FileBackend, path: str, old_string: str) -> str:
+    """Where else in the workspace the first line of an ``old_string`` not in ``path`` is
+    (seen on rename-across: ``def fmt_money(amount):`` looked for in main.py, twice, the
+    function being in helpers.py), as a sentence; ``""`` when nowhere."""
+    line = next((s for line in old_string.splitlines() if len(s := line.strip()) >= 6), None)
+    if line is None:
+        return ""
+    try:
+        found = await backend.grep(re.escape(line[:200]), "/", limit=_MAX_ELSEWHERE * 4)
+        target = normalize_path(path)
+    except BackendError:
+        return ""
+    places = [
+        g for g in found
+        if g.match and g.path != target
+        and not any(part.startswith(".") for part in PurePosixPath(g.path).parts)
+    ][:_MAX_ELSEWHERE]  # fmt: skip
+    if not places:
+        return ""
+    where = ", ".join(f"{g.path} (line {g.line})" for g in places)
+    return (
+        f"The line {_short_quote(line)} is in {where}, not in {target}: to change it there, call "
+        f"edit_file with path {places[0].path!r}"
+    )
+
+
+_MAX_ELSEWHERE = 3  # other files named where an old_string's line is
+
+
 def _short_quote(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -1262,7 +1291,12 @@ class FileTools(Tool):
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
-        edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
+        try:
+            edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
+        except ToolError as exc:
+            if old_string in text or not (elsewhere := await _elsewhere(backend, path, old_string)):
+                raise
+            raise ToolError(f"{exc}. {elsewhere}") from None
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
         if (block := _block_again(text, old_string, new_string)) is not None:
             first, last = block

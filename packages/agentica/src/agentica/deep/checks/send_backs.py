@@ -193,6 +193,10 @@ _CHANGE_TO = re.compile(
     r"(?i)\b(?:change|rename|replace)\b[^.?!\n]{0,80}?(?<![\w.])([a-z_][\w]*)\s+"
     r"(?:to|with|by)\s+['\"`]?([a-z_][\w]*)\b"
 )
+_EVERYWHERE = re.compile(
+    r"(?i)\b(?:everywhere|throughout|across|all\s+(?:the\s+)?files|"
+    r"(?:whole|entire|this)\s+(?:project|repo|repository|codebase|code\s*base))\b"
+)
 _MAX_LEFT = 200
 _MAX_LEFT_FILES = 6
 # A task that asks to change something (not a question about it)
@@ -219,16 +223,11 @@ async def _left_to_change(ctx: RunContext[Any], seen: Seen, answer: str) -> str 
         return None
     named = await existing_files(ctx.files, task_files(ctx.input))
     word = re.compile(rf"(?<![\w.]){re.escape(old)}(?!\w)(?!\s*[=:])")  # (not a setting's key)
-    places: dict[str, list[int]] = {}
-    for path in named or ["/"]:
-        try:
-            lines = await ctx.files.grep(rf"\b{re.escape(old)}\b", path, limit=_MAX_LEFT)
-        except AgenticaError:
-            continue
-        for line in lines:
-            hidden = any(part.startswith(".") for part in PurePosixPath(line.path).parts)
-            if line.match and not hidden and word.search(line.text):
-                places.setdefault(line.path, []).append(line.line)
+    # the files it names; the workspace when it names none, or says "everywhere" (seen:
+    # "Rename fmt_money ... everywhere in this project. main.py should still print the same
+    # thing.", main.py naming no fmt_money)
+    paths = ["/"] if not named or _EVERYWHERE.search(ctx.input) else named
+    places = await _places(ctx, word, old, paths)
     if not places:
         return None
     if "edit_file" in ctx.functions:
@@ -238,6 +237,25 @@ async def _left_to_change(ctx: RunContext[Any], seen: Seen, answer: str) -> str 
         for path, at in list(places.items())[:_MAX_LEFT_FILES]
     )
     return LEFT_PROMPT.format(task=ctx.input.strip(), old=old, new=new, where=where)
+
+
+async def _places(
+    ctx: RunContext[Any], word: re.Pattern[str], old: str, paths: list[str]
+) -> dict[str, list[int]]:
+    """The lines, by file, under ``paths`` where ``word`` (the name ``old``) is."""
+    places: dict[str, list[int]] = {}
+    if ctx.files is None:
+        return places
+    for path in paths:
+        try:
+            lines = await ctx.files.grep(rf"\b{re.escape(old)}\b", path, limit=_MAX_LEFT)
+        except AgenticaError:
+            continue
+        for line in lines:
+            hidden = any(part.startswith(".") for part in PurePosixPath(line.path).parts)
+            if line.match and not hidden and word.search(line.text):
+                places.setdefault(line.path, []).append(line.line)
+    return places
 
 
 # -- a move half made -------------------------------------------------------------------------
