@@ -493,6 +493,13 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     assert "none of your tool calls changed a file, so setup.cfg is as it was" in sent_back.text
     assert model.requests[2].settings.tool_choice == "edit_file"
     assert (tmp_path / "setup.cfg").read_text() == "[metadata]\nversion = 1.5.0\n"
+    # a second time, when the change still is not made (seen: config-repeat's one edit failed)
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="setup.cfg")),
+        *["The version in setup.cfg has been updated to 1.6.0."] * 5,
+    ], "Bump the version in setup.cfg to 1.6.0.")  # fmt: skip
+    unchanged = "none of your tool calls changed a file, so setup.cfg is as it was"
+    assert sum(unchanged in str(r.messages[-1].content) for r in model.requests) == 2
     # code that only computes changes nothing (seen: fix-price's function definition "run")
     (tmp_path / "money.py").write_text("def parse_price(text):\n    return float(text)\n")
     model = ScriptedModel([

@@ -520,6 +520,7 @@ SEND_BACKS: tuple[SendBack, ...] = (
     SendBack("untested", _untested, after_named_files=True),
     SendBack("failing", _failing, after_named_files=True),
     SendBack("changed_since", _changed_since, after_named_files=True),
-    SendBack("unchanged", _unchanged, counts_as_check=True, after_named_files=True),
+    # twice (seen: config-repeat's one edit after it failed, old_string the task's words)
+    SendBack("unchanged", _unchanged, times=2, counts_as_check=True, after_named_files=True),
     SendBack("placeholder", _placeholder, after_named_files=True),
 )
