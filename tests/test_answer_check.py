@@ -767,6 +767,19 @@ async def test_a_change_of_one_word_answered_while_the_old_word_is_left_is_sent_
         *["Renamed."] * 4,
     ], task)  # fmt: skip
     assert _told(model, "But 'fmt_money' is still there: /report.py (line 1).")
+    # sent again while each time some of it was changed, not when nothing was
+    (tmp_path / "util.py").write_text("from helpers import fmt_money\n")
+    (tmp_path / "report.py").write_text("from helpers import fmt_money\n")
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="main.py")),
+        "Renamed.",
+        tool_calls(call("edit_file", path="report.py", old_string="fmt_money",
+                        new_string="format_money")),
+        *["Renamed."] * 6,
+    ], task)  # fmt: skip
+    assert _told(model, "still there: /report.py (line 1); /util.py (line 1).")
+    assert _told(model, "still there: /util.py (line 1).")
+    assert sum("still there" in str(r.messages[-1].content) for r in model.requests) == 2
     (tmp_path / "config.ini").write_text("port = 80\n")
     model = await _deep_run(tmp_path, [
         tool_calls(call("edit_file", path="config.ini", old_string="80", new_string="8080")),

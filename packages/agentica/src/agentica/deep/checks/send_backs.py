@@ -42,6 +42,7 @@ class Seen:
     checks: int = 0  # general checks made (and send-backs that stand for one)
     sent: dict[str, int] = field(default_factory=dict)  # send-backs made, by name
     confirmation_sent: bool = False  # a bare "Done." after the check, asked for the answer
+    left: str = ""  # where the word to change was left, when last sent back
 
     def unused(self, task: str) -> list[str]:
         """File names the task gives that no successful call used."""
@@ -228,14 +229,15 @@ async def _left_to_change(ctx: RunContext[Any], seen: Seen, answer: str) -> str 
     # thing.", main.py naming no fmt_money)
     paths = ["/"] if not named or _EVERYWHERE.search(ctx.input) else named
     places = await _places(ctx, word, old, paths)
-    if not places:
-        return None
-    if "edit_file" in ctx.functions:
-        seen.choice = "edit_file"
     where = "; ".join(
         f"{path} (line{'s' if len(at) > 1 else ''} {', '.join(map(str, at[:8]))})"
         for path, at in list(places.items())[:_MAX_LEFT_FILES]
     )
+    if not places or where == seen.left:
+        return None  # (gone; or left where it was when last sent back: no progress to go on)
+    seen.left = where
+    if "edit_file" in ctx.functions:
+        seen.choice = "edit_file"
     return LEFT_PROMPT.format(task=ctx.input.strip(), old=old, new=new, where=where)
 
 
@@ -512,7 +514,9 @@ SEND_BACKS: tuple[SendBack, ...] = (
     SendBack("wrong_result", _wrong_result, counts_as_check=True),
     SendBack("both_settings", _both_settings, counts_as_check=True),
     # about the files, changed or not (it says what to change)
-    SendBack("left_to_change", _left_to_change),
+    # again while each time some of it was changed (seen: rename-across renamed it in
+    # helpers.py, of helpers.py and report.py, and answered)
+    SendBack("left_to_change", _left_to_change, times=3),
     # twice (seen: the first time, the model made the first of the two changes only)
     SendBack("not_moved", _not_moved, times=2),
     # tests first: told to change something before it saw what fails, the model changed the
