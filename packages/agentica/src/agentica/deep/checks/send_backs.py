@@ -382,14 +382,7 @@ async def _untested(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None
     """A fix judged by tests the task names, answered when no call ran them (seen: "The tests
     in test_stats.py fail. Fix stats.py so they pass." answered with the task's own words,
     the tests never run, the bug never seen)."""
-    if seen.tested:
-        return None
-    found = await _judging_tests(ctx)
-    if found is None:
-        return None
-    runner, tests, how = found
-    seen.choice = runner
-    return UNTESTED_PROMPT.format(tests=" and ".join(tests), how=how)
+    return None if seen.tested else await _to_run(ctx, seen, UNTESTED_PROMPT)
 
 
 async def _failing(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
@@ -412,14 +405,18 @@ async def _changed_since(ctx: RunContext[Any], seen: Seen, answer: str) -> str |
     """A fix judged by tests the task names, answered after a change made since they last ran
     (seen: "+ 0.5" edited onto mean's result and answered "the tests pass", never run again;
     a second change, after the failure was sent back, answered unrun too)."""
-    if seen.retest != "changed":
-        return None
+    return await _to_run(ctx, seen, RETEST_PROMPT) if seen.retest == "changed" else None
+
+
+async def _to_run(ctx: RunContext[Any], seen: Seen, prompt: str) -> str | None:
+    """``prompt`` with the tests that judge the task's fix and the call that runs them (that
+    tool chosen); None when there are none."""
     found = await _judging_tests(ctx)
     if found is None:
         return None
     runner, tests, how = found
     seen.choice = runner
-    return RETEST_PROMPT.format(tests=" and ".join(tests), how=how)
+    return prompt.format(tests=" and ".join(tests), how=how)
 
 
 async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | None:
