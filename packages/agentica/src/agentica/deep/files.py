@@ -618,7 +618,7 @@ def _usual_test_files(module: str) -> list[str]:
     return [(folder / name).as_posix() for name in names] + [f"tests/test_{stem}.py"]
 
 
-async def test_run(
+async def tests_call(
     ctx: RunContext[Any], backend: FileBackend, test_path: str
 ) -> tuple[str, str] | None:
     """How to run the tests in ``test_path``: the tool (``execute``, else ``run_python``) and
@@ -1059,7 +1059,7 @@ class FileTools(Tool):
         ):
             return
         ctx.state[key] = refused + 1
-        run = await test_run(ctx, self.resolve(ctx), path)
+        run = await tests_call(ctx, self.resolve(ctx), path)
         how = f"Run them to see what fails: {run[1]}; then change" if run else "Change"
         raise ToolError(
             f"nothing was changed: {path} holds the tests the task uses to check the fix, so "

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from agentica.deep.files import judging_tests, test_run
+from agentica.deep.files import judging_tests, tests_call
 from agentica.deep.subagents import delegated_calls
 from agentica.errors import UsageError
 from agentica.messages import AssistantMessage
@@ -219,7 +219,7 @@ async def _tests_to_run(ctx: RunContext[Any], changed: list[str]) -> tuple[str, 
     if ctx.files is None or not any(path.endswith(".py") for path in changed):
         return None
     tests = await judging_tests(ctx.input, ctx.files)
-    return await test_run(ctx, ctx.files, tests[0]) if tests else None
+    return await tests_call(ctx, ctx.files, tests[0]) if tests else None
 
 
 class Reflection(Capability):

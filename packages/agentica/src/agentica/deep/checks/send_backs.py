@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import existing_files, judging_tests, task_files, test_run
+from agentica.deep.files import existing_files, judging_tests, task_files, tests_call
 from agentica.errors import AgenticaError
 from agentica.tools.context import RunContext
 
@@ -425,7 +425,7 @@ async def _judging_tests(ctx: RunContext[Any]) -> tuple[str, list[str], str] | N
     if ctx.files is None or not CHANGING.search(ctx.input) or QUESTION.match(ctx.input):
         return None  # ("Why do the tests fail?" is answered, not fixed)
     tests = await judging_tests(ctx.input, ctx.files)
-    run = await test_run(ctx, ctx.files, tests[0]) if tests else None
+    run = await tests_call(ctx, ctx.files, tests[0]) if tests else None
     if run is None:
         return None
     runner, how = run
