@@ -3,7 +3,7 @@
 ``AnswerCheck`` asks before a run ends whether the task was done; before that general check it
 looks for the things a small model gets wrong most (seen in transcripts): a result from wrong
 code, two values for one setting, a word left to change, a move half made, a change never made,
-tests never run or still failing, a placeholder left. Each is a ``SendBack`` in ``SEND_BACKS``,
+tests never run or still failing, a placeholder left. Each is a ``SendBackCheck`` in ``SEND_BACKS``,
 in the order they are looked for; ``Seen`` is what the run's calls showed, which they read.
 """
 
@@ -21,7 +21,7 @@ from agentica.deep.files import existing_files, judging_tests, task_files, tests
 from agentica.errors import AgenticaError
 from agentica.tools.context import RunContext
 
-__all__ = ["SEND_BACKS", "Seen", "SendBack", "first_send_back", "note_settings", "unused_files"]
+__all__ = ["SEND_BACKS", "Seen", "SendBackCheck", "first_send_back", "note_settings"]
 
 
 @dataclass
@@ -53,7 +53,7 @@ Review = Callable[[RunContext[Any], Seen, str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
-class SendBack:
+class SendBackCheck:
     """One thing a small model gets wrong, looked for in an answer (``review`` gets the run's
     context, what was seen and the answer; it returns the request to send back, or None).
 
@@ -506,22 +506,22 @@ def _ran_module(name: str, arguments: str) -> bool:
     return re.search(rf"-m\s+(?:unittest|pytest)\b[^\n]*?\b{module}\b", arguments) is not None
 
 
-SEND_BACKS: tuple[SendBack, ...] = (
+SEND_BACKS: tuple[SendBackCheck, ...] = (
     # about the answer itself: they stand for the general check
-    SendBack("wrong_result", _wrong_result, counts_as_check=True),
-    SendBack("both_settings", _both_settings, counts_as_check=True),
+    SendBackCheck("wrong_result", _wrong_result, counts_as_check=True),
+    SendBackCheck("both_settings", _both_settings, counts_as_check=True),
     # about the files, changed or not (it says what to change)
     # again while each time some of it was changed (seen: rename-across renamed it in
     # helpers.py, of helpers.py and report.py, and answered)
-    SendBack("left_to_change", _left_to_change, times=3),
+    SendBackCheck("left_to_change", _left_to_change, times=3),
     # twice (seen: the first time, the model made the first of the two changes only)
-    SendBack("not_moved", _not_moved, times=2),
+    SendBackCheck("not_moved", _not_moved, times=2),
     # tests first: told to change something before it saw what fails, the model changed the
     # tests (fix-page-count) or a line at random
-    SendBack("untested", _untested, after_named_files=True),
-    SendBack("failing", _failing, after_named_files=True),
-    SendBack("changed_since", _changed_since, after_named_files=True),
+    SendBackCheck("untested", _untested, after_named_files=True),
+    SendBackCheck("failing", _failing, after_named_files=True),
+    SendBackCheck("changed_since", _changed_since, after_named_files=True),
     # twice (seen: config-repeat's one edit after it failed, old_string the task's words)
-    SendBack("unchanged", _unchanged, times=2, counts_as_check=True, after_named_files=True),
-    SendBack("placeholder", _placeholder, after_named_files=True),
+    SendBackCheck("unchanged", _unchanged, times=2, counts_as_check=True, after_named_files=True),
+    SendBackCheck("placeholder", _placeholder, after_named_files=True),
 )
