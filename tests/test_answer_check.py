@@ -528,6 +528,57 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     assert not _told(model, "changed a file")
 
 
+async def test_a_change_to_one_of_two_named_files_is_sent_back_for_the_other(
+    tmp_path: Path,
+) -> None:
+    """As measured on config-repeat: config.json changed, then answered "The greeting will be
+    printed 3 times.", app.py as it was. Sent back with edit_file chosen (twice at most); not
+    when code may have written files, nor for a file the task only reads from."""
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
+    (tmp_path / "app.py").write_text("print('Hello')\n")
+    task = "Add a repeat setting to config.json, set to 3, and make app.py print it 3 times."
+    add = call(
+        "edit_file", path="config.json", old_string='"Hello"}', new_string='"Hello", "repeat": 3}'
+    )
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="config.json"), call("read_file", path="app.py")),
+        tool_calls(add),
+        *["The greeting will be printed 3 times."] * 6,
+    ], task)  # fmt: skip
+    half = "You changed config.json, but app.py is as it was: none of your calls changed it."
+    assert sum(half in str(r.messages[-1].content) for r in model.requests) == 2
+    first = next(r for r in model.requests if half in str(r.messages[-1].content))
+    assert first.settings.tool_choice == "edit_file"
+    # made: not sent back
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
+    loop = call("edit_file", path="app.py", old_string="print('Hello')",
+                new_string="for _ in range(3):\n    print('Hello')")  # fmt: skip
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="config.json"), call("read_file", path="app.py")),
+        tool_calls(add), tool_calls(loop), tool_calls(call("read_file", path="app.py")),
+        *["Done: repeat is 3 and app.py prints it 3 times."] * 4,
+    ], task)  # fmt: skip
+    assert not _told(model, "none of your calls changed it")
+    # code that may have written files: not known which
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
+    (tmp_path / "app.py").write_text("print('Hello')\n")
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="config.json"), call("read_file", path="app.py")),
+        tool_calls(add), tool_calls(call("execute", command="python app.py")),
+        *["Done."] * 4,
+    ], task)  # fmt: skip
+    assert not _told(model, "none of your calls changed it")
+    # a file the task reads from is not one to change
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,5\n")
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="sales.csv")),
+        tool_calls(call("write_file", path="total.txt", content="5")),
+        tool_calls(call("read_file", path="total.txt")),
+        *["The total, 5, is in total.txt."] * 4,
+    ], "Add up the amounts in sales.csv and write the total to total.txt.")  # fmt: skip
+    assert not _told(model, "none of your calls changed it")
+
+
 async def test_a_template_filled_in_beside_its_placeholder_is_sent_back_once(
     tmp_path: Path,
 ) -> None:

@@ -1051,7 +1051,7 @@ async def test_the_same_read_right_after_itself_says_what_to_do_instead(tmp_path
     results = [m.content for m in tool_results(agent)]
     assert results[0].startswith("     1\timport unittest")
     assert results[1] == (
-        "/test_paging.py has not changed since you read it in your last call: its text is in "
+        "/test_paging.py has not changed since you last read it: its text is in "
         "that result above. It imports from /paging.py, which you have not read: read "
         "/paging.py next."
     )
@@ -1064,6 +1064,90 @@ async def test_the_same_read_right_after_itself_says_what_to_do_instead(tmp_path
     )
     assert results[7].startswith("[")  # (another part of it: read)
     assert results[9].startswith("/notes.md has not changed")
+
+
+async def test_a_read_again_with_other_calls_between_asks_for_the_change(tmp_path: Path) -> None:
+    """As measured on config-repeat: config.json read five times, a todo list saved between
+    the reads, then edit_file(old_string="repeat", new_string="repeat 3") sent twice."""
+    (tmp_path / "config.json").write_text('{"greeting": "Hello", "name": "team"}\n')
+
+    def note(text: str) -> str:
+        """Keep a note.
+
+        Args:
+            text: the note.
+        """
+        return "kept"
+
+    added = json.dumps({
+        "path": "config.json",
+        "old_string": '{"greeting": "Hello", "name": "team"}',
+        "new_string": '{"greeting": "Hello", "name": "team", "repeat": 3}',
+    })  # fmt: skip
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("note", text="plan")),
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("edit_file", path="config.json", old_string="repeat",
+                        new_string="repeat 3")),
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("edit_file", **json.loads(added))),
+        tool_calls(call("note", text="a")), tool_calls(call("note", text="b")),
+        tool_calls(call("note", text="c")), tool_calls(call("note", text="d")),
+        tool_calls(call("read_file", path="config.json")),
+        "done",
+    ])  # fmt: skip
+    tools = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[tools, Function.from_callable(note)])
+    task = "Add a repeat setting to config.json, set to 3, and make app.py print it that often."
+    await agent.run(task)
+    results = [m.content for m in tool_results(agent)]
+    assert results[2] == (
+        "config.json has not changed since you last read it: its text is in that result "
+        "above. The task asks for a change: do not read it again, make the change with "
+        "edit_file (old_string copied from that text, new_string the same text changed)."
+    )
+    assert results[3] == (
+        'old_string was not found in config.json. To add "repeat": 3 to the object in it, '
+        f"put it before its closing brace: call edit_file({added})"
+    )
+    assert results[4].startswith('{"greeting"')  # (the read a failed edit asks for: the text)
+    assert json.loads((tmp_path / "config.json").read_text()) == {
+        "greeting": "Hello", "name": "team", "repeat": 3,
+    }  # fmt: skip
+    assert '"repeat": 3' in results[10]  # (four other calls between: read as asked)
+
+
+@pytest.mark.parametrize(
+    ("text", "old", "new", "added"),
+    [
+        (
+            '{\n  "a": 1,\n  "b": [1, 2]\n}\n',
+            "c",
+            '"c": "x"',
+            ('  "b": [1, 2]\n}', '  "b": [1, 2],\n  "c": "x"\n}'),
+        ),
+        ('{"a": 1}', "b", "2", ('{"a": 1}', '{"a": 1, "b": 2}')),
+        ('{"a": 1}', "b", "b = true", ('{"a": 1}', '{"a": 1, "b": true}')),
+        ('{"a": 1}', "zz", "a 2", None),  # (a key it has: a change, not an addition)
+        ("[1, 2]", "b", "b 2", None),  # (no object)
+        ('{"a": 1}', "b", "two words here", None),
+    ],
+)
+def test_a_key_missing_from_a_json_object_gets_the_edit_that_adds_it(
+    text: str, old: str, new: str, added: tuple[str, str] | None
+) -> None:
+    from agentica.deep.files import plan_edit
+
+    with pytest.raises(ToolError) as refused:
+        plan_edit("/settings.json", text, old, new)
+    if added is None:
+        assert "To add" not in str(refused.value)
+    else:
+        call_text = str(refused.value).split("call edit_file(", 1)[1].removesuffix(")")
+        given = json.loads(call_text)
+        assert (given["old_string"], given["new_string"]) == added
+        assert json.loads(plan_edit("/settings.json", text, *added).text)
 
 
 async def test_an_edit_that_adds_text_the_file_already_has_says_so() -> None:

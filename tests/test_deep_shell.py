@@ -484,6 +484,30 @@ async def test_run_python_gives_code_that_calls_the_file_tools_stand_ins_for_the
     assert "mine" in mine and "stand-ins" not in mine
 
 
+async def test_run_python_says_what_the_folder_of_a_missing_file_holds(tmp_path: Path) -> None:
+    """As measured on sum-files: data/numbers.txt made up for "the files in the data folder"
+    (a.txt, b.txt, c.txt), opened five times over, FileNotFoundError each time."""
+    workspace = tmp_path / "ws"
+    (workspace / "data").mkdir(parents=True)
+    for name, text in (("b.txt", "30\n"), ("a.txt", "12\n"), ("c.txt", "100\n")):
+        (workspace / "data" / name).write_text(text)
+    (tmp_path / "secret.txt").write_text("outside\n")
+    shell = Shell(workspace, python=True, background=False)
+    missing = await shell.run_python("print(sum(map(int, open('/data/numbers.txt'))))")
+    assert "FileNotFoundError" in missing
+    assert (
+        "There is no data/numbers.txt: data holds a.txt, b.txt, c.txt. Open one of those; to "
+        "use every file in it, loop over them: for name in sorted(os.listdir('data')): ... "
+        "open(os.path.join('data', name))"
+    ) in missing
+    root = await shell.run_python("open('numbers.txt')")
+    assert "There is no numbers.txt in the workspace; its files are" not in root  # (no files)
+    outside = await shell.run_python("open('../nothing.txt')")
+    assert "FileNotFoundError" in outside and "secret.txt" not in outside
+    loop = "import os\nprint(sum(int(open(os.path.join('data', n)).read()) for n in sorted(os.listdir('data'))))"
+    assert "142" in await shell.run_python(loop)
+
+
 async def test_run_python_remarks_on_invalid_json_it_wrote_and_csv_split_on_blanks(
     tmp_path: Path,
 ) -> None:

@@ -562,7 +562,7 @@ async def test_a_data_file_read_again_instead_of_computing_makes_the_next_call_c
     agent = Agent(model=model, tools=[tools], capabilities=[shell, NumberCheck()])
     await agent.run(task)
     again = next(m for m in model.requests[2].messages[::-1] if isinstance(m, ToolMessage))
-    assert "has not changed since you read it in your last call" in again.content
+    assert "has not changed since you last read it" in again.content
     assert "[number check] Compute what the task asks for now with run_python" in again.content
     assert "sales = list(csv.DictReader(open('sales.csv', newline='')))" in again.content
     assert model.requests[2].settings.tool_choice == "run_python"

@@ -468,6 +468,68 @@ def _with_file_quotes(
     return found[0], new_string
 
 
+_KEY_VALUE = re.compile(r"""^\s*["']?([A-Za-z_][\w-]*)["']?\s*[:=]?\s*(.+?)[\s,]*$""", re.S)
+
+
+def _key_and_value(old_string: str, new_string: str) -> tuple[str, Any] | None:
+    """The one key and value an edit meant to add to a JSON object: ``"repeat": 3``,
+    ``repeat 3``, ``repeat = 3``, or old_string ``repeat`` with new_string ``3``."""
+    old, new = old_string.strip(), new_string.strip()
+    try:
+        pairs = json.loads("{" + new.strip(",{} \n") + "}")
+    except ValueError:
+        pairs = None
+    if isinstance(pairs, dict) and len(pairs) == 1:
+        return next(iter(pairs.items()))
+    if re.fullmatch(r"[A-Za-z_][\w-]*", old) and not new.startswith(old):
+        new = f"{old} {new}"
+    found = _KEY_VALUE.match(new)
+    if found is None:
+        return None
+    key, raw = found.groups()
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw.strip("'\"")
+        if not value or re.search(r"\s", value):  # (words: a description, not a value)
+            return None
+    return key, value
+
+
+def _json_key_added(path: str, text: str, old_string: str, new_string: str) -> str:
+    """For an ``edit_file`` whose old_string is not in a JSON object file and whose new_string
+    names one key and value not in it, the call that adds them before the closing brace
+    (seen: old_string "repeat", new_string "repeat 3" for config.json, sent twice); else ""."""
+    if PurePosixPath(path).suffix.lower() != ".json":
+        return ""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    pair = _key_and_value(old_string, new_string)
+    if not isinstance(data, dict) or not data or pair is None or pair[0] in data:
+        return ""
+    key, value = pair
+    close = text.rstrip().rfind("}")
+    end = len(text[:close].rstrip())  # (after the last value)
+    start = text.rfind("\n", 0, end) + 1
+    line = text[start:end]
+    indent = line[: len(line) - len(line.lstrip())]
+    sep = ", " if start == 0 or "\n" not in text[end:close] else ",\n" + indent
+    added = json.dumps({key: value}, ensure_ascii=False)[1:-1]
+    old, new = text[start : close + 1], f"{line}{sep}{added}{text[end : close + 1]}"
+    try:
+        if json.loads(text[:start] + new + text[close + 1 :]).get(key) != value:
+            return ""
+    except ValueError:
+        return ""
+    call = json.dumps({"path": path, "old_string": old, "new_string": new}, ensure_ascii=False)
+    return (
+        f"old_string was not found in {path}. To add {added} to the object in it, put it "
+        f"before its closing brace: call edit_file({call})"
+    )
+
+
 def _not_found(path: str, text: str, old_string: str) -> str:
     """Why ``old_string`` is not in the file, with the line it most likely meant."""
     if old_string.strip() and old_string.strip() in text:
@@ -534,7 +596,8 @@ def plan_edit(
             "was written with the file's quotes too"
         )
     if count == 0:
-        raise ToolError(_not_found(path, text, old_string))
+        added = _json_key_added(path, text, old_string, new_string)
+        raise ToolError(added or _not_found(path, text, old_string))
     if count > 1 and not replace_all:
         starts: list[int] = []
         index = text.find(old_string)
@@ -565,14 +628,42 @@ async def _text_or_none(backend: FileBackend, path: str) -> str | None:
 FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 
+_CHANGE_STEP = re.compile(
+    r"(?i)^\W*(?:\d+[.)]\s*)?(?:add|write|save|update|change|edit|fix|set|replace|rename|move|"
+    r"create|fill|append|insert|remove|delete|bump|make|modify|correct)\b"
+)
+# ... and write the totals to totals.json / save it in out.txt
+_WRITE_TO = re.compile(r"(?i)\b(?:write|save|store|put)\b[^.;]*?\b(?:to|into|in)\s+\S+\.\w{1,6}\b")
+
+
+def changes_a_file(step: str) -> bool:
+    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json",
+    or "Compute the totals and write them to totals.json": closed after only a read)."""
+    if FILE_NAME.search(step) is None:
+        return False
+    return bool(_CHANGE_STEP.match(step) or _WRITE_TO.search(step))
+
+
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
-READ_AGAIN = "has not changed since you read it in your last call"  # (a read repeated at once)
+READ_AGAIN = "has not changed since you last read it"  # (a read repeated, nothing between)
+_READ_GAP = 3  # other calls a repeated read may follow the first by
 
 
 def task_files(task: str) -> list[str]:
     """The file names ``task`` mentions, in order, once each ("e.g", "1.5" left out)."""
     names = dict.fromkeys(m.group(1) for m in FILE_NAME.finditer(task))
     return [n for n in names if not n[0].isdigit() and len(n) > 3]
+
+
+def _names(task: str, path: str) -> bool:
+    """Whether ``task`` names the file at ``path`` (``config.json`` for ``/config.json``)."""
+    named = set()
+    for name in task_files(task):
+        try:
+            named.add(normalize_path(name))
+        except BackendError:
+            continue
+    return normalize_path(path) in named
 
 
 _TEST_FILE = re.compile(r"(?:^|/)(?:test_[\w-]*|[\w-]+_test)\.py$")
@@ -1010,39 +1101,40 @@ class FileTools(Tool):
         limit: int,
         text: str,
     ) -> str | None:
-        """The answer to the same read as the call just before it, of a file unchanged since:
-        not the text again, which the 1.5B model met by reading once more (test_paging.py and
-        people.json read four times in a row), but what to do instead."""
+        """The answer to the same read as the last read, of a file unchanged since, with no
+        write or edit and at most ``_READ_GAP`` other calls between: not the text again, which
+        the 1.5B model met by reading once more (test_paging.py and people.json read four times
+        in a row; config.json read five times, a todo list saved between), but what to do."""
         key = f"{self.name}.last_read"
         read = (normalize_path(path), offset, limit, _digest(text))
         last = ctx.state.get(key)
         ctx.state[key] = (read, ctx.usage.tool_calls)
-        if last != (read, ctx.usage.tool_calls - 1):
+        if not last or last[0] != read or ctx.usage.tool_calls - last[1] > _READ_GAP:
             return None
         suffix = PurePosixPath(path).suffix.lower()
         runner = next((t for t in ("run_python", "execute") if t in ctx.functions), None)
+        again = f"{path} {READ_AGAIN}: its text is in that result above."
         if suffix == ".py":
-            unread = [
-                m for m in await _local_imports(backend, path, text) if m not in self._known(ctx)
-            ]
+            known = self._known(ctx)
+            unread = [m for m in await _local_imports(backend, path, text) if m not in known]
             if unread:
                 names = " and ".join(unread)
-                return (
-                    f"{path} {READ_AGAIN}: its text is in "
-                    f"that result above. It imports from {names}, which you have not read: read "
+                return f"{again} It imports from {names}, which you have not read: read " + (
                     f"{unread[0]} next."
                 )
-        elif suffix in _DATA_SUFFIXES and runner is not None:
+        if "edit_file" in ctx.functions and changes_a_file(ctx.input) and _names(ctx.input, path):
             return (
-                f"{path} {READ_AGAIN}: its text is in "
-                "that result above. To work something out from it (a count, a total, an "
-                "average, the largest or the smallest, an order), do not read it again: run "
-                f"code that reads it and prints the result with {runner}."
+                f"{again} The task asks for a change: do not read it again, make the change "
+                "with edit_file (old_string copied from that text, new_string the same text "
+                "changed)."
             )
-        return (
-            f"{path} {READ_AGAIN}: its text is in that "
-            "result above. Do not read it again: go on with the next step, or answer."
-        )
+        if suffix in _DATA_SUFFIXES and runner is not None:
+            return (
+                f"{again} To work something out from it (a count, a total, an average, the "
+                "largest or the smallest, an order), do not read it again: run code that reads "
+                f"it and prints the result with {runner}."
+            )
+        return f"{again} Do not read it again: go on with the next step, or answer."
 
     async def _check_tests(self, ctx: RunContext[Any], path: str) -> None:
         """Refuse, up to ``_MAX_TEST_REFUSALS`` times per run, a change to the tests that judge
@@ -1182,6 +1274,7 @@ class FileTools(Tool):
             path: the file, e.g. "/notes.md".
             content: the complete text of the file.
         """
+        ctx.state.pop(f"{self.name}.last_read", None)  # (a read after a write is no repeat)
         plain = _without_line_numbers(content)
         written = content if plain is None else plain
         note = "" if plain is None else _NUMBERS_DROPPED
@@ -1276,6 +1369,7 @@ class FileTools(Tool):
             new_string: the text to put instead.
             replace_all: replace every occurrence, not just a unique one.
         """
+        ctx.state.pop(f"{self.name}.last_read", None)  # (the read a failed edit asks for)
         if not old_string:
             raise ToolError(
                 "old_string is empty; give the exact text to replace, or use write_file to "

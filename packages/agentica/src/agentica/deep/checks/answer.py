@@ -103,18 +103,13 @@ class AnswerCheck(Capability):
                 if not runs_tests:
                     seen.retest = "changed"
             if runs_tests:
-                seen.tested = True
-                output = call.content_without_notes
-                failed = FAILED_RUN.match(output)
-                seen.retest = failure(output) if failed else None
-                if failed and (found := mismatch(output)):
-                    call.notes.append(
-                        f"[check] {found}. Change the code under test so that it gives "
-                        "what the test expects; the tests stay as they are."
-                    )
+                _note_test_run(seen, call)
             wrote = written(call, data_only=False)
             if wrote is not None:
+                seen.changed_files.add(wrote[0].lstrip("/"))
                 await self._note_unread(ctx, seen, call, wrote[0])
+            elif may_change_files(call):
+                seen.changed_files.add("*")  # (code or a command: which files, unknown)
             seen.arguments += "\n" + call.call.arguments
 
     async def _note_unread(
@@ -314,6 +309,22 @@ async def _any_exists(ctx: RunContext[Any], names: list[str]) -> bool:
 
 
 _MAX_LISTED = 12
+
+
+def _note_test_run(seen: Seen, call: FunctionCall) -> None:
+    """Record a call that ran tests: whether they failed, and how (with a note in words on a
+    failed comparison)."""
+    seen.tested = True
+    output = call.content_without_notes
+    failed = FAILED_RUN.match(output)
+    seen.retest = failure(output) if failed else None
+    if failed and (found := mismatch(output)):
+        call.notes.append(
+            f"[check] {found}. Change the code under test so that it gives what the test "
+            "expects; the tests stay as they are."
+        )
+
+
 _BOOKKEEPING = frozenset({"write_todos", "read_todos"})
 _WRITERS = frozenset({"write_file", "edit_file"})
 _PATH_IN_ARGUMENTS = re.compile(r'"(?:path|file_path)"\s*:\s*"([^"\\]{1,200})"')

@@ -31,6 +31,7 @@ class Seen:
     calls: list[str] = field(default_factory=list)  # one line per call, in order
     arguments: str = ""  # the successful calls' arguments, one after another
     changed: bool = False  # a call may have changed files
+    changed_files: set[str] = field(default_factory=set)  # written paths ("*": unknown ones)
     tested: bool = False  # a call ran tests
     # after a failed test run, what failed; "changed" after a change since the last run
     retest: str | None = None
@@ -357,6 +358,46 @@ async def _unchanged(ctx: RunContext[Any], seen: Seen, answer: str) -> str | Non
     )
 
 
+HALF_CHANGED_PROMPT = (
+    "The task: {task}\nYou changed {done}, but {names} {state}: none of your calls changed "
+    "{pronoun}. Make that change now with edit_file, then answer with what you changed."
+)
+_FILE = r"((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})\b"
+# the files a task says to change: "make app.py print ...", "fix stats.py", "add a repeat
+# setting to config.json" (not "from data.csv", nor "write the total to total.txt": a new file)
+_TO_CHANGE = re.compile(
+    rf"(?i)\b(?:make|fix|change|update|edit|modify|correct|bump)\s+(?:the\s+)?(?:file\s+)?"
+    rf"{_FILE}|\b(?:add|append|insert)\b[^.;,]{{0,60}}?\b(?:to|into)\s+(?:the\s+)?"
+    rf"(?:file\s+)?{_FILE}"
+)
+
+
+async def _half_changed(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
+    """A task that says to change several files it names answered when the calls changed
+    some of them but not another (seen: "Add a repeat setting to config.json, set to 3, and
+    make app.py print the greeting that many times." answered after config.json only, app.py
+    as it was). Not when code or a command may have changed files."""
+    if not seen.changed_files or "*" in seen.changed_files or ctx.files is None:
+        return None
+    if QUESTION.match(ctx.input):
+        return None
+    asked = [name for m in _TO_CHANGE.finditer(ctx.input) for name in m.groups() if name]
+    left = [
+        name for name in await existing_files(ctx.files, dict.fromkeys(asked))
+        if name.lstrip("/") not in seen.changed_files
+    ]  # fmt: skip
+    if not left:
+        return None
+    if "edit_file" in ctx.functions:
+        seen.choice = "edit_file"
+    one = len(left) == 1
+    return HALF_CHANGED_PROMPT.format(
+        task=ctx.input.strip(), done=" and ".join(sorted(seen.changed_files)),
+        names=" and ".join(left), state="is as it was" if one else "are as they were",
+        pronoun="it" if one else "them",
+    )  # fmt: skip
+
+
 # -- tests never run, or still failing --------------------------------------------------------
 
 UNTESTED_PROMPT = (
@@ -523,5 +564,7 @@ SEND_BACKS: tuple[SendBackCheck, ...] = (
     SendBackCheck("changed_since", _changed_since, after_named_files=True),
     # twice (seen: config-repeat's one edit after it failed, old_string the task's words)
     SendBackCheck("unchanged", _unchanged, times=2, counts_as_check=True, after_named_files=True),
+    # twice (a change to a second file may take two tries)
+    SendBackCheck("half_changed", _half_changed, times=2, after_named_files=True),
     SendBackCheck("placeholder", _placeholder, after_named_files=True),
 )

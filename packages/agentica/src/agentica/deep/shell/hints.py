@@ -490,7 +490,39 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
                 f"Your code wrote {name}, which is not valid JSON ({exc}). Write it with "
                 "json.dump(value, file) (str() of a dict gives single quotes, not JSON)."
             )
+    if (missing := _MISSING_FILE.search(output)) is not None:
+        remarks += _folder_remark(root, top, missing.group(1))
     return list(dict.fromkeys(remarks))
+
+
+_MISSING_FILE = re.compile(
+    r"FileNotFoundError: \[Errno 2\] No such file or directory: '([^'\n/][^'\n]*)'"
+)
+_MAX_LISTED = 12
+
+
+def _folder_remark(root: Path, top: Path, name: str) -> list[str]:
+    """What the folder of a file the code could not open holds, when that folder exists in
+    the workspace (seen: data/numbers.txt made up for "the files in the data folder", which
+    holds a.txt, b.txt and c.txt, opened five times over)."""
+    folder = (root / name).parent.resolve()
+    try:
+        if not folder.is_relative_to(top) or not folder.is_dir():
+            return []
+        files = sorted(p.name for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return []
+    if not files:
+        return []
+    where = str(PurePosixPath(name).parent)
+    shown = ", ".join(files[:_MAX_LISTED]) + (", ..." if len(files) > _MAX_LISTED else "")
+    if where == ".":
+        return [f"There is no {name} in the workspace; its files are {shown}."]
+    return [
+        f"There is no {name}: {where} holds {shown}. Open one of those; to use every file in "
+        f"it, loop over them: for name in sorted(os.listdir({where!r})): ... "
+        f"open(os.path.join({where!r}, name))"
+    ]
 
 
 _DICT_READER = re.compile(r"\b(\w+)\s*=\s*(?:csv\.)?DictReader\(")
