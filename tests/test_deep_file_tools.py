@@ -1150,6 +1150,41 @@ def test_a_key_missing_from_a_json_object_gets_the_edit_that_adds_it(
         assert json.loads(plan_edit("/settings.json", text, *added).text)
 
 
+async def test_an_edit_of_code_that_only_adds_a_comment_is_refused(tmp_path: Path) -> None:
+    """As measured on fix-unique: ``# Keep the original order`` put under
+    ``return list(set(items))``, twice, the tests failing as before."""
+    text = "def unique(items):\n    return list(set(items))\n"
+    (tmp_path / "lists.py").write_text(text)
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="lists.py", old_string="return list(set(items))",
+                        new_string="return list(set(items))\n    # Keep the original order")),
+        tool_calls(call("edit_file", path="lists.py", old_string="return list(set(items))",
+                        new_string="return list(dict.fromkeys(items))  # keep the order")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
+    await agent.run("unique() in lists.py should keep the original order. Fix it.")
+    refused, edited = (m.content for m in tool_results(agent))
+    assert refused == (
+        "nothing was changed: new_string is old_string with only a comment added ('# Keep the "
+        "original order'), and a comment changes nothing the code does. Change the code "
+        "itself: old_string the lines that do the wrong thing, new_string those lines "
+        "rewritten to do the right thing"
+    )
+    assert edited.startswith("edited /lists.py")
+    assert "dict.fromkeys" in (tmp_path / "lists.py").read_text()
+    # a task about comments may add one
+    (tmp_path / "lists.py").write_text(text)
+    model = ScriptedModel([
+        tool_calls(call("edit_file", path="lists.py", old_string="def unique(items):",
+                        new_string="# Order kept.\ndef unique(items):")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
+    await agent.run("Add a comment above unique() in lists.py.")
+    assert (tmp_path / "lists.py").read_text().startswith("# Order kept.\n")
+
+
 async def test_an_edit_that_adds_text_the_file_already_has_says_so() -> None:
     """As measured on american-spelling: a line replaced by itself and the two lines after it,
     which README.md then had twice, "colour" unchanged."""

@@ -317,6 +317,59 @@ def _repeated_text(before: str, old_string: str, new_string: str) -> str | None:
 _MAX_BLOCK_LINES = 60  # lines after old_string looked at for lines an edit adds again
 
 
+def _check_edit(path: str, text: str, old_string: str, new_string: str, task: str) -> str | None:
+    """Refuse (``ToolError``) an edit that would change nothing the code does or would put
+    lines in the file twice; the repeated text of an edit of code allowed with a note, or
+    None."""
+    if (comment := _comment_only(path, old_string, new_string, task)) is not None:
+        raise ToolError(
+            f"nothing was changed: new_string is old_string with only a comment added "
+            f"({_short_quote(comment)}), and a comment changes nothing the code does. "
+            "Change the code itself: old_string the lines that do the wrong thing, "
+            "new_string those lines rewritten to do the right thing"
+        )
+    if (block := _block_again(text, old_string, new_string)) is not None:
+        first, last = block
+        lines = "\n".join(text.splitlines()[first - 1 : last])
+        raise ToolError(
+            f"nothing was changed: new_string is old_string followed by lines {path} already "
+            f"has after it (lines {first}-{last}), so they would be there twice. To rewrite "
+            f"those lines, old_string is all of them, as the file has them:\n{lines[:1500]}\n"
+            "and new_string is what replaces them"
+        )
+    twice = _repeated_text(text, old_string, new_string)
+    if twice is not None and PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
+        # prose: refused (seen: the note alone, and american-spelling's README.md kept its
+        # doubled lines after "colour" was changed); code may well repeat a line: a note
+        raise ToolError(
+            f"nothing was changed: new_string adds {_short_quote(twice)}, which {path} "
+            "already has elsewhere, so it would be there twice. To change words in a line, "
+            "old_string is that line and new_string the same line with only those words "
+            "changed (to change one word everywhere, old_string the word, replace_all=true)"
+        )
+    return twice
+
+
+_ABOUT_COMMENTS = re.compile(r"(?i)\b(?:comments?|docstrings?|document\w*|annotat\w*)\b")
+
+
+def _comment_only(path: str, old_string: str, new_string: str, task: str) -> str | None:
+    """The first comment line an edit of a Python file adds, when that is all it adds (seen:
+    fix-unique's ``# Keep the original order`` put under ``return list(set(items))``, twice,
+    the tests failing as before); None for any other edit, or a task about comments."""
+    if PurePosixPath(path).suffix.lower() != ".py" or _ABOUT_COMMENTS.search(task):
+        return None
+
+    def code(text: str) -> list[str]:
+        return [s for line in text.splitlines() if (s := line.strip()) and not s.startswith("#")]
+
+    if code(old_string) != code(new_string):
+        return None
+    old_lines = set(old_string.splitlines())
+    added = [line.strip() for line in new_string.splitlines() if line not in old_lines]
+    return next((line for line in added if line.startswith("#")), None)
+
+
 def _block_again(text: str, old_string: str, new_string: str) -> tuple[int, int] | None:
     """The first and last line of the block an edit meant to rewrite, when its ``new_string``
     is ``old_string`` followed by lines of which two or more the file has right after it (seen
@@ -1392,25 +1445,7 @@ class FileTools(Tool):
                 raise
             raise ToolError(f"{exc}. {elsewhere}") from None
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
-        if (block := _block_again(text, old_string, new_string)) is not None:
-            first, last = block
-            lines = "\n".join(text.splitlines()[first - 1 : last])
-            raise ToolError(
-                f"nothing was changed: new_string is old_string followed by lines {path} already "
-                f"has after it (lines {first}-{last}), so they would be there twice. To rewrite "
-                f"those lines, old_string is all of them, as the file has them:\n{lines[:1500]}\n"
-                "and new_string is what replaces them"
-            )
-        twice = _repeated_text(text, old_string, new_string)
-        if twice is not None and PurePosixPath(path).suffix.lower() not in _CODE_SUFFIXES:
-            # prose: refused (seen: the note alone, and american-spelling's README.md kept its
-            # doubled lines after "colour" was changed); code may well repeat a line: a note
-            raise ToolError(
-                f"nothing was changed: new_string adds {_short_quote(twice)}, which {path} "
-                "already has elsewhere, so it would be there twice. To change words in a line, "
-                "old_string is that line and new_string the same line with only those words "
-                "changed (to change one word everywhere, old_string the word, replace_all=true)"
-            )
+        twice = _check_edit(path, text, old_string, new_string, ctx.input)
         info = await backend.write(path, updated)
         self._saw(ctx, info.path, updated)
         problem = _parse_problem(info.path, updated)
