@@ -967,6 +967,56 @@ async def test_a_move_half_done_is_sent_back_a_second_time(tmp_path: Path) -> No
     assert len(said) == 2 and "1. textutils.py has it already." in said[1]
 
 
+async def test_a_fix_still_failing_after_it_was_sent_back_asks_for_the_function_anew(
+    tmp_path: Path,
+) -> None:
+    """As measured on fix-mean: told the tests still fail, the model put ``+ 1`` on mean's
+    result, then took it off again, the loop over ``values[1:]`` never changed. The second
+    time, mean is asked for anew: its definition as old_string, the tests' checks of it."""
+    definition = (
+        'def mean(values):\n    """The arithmetic mean of a non-empty list."""\n    total = 0\n'
+        "    for value in values[1:]:\n        total += value\n    return total / len(values)"
+    )
+    (tmp_path / "stats.py").write_text(definition + "\n")
+    (tmp_path / "test_stats.py").write_text(
+        "import unittest\nfrom stats import mean\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_it(self):\n        self.assertEqual(mean([2, 4, 6]), 4)\n"
+        "        self.assertEqual(mean([5]), 5)\n"
+    )
+    run = call("execute", command="python3 -m unittest test_stats")
+    good = 'def mean(values):\n    """The arithmetic mean."""\n    return sum(values) / len(values)'
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="stats.py"), call("read_file", path="test_stats.py")),
+        tool_calls(run),
+        "Fixed.",  # (the failure sent back)
+        tool_calls(call("edit_file", path="stats.py", old_string="return total / len(values)",
+                        new_string="return total / len(values) + 1")),
+        "Fixed.",  # (run them again)
+        tool_calls(run),
+        "Fixed.",  # (written anew)
+        tool_calls(call("edit_file", path="stats.py", old_string=definition.replace(
+            "len(values)", "len(values) + 1"), new_string=good)),
+        tool_calls(run),
+        *["Fixed: mean sums every value."] * 4,
+    ], "The tests in test_stats.py fail. Fix stats.py so they pass.")  # fmt: skip
+    asked = next(
+        str(r.messages[-1].content) for r in model.requests
+        if "write it anew" in str(r.messages[-1].content)
+    )  # fmt: skip
+    assert asked.startswith(
+        "The tests in test_stats.py still fail after your changes: self.assertEqual(mean([2, 4, "
+        "6]), 4) -> AssertionError: 4.333333333333334 != 4"
+    )
+    assert (
+        "What it must do:\n- self.assertEqual(mean([2, 4, 6]), 4)\n- self.assertEqual(mean([5]), "
+        "5)\nCall edit_file with path 'stats.py', old_string exactly the definition as the file "
+        "has it now:\n```python\n" + definition.replace("len(values)", "len(values) + 1")
+    ) in asked
+    assert (tmp_path / "stats.py").read_text() == good + "\n"
+    assert sum("write it anew" in str(r.messages[-1].content) for r in model.requests) == 1
+    assert not _told(model, "still fail", len(model.requests) - 3)
+
+
 async def test_a_fix_answered_unchanged_and_untested_is_sent_to_run_the_tests_first(
     tmp_path: Path,
 ) -> None:

@@ -442,6 +442,66 @@ async def _failing(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
     return failing + await _sources(ctx, tests)
 
 
+REWRITE_PROMPT = (
+    "The tests in {tests} still fail after your changes: {failure}\nPatching {name} line by "
+    "line has not worked, so write it anew. What it must do:\n{spec}\nCall edit_file with "
+    "path {source!r}, old_string exactly the definition as the file has it now:\n```python\n"
+    "{definition}\n```\nand new_string a new definition of {name}, written from scratch so "
+    "that it does what its docstring says and every check above holds. Then run the tests "
+    "again ({how})."
+)
+_MAX_REWRITTEN = 40  # lines of a function asked to be written anew
+_MAX_CHECKS = 6
+
+
+async def _rewrite(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
+    """A fix still failing its tests after the failure was sent back once: the function the
+    failing assertion calls, asked to be written anew from its docstring and the tests'
+    checks of it, with its definition as old_string (seen: mean's loop over ``values[1:]``
+    left, ``+ 1`` put on its result, then taken off again; a 1.5B model writes a mean from
+    scratch better than it finds the line to patch)."""
+    if not seen.retest or seen.retest == "changed" or not seen.sent.get("failing"):
+        return None
+    called = _called(seen.retest)
+    found = await _judging_tests(ctx) if called else None
+    if found is None or called is None or ctx.files is None:
+        return None
+    _, tests, how = found
+    for source in await existing_files(ctx.files, task_files(ctx.input)):
+        if not source.endswith(".py") or source in tests:
+            continue
+        definition = _definition(await _read_or_empty(ctx, source), called)
+        if definition is not None and definition.count("\n") < _MAX_REWRITTEN:
+            break
+    else:
+        return None
+    checks: list[str] = []
+    for test in tests:
+        for line in (await _read_or_empty(ctx, test)).splitlines():
+            if re.search(rf"\b{re.escape(called)}\(", line) and "assert" in line:
+                checks.append(f"- {line.strip()}")
+    spec = "\n".join(dict.fromkeys(checks[:_MAX_CHECKS])) or f"- {seen.retest}"
+    if "edit_file" in ctx.functions:
+        seen.choice = "edit_file"
+    return REWRITE_PROMPT.format(
+        tests=" and ".join(tests), failure=seen.retest, name=called, spec=spec, source=source,
+        definition=definition, how=how,
+    )  # fmt: skip
+
+
+def _called(failure_text: str) -> str | None:
+    """The function a failed ``assertEqual(f(...), ...)`` line calls (``mean``), or None."""
+    code = failure_text.split(" -> ", 1)[0]
+    try:
+        node = ast.parse(code.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Call):
+        func = node.args[0].func
+        return func.id if isinstance(func, ast.Name) else None
+    return None
+
+
 async def _changed_since(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
     """A fix judged by tests the task names, answered after a change made since they last ran
     (seen: "+ 0.5" edited onto mean's result and answered "the tests pass", never run again;
@@ -561,6 +621,8 @@ SEND_BACKS: tuple[SendBackCheck, ...] = (
     # tests (fix-page-count) or a line at random
     SendBackCheck("untested", _untested, after_named_files=True),
     SendBackCheck("failing", _failing, after_named_files=True),
+    # still failing after that: the function written anew
+    SendBackCheck("rewrite", _rewrite, after_named_files=True),
     SendBackCheck("changed_since", _changed_since, after_named_files=True),
     # twice (seen: config-repeat's one edit after it failed, old_string the task's words)
     SendBackCheck("unchanged", _unchanged, times=2, counts_as_check=True, after_named_files=True),
