@@ -110,6 +110,12 @@ def test_parts_can_be_switched_off_or_replaced(tmp_path: Path) -> None:
 async def test_the_model_sees_the_workspace_and_subagents_share_the_guards(tmp_path: Path) -> None:
     (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")
     (tmp_path / "docs").mkdir()
+    (tmp_path / "data" / "old").mkdir(parents=True)  # (a few entries: named)
+    for name in ("b.txt", "a.txt"):
+        (tmp_path / "data" / name).write_text("1\n")
+    (tmp_path / "logs").mkdir()  # (many: counted by ls, not named)
+    for number in range(9):
+        (tmp_path / "logs" / f"{number}.log").write_text("")
     helper_calls = [tool_calls(call("ls", path="/"))] * 3 + ["three listings"]
     helper = ScriptedModel(helper_calls)
     model = ScriptedModel([
@@ -121,7 +127,10 @@ async def test_the_model_sees_the_workspace_and_subagents_share_the_guards(tmp_p
     kind = SubAgent("helper", "lists", model=helper)
     agent = DeepAgent(model=model, workspace=tmp_path, subagents=[kind])
     await agent.run("What is in the workspace?")
-    overview = "Files in the workspace now: /docs/ (dir), /sales.csv (22 B)."
+    overview = (
+        "Files in the workspace now: /data/ (dir: a.txt, b.txt, old/), /docs/ (dir), /logs/ "
+        "(dir), /sales.csv (22 B)."
+    )
     system = model.requests[0].messages[0]
     assert isinstance(system, SystemMessage) and overview in system.content
     child_system = helper.requests[0].messages[0]

@@ -1609,12 +1609,30 @@ class FileTools(Tool):
         return rows
 
 
+_FOLDER_NAMES = 8  # names of a folder's entries shown beside it, at most
+
+
+async def _folder(backend: FileBackend, path: str) -> str:
+    """A folder as the overview shows it: with its entries' names when it has a few (seen:
+    data/numbers.txt made up for "the files in the data folder", which held a.txt, b.txt and
+    c.txt, and looked for to the end of the run)."""
+    try:
+        inside = await backend.ls(path)
+    except BackendError:
+        return f"{path}/ (dir)"
+    if not inside or len(inside) > _FOLDER_NAMES:
+        return f"{path}/ (dir)"
+    names = ", ".join(PurePosixPath(e.path).name + ("/" if e.is_dir else "") for e in inside)
+    return f"{path}/ (dir: {names})"
+
+
 class WorkspaceOverview(Capability):
     """Shows the model the top of its file area at the start of each run.
 
     A model that has never seen the workspace guesses paths (``/src/data.csv``) and content; one
-    line listing what is there (``/sales.csv (120 B), /docs/ (dir)``) grounds its first calls.
-    At most ``max_entries`` entries of the top folder are listed, the rest counted.
+    line listing what is there (``/sales.csv (120 B), /data/ (dir: a.txt, b.txt)``) grounds its
+    first calls. At most ``max_entries`` entries of the top folder are listed, the rest counted;
+    a folder's entries are named when it has a few.
     """
 
     name = "workspace-overview"
@@ -1632,8 +1650,9 @@ class WorkspaceOverview(Capability):
             return None
         if not entries:
             return "The workspace is empty."
+        backend = self.files.resolve(ctx)
         shown = [
-            f"{e.path}/ (dir)" if e.is_dir else f"{e.path} ({_size(e.size)})"
+            await _folder(backend, e.path) if e.is_dir else f"{e.path} ({_size(e.size)})"
             for e in entries[: self.max_entries]
         ]
         more = len(entries) - len(shown)
