@@ -144,7 +144,7 @@ async def run_task(
     ]
     messages = [
         {"role": m.role, "text": _text(m)[:1500],
-         "calls": " ".join(f"{c.name}({c.arguments[:300]})" for c in getattr(m, "tool_calls", ()))}
+         "calls": " ".join(f"{c.name}({c.arguments[:2000]})" for c in getattr(m, "tool_calls", ()))}
         for record in agent.memory.runs
         for m in record.messages
     ]  # fmt: skip
