@@ -636,6 +636,20 @@ async def test_an_edit_of_a_line_another_file_has_says_where_it_is() -> None:
     with pytest.raises(ToolError) as missing:
         await tools.edit_file(ctx, "/main.py", "def nothing_here():", "def x():")
     assert "is in" not in str(missing.value)
+    # the tests that judge the fix are no place to change (seen on fix-slugify: sent there,
+    # the model edited the test's call)
+    await backend.write("/text.py", "def slugify(t):\n    return '_'.join(t.split())\n")
+    await backend.write("/test_text.py", "assertEqual(slugify('Hello World'), 'hello-world')\n")
+    task = "slugify in text.py is wrong. Fix it; test_text.py has the expected results."
+    asked = RunContext(run_id="s", deps=None, usage=RunUsage(), input=task)
+    await tools.read_file(asked, "/text.py")
+    with pytest.raises(ToolError) as missing:
+        await tools.edit_file(asked, "/text.py", "slugify('Hello World')", "slugify('hello')")
+    assert str(missing.value).endswith(
+        ". The line \"slugify('Hello World')\" is in /test_text.py (line 1), the tests that "
+        "check the fix, which stay as they are: in /text.py, change the code that gives the "
+        "wrong result"
+    )
 
 
 async def test_a_file_changed_since_the_run_saw_it_is_not_written_over_unseen() -> None:
@@ -919,8 +933,9 @@ async def test_text_that_cannot_be_the_file_is_refused(path: str, content: str, 
 
 async def test_the_tests_that_judge_a_fix_are_not_changed() -> None:
     """As measured on the 1.5B model: told that stats.py cannot be the tests, it edited
-    test_stats.py to expect the bug's result. A change to those tests is refused three times
-    per run; tests the task asks to write or fix are the model's to change."""
+    test_stats.py to expect the bug's result. A change to those tests is refused six times
+    per run (fix-slugify's fourth edit of them went through); tests the task asks to write or
+    fix are the model's to change."""
     backend = StateBackend()
     await backend.write("/test_stats.py", "assert mean([2, 4, 6]) == 4\n")
     tools = FileTools(backend)
@@ -930,7 +945,7 @@ async def test_the_tests_that_judge_a_fix_are_not_changed() -> None:
     with pytest.raises(ToolError, match="holds the tests the task uses to check the fix"):
         await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.5")
     assert await backend.read("/test_stats.py") == "assert mean([2, 4, 6]) == 4\n"
-    for _ in range(2):  # (three times per run)
+    for _ in range(5):  # (six times per run)
         with pytest.raises(ToolError, match="holds the tests the task uses"):
             await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.5")
     edited = await tools.edit_file(ctx, "/test_stats.py", "== 4", "== 4.0")

@@ -95,7 +95,7 @@ def _lines(text: str) -> list[str]:
 _NUMBERED = re.compile(r"(?= {0,5}\d{1,6}(?:\t|$))( *(\d+))(?:\t|$)")
 _NUMBERS_DROPPED = "; the line numbers read_file shows were left out (they are not in the file)"
 
-_MAX_TEST_REFUSALS = 3  # changes to the tests that judge a fix refused per run
+_MAX_TEST_REFUSALS = 6  # changes to the tests that judge a fix refused per run
 _MAX_SIBLINGS = 30  # entries of a folder named in read_file's "no file" error
 _MAX_SMALL_FILES, _MAX_SMALL_SIZE = 5, 300  # ... whose text it shows, when they are all small
 LineNumbers: TypeAlias = Literal["code", "all", "none"]
@@ -389,10 +389,12 @@ def _block_again(text: str, old_string: str, new_string: str) -> tuple[int, int]
     return (first, again[-1]) if len(again) >= 2 else None
 
 
-async def _elsewhere(backend: FileBackend, path: str, old_string: str) -> str:
+async def _elsewhere(backend: FileBackend, path: str, old_string: str, task: str) -> str:
     """Where else in the workspace the first line of an ``old_string`` not in ``path`` is
     (seen on rename-across: ``def fmt_money(amount):`` looked for in main.py, twice, the
-    function being in helpers.py), as a sentence; ``""`` when nowhere."""
+    function being in helpers.py), as a sentence; ``""`` when nowhere. The tests that judge
+    the task's fix are not offered as the place to change (seen on fix-slugify: sent there,
+    the model edited the test's ``slugify('Hello World')``)."""
     line = next((s for line in old_string.splitlines() if len(s := line.strip()) >= 6), None)
     if line is None:
         return ""
@@ -409,6 +411,12 @@ async def _elsewhere(backend: FileBackend, path: str, old_string: str) -> str:
     if not places:
         return ""
     where = ", ".join(f"{g.path} (line {g.line})" for g in places)
+    if all(guards_the_tests(task, g.path) for g in places):
+        return (
+            f"The line {_short_quote(line)} is in {where}, the tests that check the fix, which "
+            f"stay as they are: in {target}, change the code that gives the wrong result"
+        )
+    places = [g for g in places if not guards_the_tests(task, g.path)]
     return (
         f"The line {_short_quote(line)} is in {where}, not in {target}: to change it there, call "
         f"edit_file with path {places[0].path!r}"
@@ -1441,7 +1449,9 @@ class FileTools(Tool):
         try:
             edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         except ToolError as exc:
-            if old_string in text or not (elsewhere := await _elsewhere(backend, path, old_string)):
+            if old_string in text:
+                raise
+            if not (elsewhere := await _elsewhere(backend, path, old_string, ctx.input)):
                 raise
             raise ToolError(f"{exc}. {elsewhere}") from None
         count, first_line, unquoted, updated = edit.count, edit.first_line, edit.note, edit.text
