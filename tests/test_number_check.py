@@ -571,3 +571,63 @@ async def test_a_data_file_read_again_instead_of_computing_makes_the_next_call_c
     await agent.run("Show me sales.csv.")
     assert "[number check]" not in str(model.requests[2].messages)
     assert model.requests[2].settings.tool_choice is None
+
+
+async def test_a_named_file_left_with_numbers_from_the_head_is_sent_back_to_compute(
+    tmp_path: Path,
+) -> None:
+    """As measured on restock: "apples,35" written into stock.csv for 40 - 15 - 5, the note
+    on it followed by code that printed the file back (35 then seen), and the answer "The task
+    is done". Sent back once, to compute the file with code; not once code wrote it since."""
+    (tmp_path / "orders.csv").write_text("item,qty\napples,15\napples,5\n")
+    stock = "item,qty\napples,40\npears,25\n"
+    (tmp_path / "stock.csv").write_text(stock)
+    guessed = call("write_file", path="stock.csv", content="item,qty\napples,35\npears,25\n")
+    show = call("run_python", code="print(open('stock.csv').read())")
+    computed = call("run_python", code=(
+        "import csv\nrows = list(csv.DictReader(open('stock.csv')))\nused = {}\n"
+        "for o in csv.DictReader(open('orders.csv')):\n"
+        "    used[o['item']] = used.get(o['item'], 0) + int(o['qty'])\n"
+        "rows = [{'item': r['item'], 'qty': 40 - used.get(r['item'], 0) if r['item'] == "
+        "'apples' else r['qty']} for r in rows]\nw = csv.DictWriter(open('stock.csv', 'w', "
+        "newline=''), ['item', 'qty'])\nw.writeheader()\nw.writerows(rows)\n"
+        "print(open('stock.csv').read())"
+    ))  # fmt: skip
+    task = "Subtract the quantities in orders.csv from stock.csv and save it back to stock.csv."
+
+    def agent_on(script: list[object]) -> tuple[Agent, ScriptedModel]:
+        model = ScriptedModel(script)
+        shell = Shell(tmp_path, python=True, background=False)
+        files = FileTools(FilesystemBackend(tmp_path))
+        return Agent(model=model, tools=[files], capabilities=[shell, NumberCheck()]), model
+
+    agent, model = agent_on([
+        tool_calls(call("read_file", path="orders.csv"), call("read_file", path="stock.csv")),
+        tool_calls(call("edit_file", path="stock.csv", old_string="40", new_string="35")),
+        tool_calls(guessed), tool_calls(show),
+        "The task is done.",
+        tool_calls(computed),
+        "The task is done.", "The task is done.",
+    ])  # fmt: skip
+    await agent.run(task)
+    left = [
+        str(r.messages[-1].content) for r in model.requests
+        if "still holds" in str(r.messages[-1].content)
+    ]  # fmt: skip
+    assert len(left) == 1 and left[0].startswith(
+        "stock.csv still holds 35, which you wrote there when no tool output showed it: a number "
+        "worked out in your head is often wrong. Compute what stock.csv should hold with "
+        "run_python: code that reads the data, works the values out and writes stock.csv"
+    )
+    assert "list(csv.DictReader(open('orders.csv', newline='')))" in left[0]
+    assert (tmp_path / "stock.csv").read_text().startswith("item,qty\napples,20\n")
+    # code that wrote the file after the guess: what it holds, code worked out
+    (tmp_path / "stock.csv").write_text(stock)
+    agent, model = agent_on([
+        tool_calls(call("read_file", path="orders.csv"), call("read_file", path="stock.csv")),
+        tool_calls(call("edit_file", path="stock.csv", old_string="40", new_string="35")),
+        tool_calls(guessed), tool_calls(computed),
+        "The task is done.", "The task is done.",
+    ])  # fmt: skip
+    await agent.run(task)
+    assert not any("still holds" in str(r.messages[-1].content) for r in model.requests)

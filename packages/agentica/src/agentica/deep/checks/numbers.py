@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentica.deep.checks.calls import DATA_SUFFIXES, arguments, short, written
-from agentica.deep.files import READ_AGAIN, task_files
+from agentica.deep.files import READ_AGAIN, may_change_files, task_files
 from agentica.deep.shell.hints import written_texts
 from agentica.errors import AgenticaError
 from agentica.messages import AssistantMessage
@@ -92,6 +92,12 @@ PRINTED_PROMPT = (
     "prints."
 )
 _PRINTED_CHARS = 80  # a computing call's output short enough to quote back
+LEFT_PROMPT = (
+    "{path} still holds {numbers}, which you wrote there when no tool output showed {them}: a "
+    "number worked out in your head is often wrong. Compute what {path} should hold with "
+    "{tool}: code that reads the data, works the values out and writes {path}, then prints "
+    "it. Then answer.{code}"
+)
 STALE_PROMPT = (
     "Your last {tool} call printed: {printed}. But {path}, which the task asks for, still says "
     "{text}, written before that. If the printed value is what the task asks for, write it to "
@@ -281,12 +287,9 @@ class NumberCheck(Capability):
             wrote = written(call)
             if wrote is not None:
                 ctx.state.setdefault(f"{self.name}.files", {})[wrote[0]] = wrote[1]
+            tainted: dict[str, set[str]] = ctx.state.setdefault(f"{self.name}.tainted", {})
             if wrote is not None and not call.notes:  # one remark per call: the first stands
-                path, text = wrote
-                unseen = _added_unseen(sources, call, text)
-                tool = self._spend(ctx) if unseen else None
-                if tool is not None:
-                    call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
+                self._unseen_written(ctx, sources, call, *wrote)
             if call.name == "run_python" and not call.notes and call.status == "success":
                 self._typed(ctx, sources, call)
             if call.name == "read_file" and READ_AGAIN in call.content_without_notes:
@@ -295,6 +298,9 @@ class NumberCheck(Capability):
             sources.add(call.content_without_notes, echoed=call.call.arguments)
             if call.name in _DELEGATING_TOOLS and not returned_error(call):
                 ctx.state[f"{self.name}.computed"] = True  # (a subagent worked on it)
+            if call.name in _COMPUTE_TOOLS and may_change_files(call):
+                for path in [p for p in tainted if PurePosixPath(p).name in call.call.arguments]:
+                    del tainted[path]  # (code wrote it since: what it holds, code worked out)
             if call.name in _COMPUTE_TOOLS:
                 failed = returned_error(call)
                 ctx.state[f"{self.name}.failed"] = call.name if failed else ""
@@ -304,6 +310,19 @@ class NumberCheck(Capability):
                 ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
                 if not failed:
                     ctx.state[f"{self.name}.computed"] = True
+
+    def _unseen_written(
+        self, ctx: RunContext[Any], sources: _Sources, call: FunctionCall, path: str, text: str
+    ) -> None:
+        """A note on a call that wrote into ``path`` numbers no tool output showed (kept, to
+        look for in the file when the model answers)."""
+        unseen = _added_unseen(sources, call, text)
+        if not unseen:
+            return
+        ctx.state[f"{self.name}.tainted"].setdefault(path, set()).update(unseen)
+        tool = self._spend(ctx)
+        if tool is not None:
+            call.notes.append(NUMBER_NOTE.format(path=path, tool=tool, **_list(unseen)))
 
     def _read_again(self, ctx: RunContext[Any], call: FunctionCall) -> None:
         """A data file read again at once, in a task asking for a value worked out from data,
@@ -360,6 +379,9 @@ class NumberCheck(Capability):
             ctx.state[f"{self.name}.retries"] = retries + 1
             numbers = _parts(text) or ["something else"]
             return PRINTED_PROMPT.format(tool=printed[0], printed=printed[1], **_list(numbers))
+        if not unseen and retries < self.max_retries and (left := await self._left(ctx)):
+            ctx.state[f"{self.name}.retries"] = retries + 1
+            return left
         if not unseen:
             return self._compute(ctx, text)
         if printed and retries < self.max_retries and self.max_nudges:
@@ -376,6 +398,32 @@ class NumberCheck(Capability):
         ctx.state[f"{self.name}.retries"] = retries + 1
         ctx.state[f"{self.name}.choice"] = failed
         return RETRY_PROMPT.format(tool=failed, **_list(unseen))
+
+    async def _left(self, ctx: RunContext[Any]) -> str | None:
+        """Once per run: a file the task names that still holds numbers the model wrote there
+        when no tool output showed them, and that no code wrote since (seen: restock wrote
+        "apples,35" for 40 - 15 - 5 from its head, got the note, printed the file back and
+        answered "The task is done"), sent back to compute it with code."""
+        key = f"{self.name}.left"
+        tool = next((t for t in _COMPUTE_TOOLS if t in ctx.functions), None)
+        if ctx.state.get(key) or tool is None or ctx.files is None or self.max_nudges == 0:
+            return None
+        named = {PurePosixPath(n).name for n in task_files(ctx.input)}
+        tainted: dict[str, set[str]] = ctx.state.get(f"{self.name}.tainted") or {}
+        for path, numbers in tainted.items():
+            if PurePosixPath(path).name not in named:
+                continue
+            try:
+                now = set(_parts(await ctx.files.read(path)))
+            except AgenticaError:
+                continue
+            left = sorted(numbers & now, key=lambda n: (_value(n) or 0, n))
+            if left:
+                ctx.state[key] = True
+                ctx.state[f"{self.name}.choice"] = tool
+                code = _reading_code(ctx.input) if tool == "run_python" else ""
+                return LEFT_PROMPT.format(path=path, tool=tool, code=code, **_list(left))
+        return None
 
     def _stale_file(self, ctx: RunContext[Any], printed: tuple[str, str]) -> str | None:
         """A file the task names, written with numbers before the code printed others: sent
