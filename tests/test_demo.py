@@ -66,14 +66,15 @@ async def test_a_wrong_report_gets_a_follow_up_that_does_not_give_away_the_total
 ) -> None:
     root = prepare_workspace(str(tmp_path))
     wrong = "| north | 100 |\n| south | 180 |\n| east | 90 |"
+    # (totals its code printed, wrong: numbers from the head would be sent back in the run)
+    printed = "print(open('sales.csv').read())\nprint(120 - 20, 360 // 2, 3 * 30)"
     model = ScriptedModel([
-        tool_calls(call("run_python", code="print(open('sales.csv').read())")),
+        tool_calls(call("run_python", code=printed)),
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
         tool_calls(call("edit_file", path="report.md", old_string="TODO", new_string=wrong)),
         tool_calls(call("read_file", path="report.md")),
         "done", "done",
-        tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
-                        new_string="| north | 165 |")),  # (refused: a new run)
+        tool_calls(call("run_python", code="print(120 + 45)")),
         tool_calls(call("edit_file", path="report.md", old_string="| north | 100 |",
                         new_string="| north | 165 |")),
         tool_calls(call("read_file", path="report.md")),
