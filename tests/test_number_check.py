@@ -631,3 +631,29 @@ async def test_a_named_file_left_with_numbers_from_the_head_is_sent_back_to_comp
     ])  # fmt: skip
     await agent.run(task)
     assert not any("still holds" in str(r.messages[-1].content) for r in model.requests)
+
+
+async def test_code_that_only_shows_the_data_has_not_worked_anything_out(tmp_path: Path) -> None:
+    """As measured on oldest-person: the code to start from run as it was (``print(people)``),
+    then "Marta Koval" answered from reading the list. Such a run is no computation: the
+    answer is sent back to work the oldest out with code."""
+    (tmp_path / "people.json").write_text(
+        '[{"name": "Marta", "born": 1948}, {"name": "Ines", "born": 1939}]\n'
+    )
+    starter = "import json\npeople = json.load(open('people.json'))\nprint(people)"
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="people.json")),
+        tool_calls(call("run_python", code=starter)),
+        "The oldest person is Marta.",
+        tool_calls(call("run_python", code=starter.replace(
+            "print(people)", "print(min(people, key=lambda p: p['born'])['name'])"))),
+        "The oldest person is Ines.",
+    ])  # fmt: skip
+    shell = Shell(tmp_path, python=True, background=False)
+    files = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[files], capabilities=[shell, NumberCheck()])
+    response = await agent.run("Who is the oldest person in people.json?")
+    assert response.content == "The oldest person is Ines."
+    assert str(model.requests[3].messages[-1].content).startswith(
+        "The task asks for the oldest, and no code of yours worked it out"
+    )

@@ -8,6 +8,7 @@ compute it. ``_Sources`` owns what was seen; ``NumberCheck`` owns when to speak 
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
 from collections.abc import Sequence
@@ -308,7 +309,8 @@ class NumberCheck(Capability):
                 # (print(14, 13, 12) computed nothing: not taken as the value asked for)
                 ctx.state[f"{self.name}.echoed"] = _echoes(printed, call.call.arguments)
                 ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
-                if not failed:
+                code = arguments(call).get("code")
+                if not failed and not (isinstance(code, str) and _shows_data(code)):
                     ctx.state[f"{self.name}.computed"] = True
 
     def _unseen_written(
@@ -511,6 +513,43 @@ def _reading_code(task: str) -> str:
     return (
         f"\nCode that reads the data files the task names, to start from:\n```python\n{body}\n```"
     )
+
+
+def _shows_data(code: str) -> bool:
+    """Whether Python ``code`` only loads data and prints it, working nothing out: imports,
+    names bound to what a call returns (``json.load(...)``, ``list(csv.DictReader(...))``)
+    and ``print`` of names (seen: oldest-person ran the code to start from as it was,
+    ``print(people)``, and answered from reading the list, wrongly)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(node, ast.Assign) and _loads(node.value):
+            continue
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "print"
+            and all(isinstance(arg, ast.Name) for arg in call.args)
+        ):
+            return False
+    return bool(tree.body)
+
+
+_LOADERS = frozenset({"open", "load", "loads", "read", "readlines", "list", "DictReader", "reader"})
+
+
+def _loads(value: ast.expr) -> bool:
+    """Whether ``value`` only reads data: every call in it is one of ``_LOADERS``."""
+    calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
+    names = [
+        c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", "") for c in calls
+    ]
+    return bool(calls) and all(name in _LOADERS for name in names)
 
 
 def _added_unseen(sources: _Sources, call: FunctionCall, text: str) -> list[str]:
