@@ -272,6 +272,20 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
     assert changes_a_file("Compute the totals and write the totals to totals.json")
     assert changes_a_file("Sum the numbers and save the total in total.txt")
     assert not changes_a_file("Compute totals from sales.csv")
+    # code that failed before it wrote the file changed nothing (seen: csv-totals' NameError,
+    # then "... write the totals to totals.json" closed)
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")
+    step = "Compute the totals and write the totals to totals.json"
+    failing = "import json\njson.dump(totals, open('totals.json', 'w'))"
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="sales.csv")),
+        tool_calls(call("run_python", code=failing)),
+        tool_calls(call("write_todos", todos=[{"content": step, "status": "completed"}])),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run(step + ".")
+    saved = [r.content for r in tool_results(model.requests[3]) if r.name == "write_todos"]
+    assert saved and "Not marked completed: 'Compute the totals" in saved[0]
     # a step that changes no file it names is completed by any work, as before
     model = ScriptedModel([
         tool_calls(call("build")),

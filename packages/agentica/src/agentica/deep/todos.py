@@ -17,6 +17,7 @@ from agentica.deep.files import changes_a_file, may_change_files
 from agentica.errors import ToolError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
+from agentica.run.repetition import returned_error
 from agentica.tools.call import FunctionCall
 from agentica.tools.context import RunContext
 from agentica.tools.function import Function
@@ -365,7 +366,10 @@ class Todos(Capability):
         for key in (f"{self.name}.work", f"{self.name}.work_total"):
             ctx.state[key] = ctx.state.get(key, 0) + work
         changes = f"{self.name}.changes"
-        ctx.state[changes] = ctx.state.get(changes, 0) + sum(map(may_change_files, calls))
+        # (code that failed changed nothing the step asked for: seen on csv-totals, a NameError
+        # before totals.json was written, and "write the totals to totals.json" closed)
+        changed = sum(may_change_files(c) and not returned_error(c) for c in calls)
+        ctx.state[changes] = ctx.state.get(changes, 0) + changed
         ctx.state[f"{self.name}.seen"] = ctx.usage.tool_calls
 
     async def read_todos(self, ctx: RunContext[Any]) -> str:
