@@ -2,8 +2,9 @@
 
 ``AnswerCheck`` asks before a run ends whether the task was done; before that general check it
 looks for the things a small model gets wrong most (seen in transcripts): a result from wrong
-code, two values for one setting, a word left to change, a move half made, a change never made,
-tests never run or still failing, a placeholder left. Each is a ``SendBackCheck`` in ``SEND_BACKS``,
+code, two values for one setting, a word left to change, a move half made, tests never run or
+still failing (then the function asked for anew), a change never made or made to one file of
+several, a placeholder left. Each is a ``SendBackCheck`` in ``SEND_BACKS``,
 in the order they are looked for; ``Seen`` is what the run's calls showed, which they read.
 """
 
