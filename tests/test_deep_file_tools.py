@@ -1118,9 +1118,9 @@ async def test_a_read_again_with_other_calls_between_asks_for_the_change(tmp_pat
     await agent.run(task)
     results = [m.content for m in tool_results(agent)]
     assert results[2] == (
-        "config.json has not changed since you last read it: its text is in that result "
-        "above. The task asks for a change: do not read it again, make the change with "
-        "edit_file (old_string copied from that text, new_string the same text changed)."
+        '{"greeting": "Hello", "name": "team"}\n\n[note] config.json is as it was when you last '
+        "read it. The task asks for a change: make it now with edit_file (old_string copied "
+        "from this text, new_string the same text changed)."
     )
     assert results[3] == (
         'old_string was not found in config.json. To add "repeat": 3 to the object in it, '
@@ -1130,7 +1130,31 @@ async def test_a_read_again_with_other_calls_between_asks_for_the_change(tmp_pat
     assert json.loads((tmp_path / "config.json").read_text()) == {
         "greeting": "Hello", "name": "team", "repeat": 3,
     }  # fmt: skip
-    assert '"repeat": 3' in results[10]  # (four other calls between: read as asked)
+    assert results[10] == '{"greeting": "Hello", "name": "team", "repeat": 3}'  # (4 between)
+    # right after itself, in a task that asks to change the file: the change, not the text
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("read_file", path="config.json")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
+    await agent.run("config.json has a typo in its greeting. Fix the file.")
+    assert tool_results(agent)[1].content == (
+        "config.json has not changed since you last read it: its text is in that result above. "
+        "The task asks for a change: do not read it again, make the change with edit_file "
+        "(old_string copied from that text, new_string the same text changed)."
+    )
+    # in a question, with a call between: the text again, no note
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("note", text="x")),
+        tool_calls(call("read_file", path="config.json")),
+        "team",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path)), note])
+    await agent.run("What is the name in config.json?")
+    assert tool_results(agent)[2].content.startswith('{"greeting"')
+    assert "[note]" not in tool_results(agent)[2].content
 
 
 @pytest.mark.parametrize(

@@ -708,6 +708,11 @@ def changes_a_file(step: str) -> bool:
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
 READ_AGAIN = "has not changed since you last read it"  # (a read repeated, nothing between)
 _READ_GAP = 3  # other calls a repeated read may follow the first by
+# a task that asks for a change ("Add ...", "... Fix the file.", "make app.py print ...")
+_CHANGE_ASKED = re.compile(
+    r"(?i)\b(?:add|fix|change|update|edit|make|set|replace|rename|remove|delete|bump|correct|"
+    r"insert|append|modify)\b"
+)
 
 
 def task_files(task: str) -> list[str]:
@@ -1129,8 +1134,14 @@ class FileTools(Tool):
                 f"{exc}{await _siblings(backend, path)}{_to_create(ctx.input, path)}"
             ) from None
         self._saw(ctx, path, text)
-        if (again := await self._read_again(ctx, backend, path, offset, limit, text)) is not None:
+        again, note = await self._read_again(ctx, backend, path, offset, limit, text)
+        if again is not None:
             return again
+        out = self._shown(path, text, offset, limit)
+        return f"{out}\n\n[note] {note}" if note else out
+
+    def _shown(self, path: str, text: str, offset: int, limit: int) -> str:
+        """``limit`` lines of ``text`` from ``offset`` on, as ``read_file`` shows them."""
         lines = _lines(text)
         total = len(lines)
         if total == 0:
@@ -1161,17 +1172,35 @@ class FileTools(Tool):
         offset: int,
         limit: int,
         text: str,
-    ) -> str | None:
-        """The answer to the same read as the last read, of a file unchanged since, with no
-        write or edit and at most ``_READ_GAP`` other calls between: not the text again, which
-        the 1.5B model met by reading once more (test_paging.py and people.json read four times
-        in a row; config.json read five times, a todo list saved between), but what to do."""
+    ) -> tuple[str | None, str]:
+        """For the same read as the last one, of a file unchanged since, with no write or edit
+        between: right after it, what to do instead of the text again (the 1.5B model met the
+        text by reading once more: test_paging.py and people.json read four times in a row),
+        as the first of the pair; up to ``_READ_GAP`` other calls after it, in a task that asks
+        to change that file, a note to go with the text saying so (config-repeat read
+        config.json five times, a todo list saved between; without the text, fix-bug read
+        buggy.py twenty times between its todo lists). ``(None, "")`` otherwise."""
         key = f"{self.name}.last_read"
         read = (normalize_path(path), offset, limit, _digest(text))
         last = ctx.state.get(key)
         ctx.state[key] = (read, ctx.usage.tool_calls)
-        if not last or last[0] != read or ctx.usage.tool_calls - last[1] > _READ_GAP:
-            return None
+        if not last or last[0] != read or ctx.usage.tool_calls - last[1] > _READ_GAP + 1:
+            return None, ""
+        change = "edit_file" in ctx.functions and _CHANGE_ASKED.search(ctx.input) is not None
+        change = change and _names(ctx.input, path)
+        if ctx.usage.tool_calls - last[1] > 1:
+            note = (
+                f"{path} is as it was when you last read it. The task asks for a change: make "
+                "it now with edit_file (old_string copied from this text, new_string the same "
+                "text changed)."
+            )
+            return None, note if change else ""
+        return await self._instead(ctx, backend, path, text, change=change), ""
+
+    async def _instead(
+        self, ctx: RunContext[Any], backend: FileBackend, path: str, text: str, *, change: bool
+    ) -> str:
+        """What to do instead of reading ``path`` again right after reading it."""
         suffix = PurePosixPath(path).suffix.lower()
         runner = next((t for t in ("run_python", "execute") if t in ctx.functions), None)
         again = f"{path} {READ_AGAIN}: its text is in that result above."
@@ -1183,7 +1212,7 @@ class FileTools(Tool):
                 return f"{again} It imports from {names}, which you have not read: read " + (
                     f"{unread[0]} next."
                 )
-        if "edit_file" in ctx.functions and changes_a_file(ctx.input) and _names(ctx.input, path):
+        if change:
             return (
                 f"{again} The task asks for a change: do not read it again, make the change "
                 "with edit_file (old_string copied from that text, new_string the same text "
