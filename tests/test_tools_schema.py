@@ -868,6 +868,11 @@ def test_unescaped_quotes_in_a_string_argument_are_escaped() -> None:
     # and one closing brace too many after them (seen: edit_file with a docstring, four times)
     values = write_file.validate_arguments(raw + "}")
     assert values["content"].startswith('def mean(v):\n    """Mean."""') and values["overwrite"]
+    # or two (seen on fix-unique: edit_file's arguments ending "false}}}"); four are not
+    values = write_file.validate_arguments(raw + "}}")
+    assert values["content"].startswith('def mean(v):\n    """Mean."""') and values["overwrite"]
+    with pytest.raises(ArgumentsError, match="not valid JSON"):
+        write_file.validate_arguments(raw + "}" * 4)
     # a key that is not the tool's, or a value that is no string, is not guessed at
     for broken in ('{"path": "a", "text": "say "hi""}', '{"path": "a", "content": x"y"}'):
         with pytest.raises(ArgumentsError, match="not valid JSON"):

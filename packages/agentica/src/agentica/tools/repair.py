@@ -16,17 +16,22 @@ __all__ = ["repair_quotes"]
 
 _QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
 _KEY_INSIDE = re.compile(r'"\s*,\s*"\w+"\s*:')
+_EXTRA_BRACES = 3
 
 
 def repair_quotes(arguments: str, strings: Collection[str], names: Collection[str]) -> str | None:
     """``arguments`` made valid JSON by escaping the double quotes inside the values of the
     string parameters ``strings`` (every parameter is in ``names``), or ``None`` when that does
-    not give a JSON object with only known keys. One closing brace too many at the end is
-    dropped too (seen with a docstring: ``..."replace_all": false}}``)."""
+    not give a JSON object with only known keys. Up to three closing braces too many at the
+    end are dropped too (seen with a docstring: ``..."replace_all": false}}``, and
+    ``false}}}``)."""
     text = arguments.strip()
     repaired = _repair(text, strings, names)
-    if repaired is None and text.endswith("}}"):
-        repaired = _repair(text[:-1].rstrip(), strings, names)
+    for _ in range(_EXTRA_BRACES):
+        if repaired is not None or not text.endswith("}}"):
+            break
+        text = text[:-1].rstrip()
+        repaired = _repair(text, strings, names)
     return repaired
 
 
