@@ -504,7 +504,10 @@ async def test_run_python_says_what_the_folder_of_a_missing_file_holds(tmp_path:
     assert "There is no numbers.txt in the workspace; its files are" not in root  # (no files)
     outside = await shell.run_python("open('../nothing.txt')")
     assert "FileNotFoundError" in outside and "secret.txt" not in outside
-    loop = "import os\nprint(sum(int(open(os.path.join('data', n)).read()) for n in sorted(os.listdir('data'))))"
+    loop = (
+        "import os\nprint(sum(int(open(os.path.join('data', n)).read())"
+        " for n in sorted(os.listdir('data'))))"
+    )
     assert "142" in await shell.run_python(loop)
 
 
