@@ -267,11 +267,11 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
     assert saved[-1].startswith("Todos saved: [x] Change a.json  [x] Change b.py")
     # a step that says to write its result to a file is one too (seen: csv-totals closed
     # "Compute the total ... and write the totals to totals.json" after reading sales.csv)
-    from agentica.deep.files import changes_a_file
+    from agentica.deep.todos import _changes_a_file
 
-    assert changes_a_file("Compute the totals and write the totals to totals.json")
-    assert changes_a_file("Sum the numbers and save the total in total.txt")
-    assert not changes_a_file("Compute totals from sales.csv")
+    assert _changes_a_file("Compute the totals and write the totals to totals.json")
+    assert _changes_a_file("Sum the numbers and save the total in total.txt")
+    assert not _changes_a_file("Compute totals from sales.csv")
     # code that failed before it wrote the file changed nothing (seen: csv-totals' NameError,
     # then "... write the totals to totals.json" closed)
     (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")

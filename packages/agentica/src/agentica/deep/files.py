@@ -689,22 +689,6 @@ async def _text_or_none(backend: FileBackend, path: str) -> str | None:
 FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,4})(?![\w/-])")
 
 
-_CHANGE_STEP = re.compile(
-    r"(?i)^\W*(?:\d+[.)]\s*)?(?:add|write|save|update|change|edit|fix|set|replace|rename|move|"
-    r"create|fill|append|insert|remove|delete|bump|make|modify|correct)\b"
-)
-# ... and write the totals to totals.json / save it in out.txt
-_WRITE_TO = re.compile(r"(?i)\b(?:write|save|store|put)\b[^.;]*?\b(?:to|into|in)\s+\S+\.\w{1,6}\b")
-
-
-def changes_a_file(step: str) -> bool:
-    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json",
-    or "Compute the totals and write them to totals.json": closed after only a read)."""
-    if FILE_NAME.search(step) is None:
-        return False
-    return bool(_CHANGE_STEP.match(step) or _WRITE_TO.search(step))
-
-
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
 READ_AGAIN = "has not changed since you last read it"  # (a read repeated, nothing between)
 _READ_GAP = 3  # other calls a repeated read may follow the first by

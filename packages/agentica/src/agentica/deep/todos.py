@@ -8,12 +8,13 @@ JSON, so it is saved with the session and is still there after a restart.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
-from agentica.deep.files import changes_a_file, may_change_files
+from agentica.deep.files import FILE_NAME, may_change_files
 from agentica.errors import ToolError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -45,6 +46,12 @@ _STATUS_ALIASES = {
 
 _TODO_TOOLS = frozenset({"write_todos", "read_todos"})
 # A step that changes a file it names: "Add a repeat setting to config.json", "make app.py print"
+_CHANGE_STEP = re.compile(
+    r"(?i)^\W*(?:\d+[.)]\s*)?(?:add|write|save|update|change|edit|fix|set|replace|rename|move|"
+    r"create|fill|append|insert|remove|delete|bump|make|modify|correct)\b"
+)
+# ... and write the totals to totals.json / save it in out.txt
+_WRITE_TO = re.compile(r"(?i)\b(?:write|save|store|put)\b[^.;]*?\b(?:to|into|in)\s+\S+\.\w{1,6}\b")
 _MAX_EXAMPLE = 400  # characters of the write_todos example a nudge shows
 
 
@@ -110,6 +117,14 @@ def _inline_refs(schema: Any, defs: dict[str, Any] | None = None) -> Any:
     if isinstance(schema, list):
         return [_inline_refs(item, defs) for item in schema]
     return schema
+
+
+def _changes_a_file(step: str) -> bool:
+    """Whether ``step`` says to change a file it names ("Add a repeat setting to config.json",
+    or "Compute the totals and write them to totals.json": closed after only a read)."""
+    if FILE_NAME.search(step) is None:
+        return False
+    return bool(_CHANGE_STEP.match(step) or _WRITE_TO.search(step))
 
 
 def _render(items: list[dict[str, Any]]) -> str:
@@ -224,7 +239,7 @@ class Todos(Capability):
             for total, used in (("work_total", "credited"), ("changes", "credited_changes"))
         )
         steps = [str(i.get("content")) for i in open_items]
-        return work >= len(steps) and changes >= sum(map(changes_a_file, steps))
+        return work >= len(steps) and changes >= sum(map(_changes_a_file, steps))
 
     # ------------------------------------------------------------------------------ tools
 
@@ -333,7 +348,7 @@ class Todos(Capability):
         refused: list[str] = ctx.state.setdefault(f"{self.name}.change_refused", [])
         for item in marked:
             content = str(item["content"])
-            change = changes_a_file(content) and content not in refused
+            change = _changes_a_file(content) and content not in refused
             # (a list with steps still open may carry a step done before it was written)
             no_work, no_change = idle and credited >= work, change and changed >= changes
             if no_work or no_change:
