@@ -211,7 +211,8 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
 ) -> None:
     """As measured on the deep agent: "Add a repeat setting to config.json, set to 3, and make
     app.py print the greeting that many times" saved as one step, marked completed after
-    reading config.json; both files as they were."""
+    reading config.json; both files as they were. (One-step lists, which ``DeepAgent`` no
+    longer keeps by default: a ``Todos()`` given.)"""
     from agentica.deep import DeepAgent
 
     (tmp_path / "config.json").write_text('{"greeting": "Hello"}\n')
@@ -226,7 +227,7 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
         tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
         *["Added repeat: 3."] * 4,
     ])  # fmt: skip
-    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False)
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=Todos())
     await agent.run(task + ".")
     saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
     first, second, third = saved
@@ -246,7 +247,7 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
         tool_calls(call("write_todos", todos=[{"content": task, "status": "completed"}])),
         *["Added repeat: 3."] * 4,
     ])  # fmt: skip
-    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run(task + ".")
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=Todos()).run(task + ".")
     saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
     assert "No tool call has done any work since" in saved[0]
     assert "No tool call has done that step's work yet" in saved[1]
@@ -262,7 +263,8 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
         tool_calls(call("write_todos", todos=done_b)),
         *["Changed both."] * 4,
     ])  # fmt: skip
-    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run("Change a.json, b.py")
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=Todos())
+    await agent.run("Change a.json, b.py")
     saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
     assert saved[-1].startswith("Todos saved: [x] Change a.json  [x] Change b.py")
     # a step that says to write its result to a file is one too (seen: csv-totals closed
@@ -283,7 +285,7 @@ async def test_a_step_that_changes_a_file_is_not_completed_by_reading_it(
         tool_calls(call("write_todos", todos=[{"content": step, "status": "completed"}])),
         *["Done."] * 4,
     ])  # fmt: skip
-    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run(step + ".")
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=Todos()).run(step + ".")
     saved = [r.content for r in tool_results(model.requests[3]) if r.name == "write_todos"]
     assert saved and "Not marked completed: 'Compute the totals" in saved[0]
     # a step that changes no file it names is completed by any work, as before
@@ -398,3 +400,69 @@ async def test_the_same_list_saved_again_is_refused_and_the_next_call_does_work(
     assert refused.content.startswith("Nothing saved: this is your todo list as it already is")
     assert [t.name for t in model.requests[3].tools] == ["build"]
     assert model.requests[3].settings.tool_choice == "required"
+
+
+async def test_the_deep_agent_keeps_no_one_step_list_and_puts_the_todo_tools_away(
+    tmp_path: Path,
+) -> None:
+    """As measured on fix-bug: "Open buggy.py and fix the add(2, 3) function" saved 19 times
+    between reads until the run's 40 calls were spent; on config-repeat the task copied as the
+    one step, ticked, refused, re-read and saved again. A list of one step is the task itself:
+    ``DeepAgent`` refuses it and offers no todo tools for the rest of the run."""
+    from agentica.deep import DeepAgent
+
+    (tmp_path / "buggy.py").write_text("def add(a, b):\n    return a - b\n")
+    step = [{"content": "Open buggy.py and fix add", "status": "pending"}]
+    fix = call("edit_file", path="buggy.py", old_string="a - b", new_string="a + b")
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=step)),
+        tool_calls(call("read_file", path="buggy.py")),
+        tool_calls(fix),
+        *["Fixed: add returns a + b."] * 4,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False)
+    await agent.run("buggy.py has a bug: add(2, 3) should return 5. Fix the file.")
+    refused = tool_results(model.requests[1])[0]
+    assert refused.name == "write_todos" and refused.content.startswith(
+        "Nothing saved: a todo list is for a task of at least 2 separate steps"
+    )
+    assert "todos" not in agent.memory.state
+    offered = [[t.name for t in request.tools] for request in model.requests]
+    assert "write_todos" in offered[0]
+    assert all("write_todos" not in names and "read_todos" not in names for names in offered[1:])
+    assert model.requests[1].settings.tool_choice == "required"
+    assert "a + b" in (tmp_path / "buggy.py").read_text()
+    # a list of two steps is kept as before, and the tools stay
+    plan = [{"content": "Read buggy.py"}, {"content": "Fix add in buggy.py"}]
+    model = ScriptedModel([tool_calls(call("write_todos", todos=plan)), *["Planned."] * 6])
+    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=True)
+    await agent.run("Fix buggy.py.")
+    assert tool_results(model.requests[1])[0].content.startswith("Todos saved: [ ] Read buggy")
+    assert "write_todos" in [t.name for t in model.requests[1].tools]
+
+
+async def test_the_same_list_after_work_is_refused_with_the_call_that_ticks_its_step() -> None:
+    """As measured on primes: "[ ] Read primes.txt  [ ] Write primes.txt" saved again after
+    each read, ten times over. Saved as it is after work, the list is refused with the call
+    that marks its next step completed, which the model then copies."""
+    plan = [{"content": "Read the spec"}, {"content": "Build it"}]
+    ticked = [{"content": "Read the spec", "status": "completed"}, plan[1]]
+    model = ScriptedModel([
+        tool_calls(call("write_todos", todos=plan)),
+        tool_calls(call("build")),
+        tool_calls(call("write_todos", todos=plan)),
+        tool_calls(call("write_todos", todos=ticked)),
+        *["Done."] * 4,
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[build], capabilities=[Todos(max_nudges=0)])
+    await agent.run("Build it")
+    refused, saved = tool_results(model.requests[3])[-1], tool_results(model.requests[4])[-1]
+    assert refused.content == (
+        "Nothing saved: this is your todo list as it already is ([ ] Read the spec  [ ] Build "
+        "it). If your calls since did the step 'Read the spec', mark it completed: write_todos("
+        + json.dumps({"todos": [{"content": "Read the spec", "status": "completed"},
+                                {"content": "Build it", "status": "pending"}]})
+        + "). If not, do it now with a tool call."
+    )  # fmt: skip
+    assert saved.content.startswith("Todos saved: [x] Read the spec  [ ] Build it")
+    assert agent.memory.state["todos"][0]["status"] == "completed"

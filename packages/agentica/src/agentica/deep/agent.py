@@ -62,7 +62,7 @@ class _Harness:
     shell: Shell | bool
     sandbox: Literal["none", "bwrap", "auto"]
     background_commands: bool
-    todos: bool
+    todos: Todos | bool
     subagents: Sequence[SubAgent] | bool
     max_subagent_depth: int
     skills: Skills | None
@@ -122,7 +122,8 @@ def _shell(harness: _Harness) -> list[Capability]:
 
 def _checkpoints(harness: _Harness) -> list[Capability]:
     """The todo list, the heartbeat and the reflection."""
-    todos: list[Capability] = [Todos()] if harness.todos else []
+    # (a list of one step is the task itself: small models loop on saving and ticking it)
+    todos = _part(harness.todos, Todos, lambda: Todos(min_items=2))
     # open todos are nudged by Todos itself
     heartbeat = _part(
         harness.heartbeat, Heartbeat, lambda: Heartbeat(check_todos=not harness.todos)
@@ -203,7 +204,8 @@ class DeepAgent(Agent[OutT]):
             ``Shell``.
         sandbox: the default shell's sandbox: ``"none"``, ``"bwrap"`` or ``"auto"``.
         background_commands: give the default shell ``start/wait/stop/list_command``.
-        todos: keep a todo list (``write_todos`` / ``read_todos``).
+        todos: keep a todo list (``write_todos`` / ``read_todos``; lists of one step are
+            refused, ``Todos(min_items=2)``), ``False``, or your own ``Todos``.
         subagents: custom ``SubAgent`` kinds for the ``task`` tool, ``True`` for the general
             purpose one only, or ``False`` for no ``task`` tool.
         max_subagent_depth: how deep subagents may nest.
@@ -241,7 +243,7 @@ class DeepAgent(Agent[OutT]):
         shell: Shell | bool = ...,
         sandbox: Literal["none", "bwrap", "auto"] = ...,
         background_commands: bool = ...,
-        todos: bool = ...,
+        todos: Todos | bool = ...,
         subagents: Sequence[SubAgent] | bool = ...,
         max_subagent_depth: int = ...,
         skills: Skills | None = ...,
@@ -280,7 +282,7 @@ class DeepAgent(Agent[OutT]):
         shell: Shell | bool = ...,
         sandbox: Literal["none", "bwrap", "auto"] = ...,
         background_commands: bool = ...,
-        todos: bool = ...,
+        todos: Todos | bool = ...,
         subagents: Sequence[SubAgent] | bool = ...,
         max_subagent_depth: int = ...,
         skills: Skills | None = ...,
@@ -319,7 +321,7 @@ class DeepAgent(Agent[OutT]):
         shell: Shell | bool = ...,
         sandbox: Literal["none", "bwrap", "auto"] = ...,
         background_commands: bool = ...,
-        todos: bool = ...,
+        todos: Todos | bool = ...,
         subagents: Sequence[SubAgent] | bool = ...,
         max_subagent_depth: int = ...,
         skills: Skills | None = ...,
@@ -357,7 +359,7 @@ class DeepAgent(Agent[OutT]):
         shell: Shell | bool = True,
         sandbox: Literal["none", "bwrap", "auto"] = "none",
         background_commands: bool = False,
-        todos: bool = True,
+        todos: Todos | bool = True,
         subagents: Sequence[SubAgent] | bool = True,
         max_subagent_depth: int = 1,
         skills: Skills | None = None,

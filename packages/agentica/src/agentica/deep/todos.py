@@ -149,6 +149,18 @@ def _next_step(items: list[dict[str, Any]]) -> str:
     )
 
 
+def _marking(items: list[dict[str, Any]], step: dict[str, Any]) -> str:
+    """The arguments of the ``write_todos`` call that marks only ``step`` completed."""
+    marked = [
+        {"content": i.get("content"), "status": "completed" if i is step else i.get("status")}
+        for i in items
+    ]
+    example = json.dumps({"todos": marked}, ensure_ascii=False)
+    if len(example) > _MAX_EXAMPLE:
+        return '{"todos": [..., {"content": "...", "status": "completed"}, ...]}'
+    return example
+
+
 class Todos(Capability):
     """A to-do list the model keeps with ``write_todos``/``read_todos`` and sees every turn.
 
@@ -164,14 +176,24 @@ class Todos(Capability):
         max_nudges: how many times per run a model that answers while steps are still open is
             sent back to do the next one (small models stop after planning); 0 disables it.
             An answer after work that covers the open steps, a call each, closes them instead.
+        min_items: the shortest list kept. A shorter one is refused and the todo tools are put
+            away for the rest of the run: a list of one step is the task itself, and small
+            models spend their calls saving, ticking and re-reading it (``DeepAgent`` uses 2).
     """
 
     name = "todos"
 
     def __init__(
-        self, *, key: str = "todos", max_items: int = 30, max_chars: int = 300, max_nudges: int = 2
+        self,
+        *,
+        key: str = "todos",
+        max_items: int = 30,
+        max_chars: int = 300,
+        max_nudges: int = 2,
+        min_items: int = 1,
     ) -> None:
         self.key = key
+        self.min_items = min_items
         self.max_nudges = max_nudges
         self.max_items = max_items
         self.max_chars = max_chars
@@ -213,13 +235,7 @@ class Todos(Capability):
             return None
         ctx.state[f"{self.name}.nudges"] = nudged + 1
         step = _current(open_items)
-        marked = [
-            {"content": i.get("content"), "status": "completed" if i is step else i.get("status")}
-            for i in items
-        ]
-        example = json.dumps({"todos": marked}, ensure_ascii=False)
-        if len(example) > _MAX_EXAMPLE:
-            example = '{"todos": [..., {"content": "...", "status": "completed"}, ...]}'
+        example = _marking(items, step)
         return (
             f"Your todo list still has open steps: {_render(open_items)}. Do the next one, "
             f"{step.get('content')!r}, now with a tool call. If it is already done, mark it "
@@ -262,6 +278,17 @@ class Todos(Capability):
                     "write_todos again."
                 )
         items: list[dict[str, Any]] = [item.model_dump() for item in todos]
+        if 0 < len(items) < self.min_items and len(self.items(ctx)) < self.min_items:
+            # (seen: "Open buggy.py and fix add" saved 19 times between reads; the task copied
+            # as the one step, ticked, refused, re-read and saved again on config-repeat)
+            ctx.state[f"{self.name}.off"] = True
+            ctx.state[f"{self.name}.act"] = "work"
+            raise ToolError(
+                f"Nothing saved: a todo list is for a task of at least {self.min_items} "
+                "separate steps, and a list of fewer is the task itself. No list is needed: do "
+                "the task now with the tools that do the work (the todo tools are put away for "
+                "this run), then give your final answer."
+            )
         if items and items == self.items(ctx) and self._saved_again(ctx):
             # the list as it is saved, nothing done since: nothing to save (seen: the same
             # closed list saved 20 times over, until the run's calls were spent); the next call
@@ -271,6 +298,16 @@ class Todos(Capability):
                 f"Nothing saved: this is your todo list as it already is ({_render(items)}). "
                 "Do the task's next step with a tool call instead (the todo tools are not "
                 "offered for it), or give your final answer if the task is done."
+            )
+        open_items = [i for i in items if i["status"] != "completed"]
+        if open_items and items == self.items(ctx) and self._beside(ctx) <= 0:
+            # work since, and the list as it is: its next step again (seen on primes: "[ ] Read
+            # primes.txt  [ ] Write primes.txt" saved after each read, ten times over)
+            step = _current(open_items)
+            raise ToolError(
+                f"Nothing saved: this is your todo list as it already is ({_render(items)}). "
+                f"If your calls since did the step {step['content']!r}, mark it completed: "
+                f"write_todos({_marking(items, step)}). If not, do it now with a tool call."
             )
         unearned = self._unearned(ctx, items)
         idle = not ctx.state.get(f"{self.name}.work", 0)
@@ -364,8 +401,9 @@ class Todos(Capability):
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
         """After a list was refused as closed with nothing done, the next call does a step, not
-        another list (seen: the same write_todos six times over)."""
-        if ctx.state.get(f"{self.name}.act") != "work":
+        another list (seen: the same write_todos six times over); after a list shorter than
+        ``min_items``, no todo tools for the rest of the run."""
+        if ctx.state.get(f"{self.name}.act") != "work" and not ctx.state.get(f"{self.name}.off"):
             return None  # (a changed tool list costs a local model its prompt cache: rarely)
         work = [name for name in ctx.functions if name not in _TODO_TOOLS]
         return work or None
