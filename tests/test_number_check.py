@@ -657,3 +657,36 @@ async def test_code_that_only_shows_the_data_has_not_worked_anything_out(tmp_pat
     assert str(model.requests[3].messages[-1].content).startswith(
         "The task asks for the oldest, and no code of yours worked it out"
     )
+
+
+async def test_a_number_read_back_from_the_file_it_was_guessed_into_is_still_unseen(
+    tmp_path: Path,
+) -> None:
+    """As measured on sum-files: 17 written from the head into total.txt (noted), read back
+    with code that printed it, and answered: the printed 17 counted as computed. Output that
+    repeats a file's guessed numbers shows nothing; code that writes the file anew does."""
+    (tmp_path / "data").mkdir()
+    for name, text in {"a.txt": "12\n7\n", "b.txt": "30\n-5\n", "c.txt": "100\n"}.items():
+        (tmp_path / "data" / name).write_text(text)
+    show = call("run_python", code="print(open('total.txt').read())")
+    summed = call("run_python", code=(
+        "import pathlib\nt = sum(int(x) for p in pathlib.Path('data').glob('*.txt') "
+        "for x in p.read_text().split())\nopen('total.txt', 'w').write(str(t))\nprint(t)"
+    ))  # fmt: skip
+    model = ScriptedModel([
+        tool_calls(call("write_file", path="total.txt", content="17")),
+        tool_calls(show),
+        tool_calls(call("read_file", path="total.txt")),
+        "The total is 17.",
+        tool_calls(summed),
+        "The total is 144.",
+    ])  # fmt: skip
+    shell = Shell(tmp_path, python=True, background=False)
+    files = FileTools(FilesystemBackend(tmp_path))
+    agent = Agent(model=model, tools=[files], capabilities=[shell, NumberCheck()])
+    task = "Add up all the numbers in the files in the data folder and write the total to total.txt"
+    response = await agent.run(task + ".")
+    assert response.content == "The total is 144." and model.remaining == 0
+    sent_back = str(model.requests[4].messages[-1].content)
+    assert isinstance(model.requests[4].messages[-1], UserMessage) and "17" in sent_back
+    assert (tmp_path / "total.txt").read_text() == "144"

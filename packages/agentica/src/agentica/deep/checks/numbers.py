@@ -296,22 +296,32 @@ class NumberCheck(Capability):
             if call.name == "read_file" and READ_AGAIN in call.content_without_notes:
                 self._read_again(ctx, call)
             # (without the notes: a note may quote the number)
-            sources.add(call.content_without_notes, echoed=call.call.arguments)
+            sources.add(call.content_without_notes, echoed=_echoed(call, tainted))
             if call.name in _DELEGATING_TOOLS and not returned_error(call):
                 ctx.state[f"{self.name}.computed"] = True  # (a subagent worked on it)
-            if call.name in _COMPUTE_TOOLS and may_change_files(call):
-                for path in [p for p in tainted if PurePosixPath(p).name in call.call.arguments]:
-                    del tainted[path]  # (code wrote it since: what it holds, code worked out)
             if call.name in _COMPUTE_TOOLS:
-                failed = returned_error(call)
-                ctx.state[f"{self.name}.failed"] = call.name if failed else ""
-                printed = _printed(call.content_without_notes) if not failed else ""
-                # (print(14, 13, 12) computed nothing: not taken as the value asked for)
-                ctx.state[f"{self.name}.echoed"] = _echoes(printed, call.call.arguments)
-                ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
-                code = arguments(call).get("code")
-                if not failed and not (isinstance(code, str) and _shows_data(code)):
-                    ctx.state[f"{self.name}.computed"] = True
+                self._computing(ctx, call, tainted)
+
+    def _computing(self, ctx: RunContext[Any], call: FunctionCall, tainted: dict[str, Any]) -> None:
+        """Keep what a computing call did: whether it failed, what it printed, whether it
+        worked something out, and the files it may have written anew."""
+        if may_change_files(call):
+            files: dict[str, str] = ctx.state.setdefault(f"{self.name}.files", {})
+            for kept in (tainted, files):  # (code wrote it since: what it holds, code worked out)
+                for path in [p for p in kept if PurePosixPath(p).name in call.call.arguments]:
+                    del kept[path]
+        failed = returned_error(call)
+        ctx.state[f"{self.name}.failed"] = call.name if failed else ""
+        printed = _printed(call.content_without_notes) if not failed else ""
+        # (print(14, 13, 12) computed nothing: not taken as the value asked for)
+        ctx.state[f"{self.name}.echoed"] = _echoes(printed, call.call.arguments)
+        echo = _echoed(call, tainted)
+        if printed and echo != call.call.arguments and _echoes(printed, echo):
+            printed = ""  # (a guessed file printed back is not what code worked out)
+        ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
+        code = arguments(call).get("code")
+        if not failed and not (isinstance(code, str) and _shows_data(code)):
+            ctx.state[f"{self.name}.computed"] = True
 
     def _unseen_written(
         self, ctx: RunContext[Any], sources: _Sources, call: FunctionCall, path: str, text: str
@@ -550,6 +560,19 @@ def _loads(value: ast.expr) -> bool:
         c.func.id if isinstance(c.func, ast.Name) else getattr(c.func, "attr", "") for c in calls
     ]
     return bool(calls) and all(name in _LOADERS for name in names)
+
+
+def _echoed(call: FunctionCall, tainted: dict[str, set[str]]) -> str:
+    """What a call's output only repeats: its arguments, and the numbers from the head of the
+    files it names and changes not (seen: sum-files wrote 17 from its head into total.txt,
+    read it back with code that printed it, and the 17 counted as computed)."""
+    if may_change_files(call) and call.name in _COMPUTE_TOOLS:
+        return call.call.arguments  # (code that may have written them anew)
+    arguments = call.call.arguments
+    named = [
+        n for p, numbers in tainted.items() if PurePosixPath(p).name in arguments for n in numbers
+    ]
+    return " ".join([arguments, *named])
 
 
 def _added_unseen(sources: _Sources, call: FunctionCall, text: str) -> list[str]:
