@@ -726,7 +726,7 @@ async def test_an_answer_from_code_a_reading_shows_wrong_is_sent_back_once_with_
     assert "that code gives a wrong result: Your code sets oldest to the max() of 'born'" in (
         sent_back.text
     )
-    assert f"```python\n{right}\n```" in sent_back.text
+    assert f"Run it again put right: run_python({json.dumps({'code': right})})" in sent_back.text
     assert model.requests[2].settings.tool_choice == "run_python"
     ran = [m for m in model.requests[3].messages if isinstance(m, ToolMessage)]
     assert ran[-1].content.startswith("exit code 0\nInes")

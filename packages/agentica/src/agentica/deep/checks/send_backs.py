@@ -109,8 +109,10 @@ async def _wrong_result(ctx: RunContext[Any], seen: Seen, answer: str) -> str | 
         return None
     seen.choice = "run_python"
     remark, right = seen.wrong
+    # (as a call to copy: given the code in a fence, oldest-person's 1.5B model called
+    # run_python with the name the wrong code had printed as its code, twice)
     run = (
-        f"Run it again put right, with run_python:\n```python\n{right}\n```"
+        f"Run it again put right: run_python({json.dumps({'code': right}, ensure_ascii=False)})"
         if right is not None
         else "Change that in the code and run it again with run_python."
     )
