@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -496,6 +497,15 @@ async def test_a_file_with_text_is_overwritten_only_after_this_run_read_it(tmp_p
         # what one run read does not let another run overwrite
         with pytest.raises(ToolError, match="you have not read it"):
             await tools.write_file(other, "/setup.cfg", "version = 2\n")
+    # a file the run's own code wrote (modified since the run first used the files) is not
+    # refused (seen on csv-totals: the code wrote totals.json, then write_file was refused)
+    tools, ctx = FileTools(FilesystemBackend(tmp_path)), context()
+    await tools.ls(ctx, "/")
+    (tmp_path / "totals.json").write_text('{"north": 165}')
+    later = ctx.state[f"{tools.name}.started"] + 1
+    os.utime(tmp_path / "totals.json", (later, later))
+    await tools.write_file(ctx, "totals.json", '{"north": 165, "south": 180}')
+    assert "south" in (tmp_path / "totals.json").read_text()
     # a file read_file cannot show (binary) is not refused: reading it first is no remedy
     (tmp_path / "blob.bin").write_bytes(b"\x00\xff\x00binary")
     await FileTools(FilesystemBackend(tmp_path)).write_file(context(), "/blob.bin", "text\n")
@@ -1155,6 +1165,28 @@ async def test_a_read_again_with_other_calls_between_asks_for_the_change(tmp_pat
     await agent.run("What is the name in config.json?")
     assert tool_results(agent)[2].content.startswith('{"greeting"')
     assert "[note]" not in tool_results(agent)[2].content
+
+
+async def test_a_file_the_task_wrote_read_again_is_for_the_final_answer(tmp_path: Path) -> None:
+    """As measured on csv-totals: the totals.json it had just written read five times over,
+    told each time to compute from it. Read again at once, a file this run wrote is the cue
+    to answer (or to change it), not to compute from it."""
+    (tmp_path / "sales.csv").write_text("region,amount\nnorth,3\n")
+    model = ScriptedModel([
+        *[tool_calls(call("read_file", path="sales.csv")) for _ in range(2)],
+        tool_calls(call("write_file", path="totals.json", content='{"north": 3}')),
+        *[tool_calls(call("read_file", path="totals.json")) for _ in range(2)],
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
+    await agent.run("Compute the total per region of sales.csv and write it to totals.json.")
+    results = [m.content for m in tool_results(agent)]
+    assert "It holds what this task wrote" not in results[1]  # (the data, there before)
+    assert results[4] == (
+        "totals.json has not changed since you last read it: its text is in that result "
+        "above. It holds what this task wrote there: if that is what the task asks for, give "
+        "your final answer now; if not, change it with edit_file."
+    )
 
 
 @pytest.mark.parametrize(

@@ -1007,6 +1007,7 @@ class FileTools(Tool):
     def resolve(self, ctx: RunContext[Any]) -> FileBackend:
         """The backend for a call of run ``ctx``; tool results evicted from the conversation
         (``agentica.run.window``) appear under ``/.results/``."""
+        self._started(ctx)
         backend = self.backend if isinstance(self.backend, FileBackend) else self.backend(ctx)
         results = ctx.session_state.get(RESULTS_STATE_KEY)
         if isinstance(results, dict) and results:
@@ -1019,6 +1020,13 @@ class FileTools(Tool):
         if not isinstance(known, set):
             known = ctx.state[f"{self.name}.known"] = set()
         return known
+
+    def _started(self, ctx: RunContext[Any]) -> float:
+        """When this run first used the file area (``resolve``; ``WorkspaceOverview`` does at
+        the run's start): a file modified since was written in this run, by a tool or by code
+        it ran."""
+        started: float = ctx.state.setdefault(f"{self.name}.started", time.time())
+        return started
 
     def _created(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run created (or found empty) with write_file (their paths)."""
@@ -1196,6 +1204,14 @@ class FileTools(Tool):
                 return f"{again} It imports from {names}, which you have not read: read " + (
                     f"{unread[0]} next."
                 )
+        info = await backend.stat(path)
+        if info is not None and info.modified >= self._started(ctx):
+            # (seen: csv-totals read the totals.json it had just written five times over, told
+            # each time to compute from it)
+            return (
+                f"{again} It holds what this task wrote there: if that is what the task asks "
+                "for, give your final answer now; if not, change it with edit_file."
+            )
         if change:
             return (
                 f"{again} The task asks for a change: do not read it again, make the change "
@@ -1309,7 +1325,13 @@ class FileTools(Tool):
                 "(read_file shows line numbers; they are not in the file), so nothing was "
                 "written. Write a file only to change it, without line numbers"
             )
-        if existing.path not in self._known(ctx) and current.strip():
+        # (a file the run's own code wrote is no text from the head: seen on csv-totals, the
+        # code wrote totals.json, and write_file of the printed totals was refused)
+        if (
+            existing.path not in self._known(ctx)
+            and current.strip()
+            and existing.modified < self._started(ctx)
+        ):
             raise ToolError(
                 f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
                 "it in this task, so writing it would replace what is in it with text from your "
