@@ -1182,6 +1182,26 @@ async def test_a_file_the_task_wrote_read_again_is_for_the_final_answer(tmp_path
     await agent.run("Compute the total per region of sales.csv and write it to totals.json.")
     results = [m.content for m in tool_results(agent)]
     assert "It holds what this task wrote" not in results[1]  # (the data, there before)
+    # in a task that asks to change the file, once it was changed: no "make the change" (seen
+    # on fix-bug: buggy.py written right, then told at each read to make the change)
+    (tmp_path / "buggy.py").write_text("def add(a, b):\n    return a - b\n")
+    fixed = "def add(a, b):\n    return a + b\n"
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="buggy.py")),
+        tool_calls(call("write_file", path="buggy.py", content=fixed)),
+        *[tool_calls(call("read_file", path="buggy.py")) for _ in range(2)],
+        tool_calls(call("ls", path="/")),
+        tool_calls(call("read_file", path="buggy.py")),
+        "done",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
+    await agent.run("buggy.py has a bug: add(2, 3) should return 5. Fix the file.")
+    fix = [m.content for m in tool_results(agent)]
+    assert fix[3].endswith("It holds what this task wrote there: if that is what the task asks "
+                           "for, give your final answer now; if not, change it with edit_file.")
+    assert fix[5].endswith("\n\n[note] buggy.py holds what this task wrote there: if that is "
+                           "what the task asks for, give your final answer now; if not, change "
+                           "it with edit_file.")  # fmt: skip
     assert results[4] == (
         "totals.json has not changed since you last read it: its text is in that result "
         "above. It holds what this task wrote there: if that is what the task asks for, give "

@@ -692,6 +692,11 @@ FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
 READ_AGAIN = "has not changed since you last read it"  # (a read repeated, nothing between)
 _READ_GAP = 3  # other calls a repeated read may follow the first by
+_WROTE = (  # (a file read again that this run wrote: seen on csv-totals, its totals.json read
+    # five times over, told each time to compute from it)
+    "holds what this task wrote there: if that is what the task asks for, give your final "
+    "answer now; if not, change it with edit_file."
+)
 # a task that asks for a change ("Add ...", "... Fix the file.", "make app.py print ...")
 _CHANGE_ASKED = re.compile(
     r"(?i)\b(?:add|fix|change|update|edit|make|set|replace|rename|remove|delete|bump|correct|"
@@ -1028,6 +1033,21 @@ class FileTools(Tool):
         started: float = ctx.state.setdefault(f"{self.name}.started", time.time())
         return started
 
+    def _changed(self, ctx: RunContext[Any]) -> set[str]:
+        """The files this run wrote or edited with these tools (their paths)."""
+        changed = ctx.state.get(f"{self.name}.changed")
+        if not isinstance(changed, set):
+            changed = ctx.state[f"{self.name}.changed"] = set()
+        return changed
+
+    async def _wrote(self, ctx: RunContext[Any], backend: FileBackend, path: str) -> bool:
+        """Whether this run wrote ``path``: with these tools, or by code it ran (modified since
+        the run first used the files)."""
+        if normalize_path(path) in self._changed(ctx):
+            return True
+        info = await backend.stat(path)
+        return info is not None and info.modified > self._started(ctx)
+
     def _created(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run created (or found empty) with write_file (their paths)."""
         created = ctx.state.get(f"{self.name}.created")
@@ -1178,6 +1198,13 @@ class FileTools(Tool):
         ctx.state[key] = (read, ctx.usage.tool_calls)
         if not last or last[0] != read or ctx.usage.tool_calls - last[1] > _READ_GAP + 1:
             return None, ""
+        if await self._wrote(ctx, backend, path):
+            # (seen: fix-bug wrote buggy.py right, then was told to make the change at each
+            # read, and sent the edit it had made, twenty times)
+            wrote = f"{path} {_WROTE}"
+            if ctx.usage.tool_calls - last[1] > 1:
+                return None, wrote
+            return f"{path} {READ_AGAIN}: its text is in that result above. It {_WROTE}", ""
         change = "edit_file" in ctx.functions and _CHANGE_ASKED.search(ctx.input) is not None
         change = change and _names(ctx.input, path)
         if ctx.usage.tool_calls - last[1] > 1:
@@ -1204,14 +1231,6 @@ class FileTools(Tool):
                 return f"{again} It imports from {names}, which you have not read: read " + (
                     f"{unread[0]} next."
                 )
-        info = await backend.stat(path)
-        if info is not None and info.modified >= self._started(ctx):
-            # (seen: csv-totals read the totals.json it had just written five times over, told
-            # each time to compute from it)
-            return (
-                f"{again} It holds what this task wrote there: if that is what the task asks "
-                "for, give your final answer now; if not, change it with edit_file."
-            )
         if change:
             return (
                 f"{again} The task asks for a change: do not read it again, make the change "
@@ -1330,7 +1349,7 @@ class FileTools(Tool):
         if (
             existing.path not in self._known(ctx)
             and current.strip()
-            and existing.modified < self._started(ctx)
+            and existing.modified <= self._started(ctx)
         ):
             raise ToolError(
                 f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
@@ -1395,6 +1414,7 @@ class FileTools(Tool):
                 self._check_replaced_code(ctx, path, before, written)
         info = await backend.write(path, written)
         self._saw(ctx, info.path, written)
+        self._changed(ctx).add(info.path)
         created = self._created(ctx)
         if before is None:
             created.add(info.path)  # (its lines are this run's own: replacing them loses nothing)
@@ -1493,6 +1513,7 @@ class FileTools(Tool):
         twice = _check_edit(path, text, old_string, new_string, ctx.input)
         info = await backend.write(path, updated)
         self._saw(ctx, info.path, updated)
+        self._changed(ctx).add(info.path)
         problem = _parse_problem(info.path, updated)
         after = f"\n{problem}" if problem else ""
         if (name := _renamed(old_string, new_string)) is not None:
