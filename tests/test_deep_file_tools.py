@@ -1197,8 +1197,10 @@ async def test_a_file_the_task_wrote_read_again_is_for_the_final_answer(tmp_path
     agent = Agent(model=model, tools=[FileTools(FilesystemBackend(tmp_path))])
     await agent.run("buggy.py has a bug: add(2, 3) should return 5. Fix the file.")
     fix = [m.content for m in tool_results(agent)]
-    assert fix[3].endswith("It holds what this task wrote there: if that is what the task asks "
-                           "for, give your final answer now; if not, change it with edit_file.")
+    assert fix[3].endswith(
+        "It holds what this task wrote there: if that is what the task asks "
+        "for, give your final answer now; if not, change it with edit_file."
+    )
     assert fix[5].endswith("\n\n[note] buggy.py holds what this task wrote there: if that is "
                            "what the task asks for, give your final answer now; if not, change "
                            "it with edit_file.")  # fmt: skip
