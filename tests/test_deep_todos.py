@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from agentica import Agent, tool
 from agentica.deep.todos import Todos
+from agentica.errors import UsageError
 from agentica.messages import SystemMessage, ToolMessage, UserMessage
 from agentica.models import ModelRequest
 from agentica.storage.jsonfile import JSONFileStorage
@@ -439,6 +442,8 @@ async def test_the_deep_agent_keeps_no_one_step_list_and_puts_the_todo_tools_awa
     await agent.run("Fix buggy.py.")
     assert tool_results(model.requests[1])[0].content.startswith("Todos saved: [ ] Read buggy")
     assert "write_todos" in [t.name for t in model.requests[1].tools]
+    with pytest.raises(UsageError, match="min_items must be between 1 and max_items"):
+        Todos(min_items=5, max_items=3)
 
 
 async def test_the_same_list_after_work_is_refused_with_the_call_that_ticks_its_step() -> None:

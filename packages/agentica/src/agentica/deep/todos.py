@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
 from agentica.deep.files import FILE_NAME, may_change_files
-from agentica.errors import ToolError
+from agentica.errors import ToolError, UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
 from agentica.run.repetition import returned_error
@@ -192,6 +192,10 @@ class Todos(Capability):
         max_nudges: int = 2,
         min_items: int = 1,
     ) -> None:
+        if not 1 <= min_items <= max_items:
+            raise UsageError(
+                f"Todos min_items must be between 1 and max_items ({max_items}), not {min_items}"
+            )
         self.key = key
         self.min_items = min_items
         self.max_nudges = max_nudges
