@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal, TypeAlias
 
-from agentica.deep.backends import CompositeBackend, StateBackend
+from agentica.deep.backends import CompositeBackend, FilesystemBackend, StateBackend
 from agentica.deep.backends.paths import NotFound, normalize_path, parent_path
 from agentica.errors import AgenticaError, ToolError, UsageError
 from agentica.run.capability import Capability
@@ -1041,12 +1041,18 @@ class FileTools(Tool):
         return changed
 
     async def _wrote(self, ctx: RunContext[Any], backend: FileBackend, path: str) -> bool:
-        """Whether this run wrote ``path``: with these tools, or by code it ran (modified since
-        the run first used the files)."""
+        """Whether this run wrote ``path``: with these tools, or by code it ran."""
         if normalize_path(path) in self._changed(ctx):
             return True
         info = await backend.stat(path)
-        return info is not None and info.modified > self._started(ctx)
+        return info is not None and self._since_start(ctx, info)
+
+    def _since_start(self, ctx: RunContext[Any], info: FileInfo) -> bool:
+        """Whether a file was modified since the run first used the files: written in this
+        run, by a tool or by code it ran. Only for a directory on this machine (another's clock,
+        such as a student's computer behind the team service, may be ahead)."""
+        local = isinstance(self.backend, FilesystemBackend)
+        return local and info.modified > self._started(ctx)
 
     def _created(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run created (or found empty) with write_file (their paths)."""
@@ -1349,7 +1355,7 @@ class FileTools(Tool):
         if (
             existing.path not in self._known(ctx)
             and current.strip()
-            and existing.modified <= self._started(ctx)
+            and not self._since_start(ctx, existing)
         ):
             raise ToolError(
                 f"{existing.path} already exists ({_size(existing.size)}) and you have not read "
