@@ -60,7 +60,7 @@ async def test_an_answer_with_open_todos_is_sent_back_a_bounded_number_of_times(
 
 
 async def test_a_deep_agent_nudges_open_todos_once_per_mechanism() -> None:
-    todos = [{"content": "read the data"}, {"content": "write the report", "status": "pending"}]
+    todos = [{"content": "write the report", "status": "pending"}]
     model = ScriptedModel([tool_calls(call("write_todos", todos=todos))] + ["finished"] * 10)
     agent = DeepAgent(model=model, subagents=False, answer_check=False)
     response = await agent.run("plan and finish")

@@ -405,45 +405,53 @@ async def test_the_same_list_saved_again_is_refused_and_the_next_call_does_work(
     assert model.requests[3].settings.tool_choice == "required"
 
 
-async def test_the_deep_agent_keeps_no_one_step_list_and_puts_the_todo_tools_away(
+async def test_the_deep_agent_leaves_the_one_step_of_a_list_to_the_answers_checks(
     tmp_path: Path,
 ) -> None:
-    """As measured on fix-bug: "Open buggy.py and fix the add(2, 3) function" saved 19 times
-    between reads until the run's 40 calls were spent; on config-repeat the task copied as the
-    one step, ticked, refused, re-read and saved again. A list of one step is the task itself:
-    ``DeepAgent`` refuses it and offers no todo tools for the rest of the run."""
+    """As measured on config-repeat and fix-mean: the task copied as a list's one step, ticked
+    after a read, refused, read again, saved again (10-20 calls). Refused outright, the list
+    cost pending-orders its cue to answer ("Every step is completed") and the run its 40
+    calls. ``DeepAgent``'s one-step list is closed by any work; the answer's checks see to the
+    rest. A list of two steps is checked step by step as before."""
     from agentica.deep import DeepAgent
 
     (tmp_path / "buggy.py").write_text("def add(a, b):\n    return a - b\n")
-    step = [{"content": "Open buggy.py and fix add", "status": "pending"}]
+    task = "buggy.py has a bug: add(2, 3) should return 5. Fix the file."
+    step = [{"content": "Fix add in buggy.py", "status": "completed"}]
     fix = call("edit_file", path="buggy.py", old_string="a - b", new_string="a + b")
     model = ScriptedModel([
-        tool_calls(call("write_todos", todos=step)),
+        tool_calls(call("write_todos", todos=step)),  # (nothing done: refused)
         tool_calls(call("read_file", path="buggy.py")),
+        tool_calls(call("write_todos", todos=step)),  # (after a read: closed)
+        "Fixed.",
         tool_calls(fix),
         *["Fixed: add returns a + b."] * 4,
     ])  # fmt: skip
     agent = DeepAgent(model=model, workspace=tmp_path, subagents=False)
-    await agent.run("buggy.py has a bug: add(2, 3) should return 5. Fix the file.")
-    refused = tool_results(model.requests[1])[0]
-    assert refused.name == "write_todos" and refused.content.startswith(
-        "Nothing saved: a todo list is for a task of at least 2 separate steps"
-    )
-    assert "todos" not in agent.memory.state
-    offered = [[t.name for t in request.tools] for request in model.requests]
-    assert "write_todos" in offered[0]
-    assert all("write_todos" not in names and "read_todos" not in names for names in offered[1:])
-    assert model.requests[1].settings.tool_choice == "required"
+    await agent.run(task)
+    saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
+    assert "No tool call has done any work since" in saved[0]
+    assert saved[1].startswith("Todos saved: [x] Fix add in buggy.py\nEvery step is completed")
+    sent_back = [m for m in model.requests[4].messages if isinstance(m, UserMessage)][-1]
+    assert "changed" in sent_back.text  # (the answer's checks: nothing was changed)
     assert "a + b" in (tmp_path / "buggy.py").read_text()
-    # a list of two steps is kept as before, and the tools stay
-    plan = [{"content": "Read buggy.py"}, {"content": "Fix add in buggy.py"}]
-    model = ScriptedModel([tool_calls(call("write_todos", todos=plan)), *["Planned."] * 6])
-    agent = DeepAgent(model=model, workspace=tmp_path, subagents=False, todos=True)
-    await agent.run("Fix buggy.py.")
-    assert tool_results(model.requests[1])[0].content.startswith("Todos saved: [ ] Read buggy")
-    assert "write_todos" in [t.name for t in model.requests[1].tools]
-    with pytest.raises(UsageError, match="min_items must be between 1 and max_items"):
-        Todos(min_items=5, max_items=3)
+    # two steps: a change step is not closed by a read
+    (tmp_path / "buggy.py").write_text("def add(a, b):\n    return a - b\n")
+    plan = [
+        {"content": "Read buggy.py", "status": "completed"},
+        {"content": "Fix add in buggy.py", "status": "completed"},
+    ]
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="buggy.py")),
+        tool_calls(call("grep", pattern="add", path="/")),
+        tool_calls(call("write_todos", todos=plan)),
+        *["Planned."] * 6,
+    ])  # fmt: skip
+    await DeepAgent(model=model, workspace=tmp_path, subagents=False).run(task)
+    saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
+    assert "Not marked completed: 'Fix add in buggy.py'" in saved[0]
+    with pytest.raises(UsageError, match="check_steps_from must be at least 1"):
+        Todos(check_steps_from=0)
 
 
 async def test_the_same_list_after_work_is_refused_with_the_call_that_ticks_its_step() -> None:

@@ -122,8 +122,8 @@ def _shell(harness: _Harness) -> list[Capability]:
 
 def _checkpoints(harness: _Harness) -> list[Capability]:
     """The todo list, the heartbeat and the reflection."""
-    # (a list of one step is the task itself: small models loop on saving and ticking it)
-    todos = _part(harness.todos, Todos, lambda: Todos(min_items=2))
+    # (a list of one step is the task itself: the answer's checks see to it)
+    todos = _part(harness.todos, Todos, lambda: Todos(check_steps_from=2))
     # open todos are nudged by Todos itself
     heartbeat = _part(
         harness.heartbeat, Heartbeat, lambda: Heartbeat(check_todos=not harness.todos)
@@ -204,8 +204,9 @@ class DeepAgent(Agent[OutT]):
             ``Shell``.
         sandbox: the default shell's sandbox: ``"none"``, ``"bwrap"`` or ``"auto"``.
         background_commands: give the default shell ``start/wait/stop/list_command``.
-        todos: keep a todo list (``write_todos`` / ``read_todos``; lists of one step are
-            refused, ``Todos(min_items=2)``), ``False``, or your own ``Todos``.
+        todos: keep a todo list (``write_todos`` / ``read_todos``; the step of a one-step list
+            is not checked when marked completed, ``Todos(check_steps_from=2)``), ``False``, or
+            your own ``Todos``.
         subagents: custom ``SubAgent`` kinds for the ``task`` tool, ``True`` for the general
             purpose one only, or ``False`` for no ``task`` tool.
         max_subagent_depth: how deep subagents may nest.

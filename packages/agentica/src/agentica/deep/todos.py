@@ -176,9 +176,12 @@ class Todos(Capability):
         max_nudges: how many times per run a model that answers while steps are still open is
             sent back to do the next one (small models stop after planning); 0 disables it.
             An answer after work that covers the open steps, a call each, closes them instead.
-        min_items: the shortest list kept. A shorter one is refused and the todo tools are put
-            away for the rest of the run: a list of one step is the task itself, and small
-            models spend their calls saving, ticking and re-reading it (``DeepAgent`` uses 2).
+        check_steps_from: the shortest list whose steps are checked one by one when marked
+            completed (a step that says to change a file needs a call that changed one). The
+            one step of a shorter list is the task itself: marked completed after any work, it
+            is left to the answer's checks (``DeepAgent`` uses 2: its 1.5B model's one-step
+            lists, refused again and again, cost more calls than the task, and refused
+            outright, it lost its cue to answer, "Every step is completed").
     """
 
     name = "todos"
@@ -190,14 +193,12 @@ class Todos(Capability):
         max_items: int = 30,
         max_chars: int = 300,
         max_nudges: int = 2,
-        min_items: int = 1,
+        check_steps_from: int = 1,
     ) -> None:
-        if not 1 <= min_items <= max_items:
-            raise UsageError(
-                f"Todos min_items must be between 1 and max_items ({max_items}), not {min_items}"
-            )
+        if check_steps_from < 1:
+            raise UsageError(f"Todos check_steps_from must be at least 1, not {check_steps_from}")
         self.key = key
-        self.min_items = min_items
+        self.check_steps_from = check_steps_from
         self.max_nudges = max_nudges
         self.max_items = max_items
         self.max_chars = max_chars
@@ -259,6 +260,8 @@ class Todos(Capability):
             for total, used in (("work_total", "credited"), ("changes", "credited_changes"))
         )
         steps = [str(i.get("content")) for i in open_items]
+        if len(self.items(ctx)) < self.check_steps_from:
+            return work >= len(steps)
         return work >= len(steps) and changes >= sum(map(_changes_a_file, steps))
 
     # ------------------------------------------------------------------------------ tools
@@ -282,17 +285,6 @@ class Todos(Capability):
                     "write_todos again."
                 )
         items: list[dict[str, Any]] = [item.model_dump() for item in todos]
-        if 0 < len(items) < self.min_items and len(self.items(ctx)) < self.min_items:
-            # (seen: "Open buggy.py and fix add" saved 19 times between reads; the task copied
-            # as the one step, ticked, refused, re-read and saved again on config-repeat)
-            ctx.state[f"{self.name}.off"] = True
-            ctx.state[f"{self.name}.act"] = "work"
-            raise ToolError(
-                f"Nothing saved: a todo list is for a task of at least {self.min_items} "
-                "separate steps, and a list of fewer is the task itself. No list is needed: do "
-                "the task now with the tools that do the work (the todo tools are put away for "
-                "this run), then give your final answer."
-            )
         if items and items == self.items(ctx) and self._saved_again(ctx):
             # the list as it is saved, nothing done since: nothing to save (seen: the same
             # closed list saved 20 times over, until the run's calls were spent); the next call
@@ -387,9 +379,10 @@ class Todos(Capability):
         # a change step is refused once: refused again and again, the model read the file and
         # saved the list in a loop until the run's time ran out (the answer check asks at the end)
         refused: list[str] = ctx.state.setdefault(f"{self.name}.change_refused", [])
+        checked = len(items) >= self.check_steps_from
         for item in marked:
             content = str(item["content"])
-            change = _changes_a_file(content) and content not in refused
+            change = _changes_a_file(content) and content not in refused and checked
             # (a list with steps still open may carry a step done before it was written)
             no_work, no_change = idle and credited >= work, change and changed >= changes
             if no_work or no_change:
@@ -405,9 +398,8 @@ class Todos(Capability):
 
     async def allowed_tools(self, ctx: RunContext[Any]) -> Collection[str] | None:
         """After a list was refused as closed with nothing done, the next call does a step, not
-        another list (seen: the same write_todos six times over); after a list shorter than
-        ``min_items``, no todo tools for the rest of the run."""
-        if ctx.state.get(f"{self.name}.act") != "work" and not ctx.state.get(f"{self.name}.off"):
+        another list (seen: the same write_todos six times over)."""
+        if ctx.state.get(f"{self.name}.act") != "work":
             return None  # (a changed tool list costs a local model its prompt cache: rarely)
         work = [name for name in ctx.functions if name not in _TODO_TOOLS]
         return work or None
