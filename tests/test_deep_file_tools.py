@@ -1222,6 +1222,8 @@ async def test_a_file_the_task_wrote_read_again_is_for_the_final_answer(tmp_path
         ),
         ('{"a": 1}', "b", "2", ('{"a": 1}', '{"a": 1, "b": 2}')),
         ('{"a": 1}', "b", "b = true", ('{"a": 1}', '{"a": 1, "b": true}')),
+        # (seen on config-repeat: "repeat setting" -> "repeat setting: 3", twice)
+        ('{"a": 1}', "repeat setting", "repeat setting: 3", ('{"a": 1}', '{"a": 1, "repeat": 3}')),
         ('{"a": 1}', "zz", "a 2", None),  # (a key it has: a change, not an addition)
         ("[1, 2]", "b", "b 2", None),  # (no object)
         ('{"a": 1}', "b", "two words here", None),

@@ -530,12 +530,17 @@ def _with_file_quotes(
 
 
 _KEY_VALUE = re.compile(r"""^\s*["']?([A-Za-z_][\w-]*)["']?\s*[:=]?\s*(.+?)[\s,]*$""", re.S)
+# "a repeat setting" is the key "repeat": the noun after a key's name in a request
+_KEY_NOUN = re.compile(
+    r"(?i)(?<=\w)\s+(?:setting|option|key|field|entry|parameter|property|flag)\b"
+)
 
 
 def _key_and_value(old_string: str, new_string: str) -> tuple[str, Any] | None:
     """The one key and value an edit meant to add to a JSON object: ``"repeat": 3``,
-    ``repeat 3``, ``repeat = 3``, or old_string ``repeat`` with new_string ``3``."""
-    old, new = old_string.strip(), new_string.strip()
+    ``repeat 3``, ``repeat = 3``, ``repeat setting: 3``, or old_string ``repeat`` with
+    new_string ``3``."""
+    old, new = (_KEY_NOUN.sub("", text.strip(), count=1) for text in (old_string, new_string))
     try:
         pairs = json.loads("{" + new.strip(",{} \n") + "}")
     except ValueError:
