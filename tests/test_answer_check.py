@@ -420,6 +420,20 @@ async def test_the_task_words_note_names_the_words_the_file_has(tmp_path: Path) 
         first.content
     )
     assert (tmp_path / "README.md").read_text() == "A color a day.\nThe color is blue.\n"
+    # a result that gives the call to make gets no note beside it (seen on config-repeat: the
+    # call that adds "repeat": 3, with the note after it, and the model ticked its list)
+    (tmp_path / "config.json").write_text('{"greeting": "Hello"}')
+    model = ScriptedModel([
+        tool_calls(call("read_file", path="config.json")),
+        tool_calls(call("edit_file", path="config.json", old_string="repeat setting",
+                        new_string="repeat setting: 3")),
+        *["Done."] * 6,
+    ])  # fmt: skip
+    agent = DeepAgent(model=model, workspace=tmp_path, todos=False, subagents=False)
+    await agent.run("Add a repeat setting to config.json, set to 3.")
+    added = [m for m in model.requests[2].messages if isinstance(m, ToolMessage)][-1]
+    assert 'To add "repeat": 3 to the object in it' in added.content
+    assert "[check]" not in added.content
 
 
 @pytest.mark.parametrize(("exists", "choice"), [(False, "write_file"), (True, "read_file")])

@@ -592,7 +592,7 @@ def _json_key_added(path: str, text: str, old_string: str, new_string: str) -> s
     call = json.dumps({"path": path, "old_string": old, "new_string": new}, ensure_ascii=False)
     return (
         f"old_string was not found in {path}. To add {added} to the object in it, put it "
-        f"before its closing brace: call edit_file({call})"
+        f"{ADDS_KEY}{call})"
     )
 
 
@@ -695,6 +695,7 @@ FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.[A-Za-z][A-Za-z0-9]{0,
 
 
 UNREAD_REFUSAL = "nothing was written: the task names"  # how FileTools' refusal begins
+ADDS_KEY = "before its closing brace: call edit_file("  # (the edit that adds a JSON key)
 READ_AGAIN = "has not changed since you last read it"  # (a read repeated, nothing between)
 _READ_GAP = 3  # other calls a repeated read may follow the first by
 _WROTE = (  # (a file read again that this run wrote: seen on csv-totals, its totals.json read

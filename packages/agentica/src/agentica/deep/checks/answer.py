@@ -19,6 +19,7 @@ from agentica.deep.checks.calls import arguments, describe, written
 from agentica.deep.checks.failures import FAILED_RUN, RUNS_TESTS, failure, mismatch
 from agentica.deep.checks.send_backs import Seen, first_send_back, note_settings
 from agentica.deep.files import (
+    ADDS_KEY,
     FILE_NAME,
     UNREAD_REFUSAL,
     existing_files,
@@ -341,6 +342,8 @@ async def _note_task_words(ctx: RunContext[Any], call: FunctionCall) -> None:
         return
     if " ".join(old.split()).lower() not in " ".join(ctx.input.split()).lower():
         return
+    if ADDS_KEY in call.content_without_notes:
+        return  # (the result gives the call to make: config-repeat ticked its list instead)
     found = await _task_words_in(ctx, path) if isinstance(path, str) else []
     words = ", ".join(f"{w!r} ({n} time{'s' if n > 1 else ''})" for w, n in found)
     call.notes.append(
