@@ -1025,12 +1025,16 @@ class FileTools(Tool):
             return CompositeBackend(backend, {RESULTS_DIR: StateBackend(results)})
         return backend
 
+    def _paths(self, ctx: RunContext[Any], kind: str) -> set[str]:
+        """A set of paths this run keeps under ``kind`` (see the three below)."""
+        paths = ctx.state.get(f"{self.name}.{kind}")
+        if not isinstance(paths, set):
+            paths = ctx.state[f"{self.name}.{kind}"] = set()
+        return paths
+
     def _known(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run has read, written or edited (their normalized paths)."""
-        known = ctx.state.get(f"{self.name}.known")
-        if not isinstance(known, set):
-            known = ctx.state[f"{self.name}.known"] = set()
-        return known
+        return self._paths(ctx, "known")
 
     def _started(self, ctx: RunContext[Any]) -> float:
         """When this run first used the file area (``resolve``; ``WorkspaceOverview`` does at
@@ -1041,10 +1045,7 @@ class FileTools(Tool):
 
     def _changed(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run wrote or edited with these tools (their paths)."""
-        changed = ctx.state.get(f"{self.name}.changed")
-        if not isinstance(changed, set):
-            changed = ctx.state[f"{self.name}.changed"] = set()
-        return changed
+        return self._paths(ctx, "changed")
 
     async def _wrote(self, ctx: RunContext[Any], backend: FileBackend, path: str) -> bool:
         """Whether this run wrote ``path``: with these tools, or by code it ran."""
@@ -1062,10 +1063,7 @@ class FileTools(Tool):
 
     def _created(self, ctx: RunContext[Any]) -> set[str]:
         """The files this run created (or found empty) with write_file (their paths)."""
-        created = ctx.state.get(f"{self.name}.created")
-        if not isinstance(created, set):
-            created = ctx.state[f"{self.name}.created"] = set()
-        return created
+        return self._paths(ctx, "created")
 
     def _saw(self, ctx: RunContext[Any], path: str, text: str) -> None:
         """Note that the run has seen ``path`` holding ``text`` (read, written or edited)."""
