@@ -296,15 +296,19 @@ class NumberCheck(Capability):
             if call.name == "read_file" and READ_AGAIN in call.content_without_notes:
                 self._read_again(ctx, call)
             # (without the notes: a note may quote the number)
-            sources.add(call.content_without_notes, echoed=_echoed(call, tainted))
+            echo = _echoed(call, tainted)
+            sources.add(call.content_without_notes, echoed=echo)
             if call.name in _DELEGATING_TOOLS and not returned_error(call):
                 ctx.state[f"{self.name}.computed"] = True  # (a subagent worked on it)
             if call.name in _COMPUTE_TOOLS:
-                self._computing(ctx, call, tainted)
+                self._computing(ctx, call, tainted, echo)
 
-    def _computing(self, ctx: RunContext[Any], call: FunctionCall, tainted: dict[str, Any]) -> None:
-        """Keep what a computing call did: whether it failed, what it printed, whether it
-        worked something out, and the files it may have written anew."""
+    def _computing(
+        self, ctx: RunContext[Any], call: FunctionCall, tainted: dict[str, Any], echo: str
+    ) -> None:
+        """Keep what a computing call did: whether it failed, what it printed (not when it only
+        repeats ``echo``, see ``_echoed``), whether it worked something out, and the files it
+        may have written anew."""
         if may_change_files(call):
             files: dict[str, str] = ctx.state.setdefault(f"{self.name}.files", {})
             for kept in (tainted, files):  # (code wrote it since: what it holds, code worked out)
@@ -315,7 +319,6 @@ class NumberCheck(Capability):
         printed = _printed(call.content_without_notes) if not failed else ""
         # (print(14, 13, 12) computed nothing: not taken as the value asked for)
         ctx.state[f"{self.name}.echoed"] = _echoes(printed, call.call.arguments)
-        echo = _echoed(call, tainted)
         if printed and echo != call.call.arguments and _echoes(printed, echo):
             printed = ""  # (a guessed file printed back is not what code worked out)
         ctx.state[f"{self.name}.printed"] = (call.name, printed) if printed else None
