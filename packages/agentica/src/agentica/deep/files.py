@@ -1040,7 +1040,10 @@ class FileTools(Tool):
         """When this run first used the file area (``resolve``; ``WorkspaceOverview`` does at
         the run's start): a file modified since was written in this run, by a tool or by code
         it ran."""
-        started: float = ctx.state.setdefault(f"{self.name}.started", time.time())
+        key = f"{self.name}.started"
+        if key not in ctx.state:  # (resolve runs on every call: the clock read once per run)
+            ctx.state[key] = time.time()
+        started: float = ctx.state[key]
         return started
 
     def _changed(self, ctx: RunContext[Any]) -> set[str]:
