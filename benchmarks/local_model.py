@@ -115,14 +115,16 @@ async def bench_demo(
     temperature: float = 0.0,
     prefix: str = "demo",
     task: str | None = None,
+    first_seed: int = 1,
 ) -> dict[str, Any]:
-    """``runs`` demo runs; above temperature 0, run N samples with seed N (so runs differ)."""
+    """``runs`` demo runs; above temperature 0, run N samples with seed N (so runs differ),
+    counting from ``first_seed``."""
     walls, successes, first_try = [], 0, 0
     used: dict[str, int] = {"task": 0, "edit_file": 0, "read_file": 0, "write_todos": 0}
     closed = 0  # runs whose todo list ended with every step completed
     logs = ROOT / ".bench-out"
     logs.mkdir(exist_ok=True)
-    for number in range(runs):
+    for number in range(first_seed - 1, first_seed - 1 + runs):
         root = prepare_workspace(tempfile.mkdtemp(prefix="agentica-bench-demo-"), deep=deep)
         start = time.perf_counter()
         # each run's stream goes to a log, to read why a run failed
@@ -235,7 +237,7 @@ async def main_async(args: argparse.Namespace) -> None:
     if args.sampled_runs and args.temperature:
         results |= await bench_demo(
             model, args.sampled_runs, deep=not args.simple, temperature=args.temperature,
-            prefix="sampled", task=task,
+            prefix="sampled", task=task, first_seed=args.first_seed,
         )  # fmt: skip
     markdown = table(results, model)
     print(markdown)
@@ -259,6 +261,9 @@ def main() -> None:
         help="also sample demo runs at this temperature, seed N for run N (0: do not)",
     )  # fmt: skip
     parser.add_argument("--sampled-runs", type=int, default=10, help="how many sampled runs")
+    parser.add_argument(
+        "--first-seed", type=int, default=1, help="the seed of the first sampled run (to redo some)"
+    )
     parser.add_argument(
         "--as-user", action="store_true",
         help="the task as a user puts it (agentica demo --as-user); the main job only",

@@ -142,6 +142,32 @@ async def test_edit_file_replaces_a_unique_string() -> None:
     assert await backend.read("/a.py") == "def f():\n    return 2\n\nprint(f())\n"
 
 
+async def test_edit_file_leaves_out_the_lines_new_string_repeats_from_above() -> None:
+    """Seen on the demo sampled at 0.3: TODO under a table's header replaced by that header
+    (and the rows), so the table had two headers."""
+    backend = StateBackend()
+    report = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
+    await backend.write("/report.md", report)
+    tools = FileTools(backend)
+    header = "| region | total |\n|---|---|\n"
+    with pytest.raises(ToolError) as caught:  # only the header: nothing left to write
+        await tools.edit_file(CTX, "/report.md", "TODO", header)
+    assert "new_string is lines 3-4 of /report.md, which are already right above" in str(
+        caught.value
+    )
+    assert await backend.read("/report.md") == report
+    out = await tools.edit_file(CTX, "/report.md", "TODO", header + "| north | 165 |\n")
+    assert "new_string began with lines 3-4 of /report.md" in out and "left out" in out
+    assert await backend.read("/report.md") == report.replace("TODO", "| north | 165 |\n")
+    # code may repeat a line on purpose; a line only like the one above is left alone
+    await backend.write("/a.py", "x = 1\nTODO\n")
+    await tools.edit_file(CTX, "/a.py", "TODO", "x = 1")
+    assert await backend.read("/a.py") == "x = 1\nx = 1\n"
+    await backend.write("/b.md", "- a\nTODO\n")  # too short to be a repeated block
+    await tools.edit_file(CTX, "/b.md", "TODO", "- a\n- b")
+    assert await backend.read("/b.md") == "- a\n- a\n- b\n"
+
+
 async def test_edit_file_explains_ambiguity_and_replace_all() -> None:
     backend = StateBackend()
     await backend.write("/a.py", "x = 1\ny = 1\nz = 1\n")

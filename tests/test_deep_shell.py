@@ -582,7 +582,7 @@ async def test_run_python_names_the_column_of_text_taken_for_a_number(tmp_path: 
     assert "'Priya' for a number, but it is the person column of t.csv (row[1])" in wrong
     assert "date (row[0]), person (row[1]), hours (row[2])" in wrong
     header = await shell.run_python(
-        "print(sum(int(r[2]) for r in __import__('csv').reader(open('t.csv'))))"
+        "rows = list(open('t.csv'))\nprint(float(rows[0].split(',')[2].strip()))"
     )
     assert "the code read the header row as data: skip it (next(reader))" in header
     assert "Your code" not in header  # (one advice: a second saying the same was resent code)
@@ -597,6 +597,67 @@ async def test_run_python_names_the_column_of_text_taken_for_a_number(tmp_path: 
     # text that is in no column of a named CSV gets no remark
     other = await shell.run_python("open('t.csv')\nprint(float('abc'))")
     assert "ValueError" in other and "Your code" not in other
+
+
+SUMS = (
+    "# Read the sales.csv file\nwith open('sales.csv', 'r') as file:\n    lines = "
+    "file.readlines()\n\ntotals = {}\nfor line in lines:\n    parts = line.strip().split(',')\n"
+    "    amount = int(parts[2])\n    totals[parts[0]] = totals.get(parts[0], 0) + amount\n"
+    "print(totals)"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "loop", "printed"),
+    [
+        # seen: the 1.5B model sampled at 0.3 sent this four times, told the header was data
+        (
+            SUMS,
+            "line 6 changed to skip that row, `for line in lines[1:]:`",
+            "{'north': 120, 'south': 45}",
+        ),
+        (
+            "import csv\nwith open('sales.csv') as f:\n    rows = csv.reader(f)\n"
+            "    print(sum(float(r[2]) for r in rows))",
+            "line 4 changed to skip that row, `print(sum(float(r[2]) for r in list(rows)[1:]))`",
+            "\n165.0\n",
+        ),
+        (
+            "for row in open('sales.csv'):\n    print(int(row.split(',')[2]) * 2)",
+            "line 1 changed to skip that row, `for row in list(open('sales.csv'))[1:]:`",
+            "\n240\n90\n",
+        ),
+    ],
+    ids=["readlines", "csv-reader-in-a-generator", "file-lines"],
+)
+async def test_run_python_skips_the_header_row_its_code_read_as_data_and_says_so(
+    tmp_path: Path, code: str, loop: str, printed: str
+) -> None:
+    (tmp_path / "sales.csv").write_text("region,product,amount\nnorth,pen,120\nsouth,ink,45\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(code)
+    assert out.startswith("exit code 0") and "ValueError" not in out, out
+    assert printed in out
+    assert f"Your code read the header row of sales.csv as data ('amount' is a column name" in out
+    assert loop in out
+
+
+async def test_run_python_runs_no_header_fix_after_a_run_that_wrote_a_file(
+    tmp_path: Path,
+) -> None:
+    """Running the code again must not do twice what it did before it failed."""
+    (tmp_path / "sales.csv").write_text("region,product,amount\nnorth,pen,120\n")
+    shell = Shell(tmp_path, python=True, background=False)
+    out = await shell.run_python(
+        "open('log.txt', 'a').write('x')\nfor line in open('sales.csv'):\n"
+        "    print(int(line.split(',')[2]))"
+    )
+    assert "ValueError" in out and "run again" not in out
+    assert (tmp_path / "log.txt").read_text() == "x"
+    sliced = await shell.run_python(  # already skipping a row: nothing to put right
+        "for line in list(open('sales.csv'))[0:]:\n    print(int(line.split(',')[2]))"
+    )
+    assert "ValueError" in sliced and "run again" not in sliced
 
 
 async def test_run_python_tracebacks_show_the_failing_lines_of_the_code(tmp_path: Path) -> None:
@@ -668,7 +729,9 @@ READ = "import csv\nreader = csv.reader(open('sales.csv'))\n"
     ("code", "error", "advice"),
     [
         (
-            READ + "print(sum(int(r[2]) for r in reader))",  # the header row read as data
+            # the header row read as data, with no loop to skip it in (else the code is run
+            # again put right, see the test below)
+            READ + "rows = list(reader)\nprint(int(rows[0][2]))",
             "invalid literal for int()",
             "'amount' is text, not a number",
         ),

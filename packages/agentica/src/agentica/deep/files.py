@@ -389,6 +389,25 @@ def _block_again(text: str, old_string: str, new_string: str) -> tuple[int, int]
     return (first, again[-1]) if len(again) >= 2 else None
 
 
+def _lines_above(path: str, text: str, old_string: str, new_string: str) -> tuple[int, int]:
+    """How many lines ``new_string`` starts with that the file has right above ``old_string``
+    (the same lines, in order), and the number of the first of them; ``(0, 0)`` for code, or
+    when ``old_string`` is not once in the file at the start of a line. Seen on the demo:
+    ``TODO`` under a table's header replaced by that header and the rows, so two headers."""
+    if PurePosixPath(path).suffix.lower() in _CODE_SUFFIXES or text.count(old_string) != 1:
+        return 0, 0
+    start = text.index(old_string)
+    if start and text[start - 1] != "\n":
+        return 0, 0
+    above = text[:start].splitlines()
+    new = new_string.splitlines()
+    for count in range(min(len(above), len(new)), 0, -1):
+        same = [line.strip() for line in above[-count:]] == [line.strip() for line in new[:count]]
+        if same and any(len(line.strip()) > 3 for line in new[:count]):
+            return count, len(above) - count + 1
+    return 0, 0
+
+
 async def _elsewhere(backend: FileBackend, path: str, old_string: str, task: str) -> str:
     """Where else in the workspace the first line of an ``old_string`` not in ``path`` is
     (seen on rename-across: ``def fmt_money(amount):`` looked for in main.py, twice, the
@@ -1514,6 +1533,22 @@ class FileTools(Tool):
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
+        above, first = _lines_above(path, text, old_string, new_string)
+        kept = ""
+        if above:
+            rest = "\n".join(new_string.splitlines()[above:])
+            lines = f"line {first}" if above == 1 else f"lines {first}-{first + above - 1}"
+            if not rest.strip():
+                raise ToolError(
+                    f"nothing was changed: new_string is {lines} of {path}, which are already "
+                    f"right above old_string, so they would be there twice. new_string is only "
+                    f"what goes where {_short_quote(old_string)} is now"
+                )
+            new_string = rest + ("\n" if new_string.endswith("\n") else "")
+            kept = (
+                f"\n[note] new_string began with {lines} of {path}, which are right above "
+                "old_string: they were left out, not written twice."
+            )
         try:
             edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         except ToolError as exc:
@@ -1528,7 +1563,7 @@ class FileTools(Tool):
         self._saw(ctx, info.path, updated)
         self._changed(ctx).add(info.path)
         problem = _parse_problem(info.path, updated)
-        after = f"\n{problem}" if problem else ""
+        after = kept + (f"\n{problem}" if problem else "")
         if (name := _renamed(old_string, new_string)) is not None:
             after += await self._uses_left(backend, name)
         if twice is not None:

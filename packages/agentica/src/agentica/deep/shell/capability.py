@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from agentica.deep.shell.header_row import HeaderSkip, header_skipped
 from agentica.deep.shell.hints import (
     COMMON_PACKAGES,
     check_command,
@@ -444,6 +445,16 @@ class Shell(Capability):
         result = source_lines(await self._run(command, timeout), code)
         remarks: list[str] = []
         written: list[tuple[str, str | None]] = []
+        if self.root is not None and (skip := await self._header_skipped(code, result, before)):
+            code = skip.code  # (the first run changed no file: running it again is safe)
+            command = "exec " + shlex.join([python, "-E", "-s", "-c", code])
+            result = source_lines(await self._run(command, timeout), code)
+            remarks.append(
+                f"Your code read the header row of {skip.file} as data ({skip.value!r} is a "
+                f"column name, not a number), so it failed. It was run again with line "
+                f"{skip.line} changed to skip that row, `{skip.loop}`; the output above is "
+                "from that run. Skip the header row yourself next time."
+            )
         if self.root is not None:
             remarks += await asyncio.to_thread(data_remarks, code, self.root, started, result)
             written = await asyncio.to_thread(written_files, before, self.root)
@@ -480,6 +491,18 @@ class Shell(Capability):
         if (trace := await self._trace(result)) is not None:
             notes.append(trace)
         return _noted(result, notes, "run_python")
+
+    async def _header_skipped(
+        self, code: str, output: str, before: dict[str, tuple[int, int] | None]
+    ) -> HeaderSkip | None:
+        """``code`` put right when it failed on a data file's header row, and only when that
+        run changed none of the files the code names (see ``header_row``)."""
+        if self.root is None or "Traceback" not in output or "Error: " not in output:
+            return None
+        skip = await asyncio.to_thread(header_skipped, code, output, self.root)
+        if skip is None or await asyncio.to_thread(written_files, before, self.root):
+            return None
+        return skip
 
     async def _trace(self, output: str) -> str | None:
         """What the call a failed ``assertEqual`` in a test run's ``output`` made did, line
