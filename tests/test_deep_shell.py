@@ -638,7 +638,7 @@ async def test_run_python_skips_the_header_row_its_code_read_as_data_and_says_so
     out = await shell.run_python(code)
     assert out.startswith("exit code 0") and "ValueError" not in out, out
     assert printed in out
-    assert f"Your code read the header row of sales.csv as data ('amount' is a column name" in out
+    assert "Your code read the header row of sales.csv as data ('amount' is a column name" in out
     assert loop in out
 
 

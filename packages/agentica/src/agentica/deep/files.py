@@ -408,6 +408,27 @@ def _lines_above(path: str, text: str, old_string: str, new_string: str) -> tupl
     return 0, 0
 
 
+def _without_lines_above(path: str, text: str, old_string: str, new_string: str) -> tuple[str, str]:
+    """``new_string`` without the lines it starts with that the file has right above
+    ``old_string`` (``_lines_above``), and the note saying so (``""`` when none were).
+    Raises ``ToolError`` when those lines are all of it."""
+    above, first = _lines_above(path, text, old_string, new_string)
+    if not above:
+        return new_string, ""
+    rest = "\n".join(new_string.splitlines()[above:])
+    lines = f"line {first}" if above == 1 else f"lines {first}-{first + above - 1}"
+    if not rest.strip():
+        raise ToolError(
+            f"nothing was changed: new_string is {lines} of {path}, which are already right "
+            f"above old_string, so they would be there twice. new_string is only what goes "
+            f"where {_short_quote(old_string)} is now"
+        )
+    return rest + ("\n" if new_string.endswith("\n") else ""), (
+        f"\n[note] new_string began with {lines} of {path}, which are right above "
+        "old_string: they were left out, not written twice."
+    )
+
+
 async def _elsewhere(backend: FileBackend, path: str, old_string: str, task: str) -> str:
     """Where else in the workspace the first line of an ``old_string`` not in ``path`` is
     (seen on rename-across: ``def fmt_money(amount):`` looked for in main.py, twice, the
@@ -1533,22 +1554,7 @@ class FileTools(Tool):
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
-        above, first = _lines_above(path, text, old_string, new_string)
-        kept = ""
-        if above:
-            rest = "\n".join(new_string.splitlines()[above:])
-            lines = f"line {first}" if above == 1 else f"lines {first}-{first + above - 1}"
-            if not rest.strip():
-                raise ToolError(
-                    f"nothing was changed: new_string is {lines} of {path}, which are already "
-                    f"right above old_string, so they would be there twice. new_string is only "
-                    f"what goes where {_short_quote(old_string)} is now"
-                )
-            new_string = rest + ("\n" if new_string.endswith("\n") else "")
-            kept = (
-                f"\n[note] new_string began with {lines} of {path}, which are right above "
-                "old_string: they were left out, not written twice."
-            )
+        new_string, kept = _without_lines_above(path, text, old_string, new_string)
         try:
             edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         except ToolError as exc:

@@ -500,9 +500,10 @@ class Shell(Capability):
         if self.root is None or "Traceback" not in output or "Error: " not in output:
             return None
         skip = await asyncio.to_thread(header_skipped, code, output, self.root)
-        if skip is None or await asyncio.to_thread(written_files, before, self.root):
+        if skip is None:
             return None
-        return skip
+        written = await asyncio.to_thread(written_files, before, self.root)
+        return None if written else skip
 
     async def _trace(self, output: str) -> str | None:
         """What the call a failed ``assertEqual`` in a test run's ``output`` made did, line
