@@ -6,7 +6,8 @@
 - the main job (``agentica demo``'s task) run ``--demo-runs`` times at temperature 0 and
   ``--sampled-runs`` times sampled at ``--temperature`` (seed N for run N): success rate, wall
   time, what it used.
-  Each run's stream is written to ``.bench-out/<demo|sampled>-run-N.log``.
+  Each run's stream is written to ``.bench-out/<demo|sampled>-run-N.log``, its messages to
+  ``.bench-out/<demo|sampled>-run-N.json``.
 - ``--as-user``: the same runs with the task as a user puts it (``USER_TASK``: no tool names, no
   steps), without the adapter measurement; ``--write-docs`` writes the ``local-user`` block.
 """
@@ -131,8 +132,9 @@ async def bench_demo(
         sampled = ModelSettings(temperature=temperature, seed=number + 1) if temperature else None
         with (logs / f"{prefix}-run-{number + 1}.log").open("w") as log:
             result = await run_demo(
-                model, root, Console(file=log, width=120), deep=deep, settings=sampled, task=task
-            )
+                model, root, Console(file=log, width=120), deep=deep, settings=sampled, task=task,
+                transcript=logs / f"{prefix}-run-{number + 1}.json",
+            )  # fmt: skip
         walls.append(time.perf_counter() - start)
         ok = result is not None and result.problem is None
         first_try += ok and len(result.responses) == 1 if result is not None else 0

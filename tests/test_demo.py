@@ -3,6 +3,8 @@ check (and its follow-up) decide success. The real model runs it in test_local_m
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 from rich.console import Console
@@ -46,10 +48,13 @@ async def test_the_deep_demo_delegates_edits_and_passes_the_check(tmp_path: Path
         "report.md has the totals.",
         "report.md has the totals.",  # the answer check asks once
     ])  # fmt: skip
-    result = await run_demo(model, root, quiet())
+    result = await run_demo(model, root, quiet(), transcript=tmp_path / "run.json")
     assert result is not None and result.problem is None
     names = [c.name for c in result.responses[0].tool_calls]
     assert names == ["write_todos", "task", "edit_file", "read_file", "write_todos"]
+    written = json.loads((tmp_path / "run.json").read_text())  # (to read why a run failed)
+    assert written[0]["role"] == "user" and "report.md" in written[0]["text"]
+    assert written[1]["calls"][0].startswith("write_todos(")
     assert "north 165" in result.responses[0].tool_calls[1].content
     assert check_report(root) is None
     assert [t["status"] for t in result.todos] == ["completed"] * 3

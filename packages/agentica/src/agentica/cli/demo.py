@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import json
 import operator
 import re
 import sys
@@ -308,8 +309,10 @@ async def run_demo(
     deep: bool = True,
     settings: ModelSettings | None = None,
     task: str | None = None,
+    transcript: Path | None = None,
 ) -> DemoResult | None:
-    """Run the demo task with ``model`` in ``root``, streaming to ``console``.
+    """Run the demo task with ``model`` in ``root``, streaming to ``console``; with
+    ``transcript``, every message of the conversation is written there as JSON at the end.
 
     After the agent answers, the report is checked; if it is wrong the agent is told what the
     check found (which regions are wrong, not their totals) and continues the same
@@ -349,9 +352,25 @@ async def run_demo(
         return None
     finally:
         await model.aclose()
+        if transcript is not None:
+            await asyncio.to_thread(_write_transcript, transcript, agent)
     todos = agent.memory.state.get("todos")
     plan = [t for t in todos if isinstance(t, dict)] if isinstance(todos, list) else []
     return DemoResult(responses, agent.usage, problem, time.perf_counter() - began, plan)
+
+
+def _write_transcript(path: Path, agent: Agent) -> None:
+    """The conversation of ``agent`` (each message's role, text and calls) as JSON."""
+    messages = [
+        {
+            "role": m.role,
+            "text": m.content if isinstance(m.content, str) else str(m.content),
+            "calls": [f"{c.name}({c.arguments})" for c in getattr(m, "tool_calls", ())],
+        }
+        for record in agent.memory.runs
+        for m in record.messages
+    ]
+    path.write_text(json.dumps(messages, indent=1, ensure_ascii=False))
 
 
 def run(args: argparse.Namespace) -> int:
