@@ -4,7 +4,6 @@ check (and its follow-up) decide success. The real model runs it in test_local_m
 from __future__ import annotations
 
 import json
-
 from pathlib import Path
 
 from rich.console import Console
