@@ -690,3 +690,28 @@ async def test_a_number_read_back_from_the_file_it_was_guessed_into_is_still_uns
     sent_back = str(model.requests[4].messages[-1].content)
     assert isinstance(model.requests[4].messages[-1], UserMessage) and "17" in sent_back
     assert (tmp_path / "total.txt").read_text() == "144"
+
+
+async def test_numbers_an_earlier_run_of_the_conversation_saw_count_as_seen() -> None:
+    """Seen on the demo sampled at 0.3: the first run printed the totals; told in a follow-up
+    that report.md was still wrong, the model wrote them in and was refused (nothing of *this*
+    run had shown them)."""
+    model = ScriptedModel([
+        tool_calls(call("run_python", code="print(sum([91, 78, 85, 66, 92.5]) / 5)")),
+        "Computed.",
+        tool_calls(call("write_file", path="notes.md", content="mean 82.5")),
+        "Written.",
+        # a new conversation has not seen it
+        tool_calls(call("write_file", path="notes.md", content="mean 82.5")),
+        "Written.",
+        tool_calls(call("run_python", code="print(82.5)")),
+        "Written.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    await agent.run("Work out the mean score.")
+    second = await agent.run("Now put the mean into notes.md.")
+    assert second.content == "Written."
+    assert not any(c.notes for c in second.tool_calls)
+    other = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    third = await other.run("Now put the mean into notes.md.")
+    assert "no tool output showed" in " ".join(n for c in third.tool_calls for n in c.notes)

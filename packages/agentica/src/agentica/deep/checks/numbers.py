@@ -142,6 +142,9 @@ def _needs_source(token: str) -> bool:
     return value is not None and ("." in token or value >= 10)
 
 
+_KEPT_TOKENS = 4000  # numbers seen that a conversation keeps for its next runs
+
+
 class _Sources:
     """The numbers a run has seen: its input and every tool output."""
 
@@ -168,6 +171,15 @@ class _Sources:
                 if value is not None:
                     self.values.extend((value, value * 100))  # 0.825 is also "82.5%"
                     self._sorted = None
+
+    def seed(self, tokens: list[Any]) -> None:
+        """Count ``tokens`` (numbers an earlier run of the conversation saw) as seen."""
+        for token in tokens:
+            if isinstance(token, str) and token not in self.tokens:
+                self.tokens.add(token)
+                if (value := _value(token)) is not None:
+                    self.values.extend((value, value * 100))
+        self._sorted = None
 
     def states(self, text: str, noun: str) -> bool:
         """Whether every number of ``text`` was seen written before ``noun`` ("27 days")."""
@@ -237,8 +249,16 @@ class NumberCheck(Capability):
         sources = ctx.state.get(self.name)
         if not isinstance(sources, _Sources):
             sources = ctx.state[self.name] = _Sources()
+            earlier = ctx.session_state.get(self.name)
+            if isinstance(earlier, list):  # (seen: a follow-up refused the totals printed
+                sources.seed(earlier)  # by code in the first run of the conversation)
             sources.add(ctx.input)
         return sources
+
+    def _keep(self, ctx: RunContext[Any], sources: _Sources) -> None:
+        """The numbers seen so far, kept with the conversation for its next runs."""
+        tokens = sorted(sources.tokens)
+        ctx.session_state[self.name] = tokens[-_KEPT_TOKENS:]
 
     def _spend(self, ctx: RunContext[Any]) -> str | None:
         """The tool to compute with, if a nudge is left (and counts it as spent); the next
@@ -302,6 +322,7 @@ class NumberCheck(Capability):
                 ctx.state[f"{self.name}.computed"] = True  # (a subagent worked on it)
             if call.name in _COMPUTE_TOOLS:
                 self._computing(ctx, call, tainted, echo)
+        self._keep(ctx, sources)
 
     def _computing(
         self, ctx: RunContext[Any], call: FunctionCall, tainted: dict[str, Any], echo: str
