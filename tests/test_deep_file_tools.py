@@ -168,6 +168,30 @@ async def test_edit_file_leaves_out_the_lines_new_string_repeats_from_above() ->
     assert await backend.read("/b.md") == "- a\n- a\n- b\n"
 
 
+async def test_edit_file_names_the_line_to_fill_in_when_old_string_is_not_there() -> None:
+    """Seen on the demo sampled at 0.3: the totals computed, the model sent the refusal it had
+    just read as old_string, then the totals as both old_string and new_string."""
+    backend = StateBackend()
+    report = "# Sales by region\n\n| region | total |\n|---|---|\nTODO\n"
+    await backend.write("/report.md", report)
+    tools = FileTools(backend)
+    rows = "| north | 165 |\n| south | 180 |"
+    call = json.dumps({"path": "/report.md", "old_string": "TODO", "new_string": rows})
+    for old in ("nothing was written: no tool output showed 165", rows):
+        with pytest.raises(ToolError) as caught:
+            await tools.edit_file(CTX, "/report.md", old, rows)
+        assert "/report.md has one line to fill in, 'TODO' (line 5)" in str(caught.value)
+        assert f"call edit_file({call})" in str(caught.value)
+    assert await backend.read("/report.md") == report
+    out = await tools.edit_file(CTX, **json.loads(call))  # the call given works
+    assert out.startswith("edited /report.md") and rows in await backend.read("/report.md")
+    # no placeholder (or two): the plain errors
+    await backend.write("/b.md", "TODO\nTBD\n")
+    with pytest.raises(ToolError) as caught:
+        await tools.edit_file(CTX, "/b.md", "x", "x")
+    assert str(caught.value) == "old_string and new_string are the same; there is nothing to change"
+
+
 async def test_edit_file_explains_ambiguity_and_replace_all() -> None:
     backend = StateBackend()
     await backend.write("/a.py", "x = 1\ny = 1\nz = 1\n")

@@ -466,6 +466,29 @@ async def _elsewhere(backend: FileBackend, path: str, old_string: str, task: str
 _MAX_ELSEWHERE = 3  # other files named where an old_string's line is
 
 
+_PLACEHOLDER = re.compile(r"(?i)(?:todo|tbd|fixme|to do|fill (?:this )?in|\.\.\.|…)[.:!]?")
+
+
+def _placeholder_call(path: str, text: str, new_string: str) -> str:
+    """The ``edit_file`` call that puts ``new_string`` where the one placeholder line of the
+    file is (``TODO``, ``TBD``, ``...``), as a sentence; ``""`` when it has none or several,
+    or ``new_string`` keeps it. Seen on the demo sampled at 0.3: the totals computed, the
+    model sent the refusal it had just read as ``old_string``, then the totals as both."""
+    found = [
+        (number, line.strip())
+        for number, line in enumerate(text.splitlines(), start=1)
+        if _PLACEHOLDER.fullmatch(line.strip())
+    ]
+    if len(found) != 1 or not new_string.strip() or found[0][1] in new_string:
+        return ""
+    number, line = found[0]
+    call = json.dumps({"path": path, "old_string": line, "new_string": new_string})
+    return (
+        f"{path} has one line to fill in, {line!r} (line {number}): to put new_string there, "
+        f"call edit_file({call})"
+    )
+
+
 def _short_quote(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
@@ -1544,8 +1567,6 @@ class FileTools(Tool):
                 "old_string is empty; give the exact text to replace, or use write_file to "
                 "write a whole file"
             )
-        if old_string == new_string:
-            raise ToolError("old_string and new_string are the same; there is nothing to change")
         await self._check_tests(ctx, path)
         backend = self.resolve(ctx)
         try:
@@ -1554,12 +1575,20 @@ class FileTools(Tool):
             if await backend.stat(path) is None:
                 raise ToolError(f"{exc}. To create a new file, use write_file") from None
             raise
+        if old_string == new_string:
+            fill = "" if old_string in text else _placeholder_call(path, text, new_string)
+            raise ToolError(
+                "old_string and new_string are the same; there is nothing to change"
+                + (f". old_string is not in {path} either; {fill}" if fill else "")
+            )
         new_string, kept = _without_lines_above(path, text, old_string, new_string)
         try:
             edit = plan_edit(path, text, old_string, new_string, replace_all=replace_all)
         except ToolError as exc:
             if old_string in text:
                 raise
+            if fill := _placeholder_call(path, text, new_string):
+                raise ToolError(f"{exc}. {fill}") from None
             if not (elsewhere := await _elsewhere(backend, path, old_string, ctx.input)):
                 raise
             raise ToolError(f"{exc}. {elsewhere}") from None
