@@ -715,3 +715,18 @@ async def test_numbers_an_earlier_run_of_the_conversation_saw_count_as_seen() ->
     other = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
     third = await other.run("Now put the mean into notes.md.")
     assert "no tool output showed" in " ".join(n for c in third.tool_calls for n in c.notes)
+
+
+async def test_a_value_code_worked_out_in_an_earlier_run_is_not_asked_for_again() -> None:
+    """Seen on the demo sampled at 0.3: a follow-up ("report.md does not show the right total")
+    was sent back with "no code of yours worked it out", the first run's code having done so."""
+    model = ScriptedModel([
+        tool_calls(call("run_python", code="print(sum([91, 78, 85, 66, 92.5]) / 5)")),
+        "The average is 82.5.",
+        tool_calls(call("write_file", path="notes.md", content="average 82.5")),
+        "The average, 82.5, is in notes.md.",
+    ])  # fmt: skip
+    agent = Agent(model=model, tools=[write_file, run_python], capabilities=[NumberCheck()])
+    await agent.run("What is the average score?")
+    second = await agent.run("I checked: notes.md does not show the average. Please fix it.")
+    assert second.content == "The average, 82.5, is in notes.md." and model.remaining == 0

@@ -252,13 +252,18 @@ class NumberCheck(Capability):
             earlier = ctx.session_state.get(self.name)
             if isinstance(earlier, list):  # (seen: a follow-up refused the totals printed
                 sources.seed(earlier)  # by code in the first run of the conversation)
+            if ctx.session_state.get(f"{self.name}.computed") is True:
+                ctx.state[f"{self.name}.computed"] = True  # (and told no code worked it out)
             sources.add(ctx.input)
         return sources
 
     def _keep(self, ctx: RunContext[Any], sources: _Sources) -> None:
-        """The numbers seen so far, kept with the conversation for its next runs."""
+        """The numbers seen so far, and whether code worked something out, kept with the
+        conversation for its next runs."""
         tokens = sorted(sources.tokens)
         ctx.session_state[self.name] = tokens[-_KEPT_TOKENS:]
+        if ctx.state.get(f"{self.name}.computed"):
+            ctx.session_state[f"{self.name}.computed"] = True
 
     def _spend(self, ctx: RunContext[Any]) -> str | None:
         """The tool to compute with, if a nudge is left (and counts it as spent); the next
