@@ -514,6 +514,19 @@ async def test_a_change_answered_with_nothing_changed_is_sent_back_to_make_it(
     ], "Bump the version in setup.cfg to 1.6.0.")  # fmt: skip
     unchanged = "none of your tool calls changed a file, so setup.cfg is as it was"
     assert sum(unchanged in str(r.messages[-1].content) for r in model.requests) == 2
+    assert "line to fill in" not in str(model.requests[2].messages[-1].content)
+    # a file with one line to fill in: that line is old_string (seen on the demo sampled at
+    # 0.3: the table's header again as new_string, then the totals without their regions)
+    (tmp_path / "report.md").write_text("# Sales\n\n| region | total |\n|---|---|\nTODO\n")
+    model = await _deep_run(tmp_path, [
+        tool_calls(call("read_file", path="report.md")),
+        *["The totals are in report.md."] * 5,
+    ], "Fill in report.md with the totals.")  # fmt: skip
+    assert (
+        "report.md has one line to fill in, 'TODO' (line 5): old_string is 'TODO', new_string "
+        "the table's rows, one per line, each with 2 cells written like its header: "
+        "| region | total |."
+    ) in str(model.requests[2].messages[-1].content)
     # code that only computes changes nothing (seen: fix-price's function definition "run")
     (tmp_path / "money.py").write_text("def parse_price(text):\n    return float(text)\n")
     model = ScriptedModel([

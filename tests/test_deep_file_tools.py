@@ -155,6 +155,16 @@ async def test_edit_file_leaves_out_the_lines_new_string_repeats_from_above() ->
     assert "new_string is lines 3-4 of /report.md, which are already right above" in str(
         caught.value
     )
+    assert str(caught.value).endswith(
+        "is now: the table's rows, one per line, each with 2 cells written like its header: "
+        "| region | total |"
+    )
+    # rows without cells under a table get a note
+    unrows = await tools.edit_file(CTX, "/report.md", "TODO", "north 165\nsouth 180")
+    assert "[note] The lines under the table of /report.md are not rows of it: write the " in (
+        unrows
+    )
+    await backend.write("/report.md", report)
     assert await backend.read("/report.md") == report
     out = await tools.edit_file(CTX, "/report.md", "TODO", header + "| north | 165 |\n")
     assert "new_string began with lines 3-4 of /report.md" in out and "left out" in out

@@ -418,10 +418,11 @@ def _without_lines_above(path: str, text: str, old_string: str, new_string: str)
     rest = "\n".join(new_string.splitlines()[above:])
     lines = f"line {first}" if above == 1 else f"lines {first}-{first + above - 1}"
     if not rest.strip():
+        rows = table_rows_hint(text, first + above)
         raise ToolError(
             f"nothing was changed: new_string is {lines} of {path}, which are already right "
             f"above old_string, so they would be there twice. new_string is only what goes "
-            f"where {_short_quote(old_string)} is now"
+            f"where {_short_quote(old_string)} is now" + (f": {rows}" if rows else "")
         )
     return rest + ("\n" if new_string.endswith("\n") else ""), (
         f"\n[note] new_string began with {lines} of {path}, which are right above "
@@ -469,19 +470,56 @@ _MAX_ELSEWHERE = 3  # other files named where an old_string's line is
 _PLACEHOLDER = re.compile(r"(?i)(?:todo|tbd|fixme|to do|fill (?:this )?in|\.\.\.|…)[.:!]?")
 
 
-def _placeholder_call(path: str, text: str, new_string: str) -> str:
-    """The ``edit_file`` call that puts ``new_string`` where the one placeholder line of the
-    file is (``TODO``, ``TBD``, ``...``), as a sentence; ``""`` when it has none or several,
-    or ``new_string`` keeps it. Seen on the demo sampled at 0.3: the totals computed, the
-    model sent the refusal it had just read as ``old_string``, then the totals as both."""
+def placeholder_line(text: str) -> tuple[int, str] | None:
+    """The number and text of the one line of ``text`` that is a placeholder to fill in
+    (``TODO``, ``TBD``, ``...``), or None when it has none or several."""
     found = [
         (number, line.strip())
         for number, line in enumerate(text.splitlines(), start=1)
         if _PLACEHOLDER.fullmatch(line.strip())
     ]
-    if len(found) != 1 or not new_string.strip() or found[0][1] in new_string:
+    return found[0] if len(found) == 1 else None
+
+
+def table_rows_hint(text: str, number: int) -> str:
+    """How a row of the Markdown table right above line ``number`` of ``text`` is written
+    (its header and the number of cells), or ``""`` when no table is right above it."""
+    lines = text.splitlines()
+    above = lines[: number - 1]
+    if len(above) < 2 or not above[-1].lstrip().startswith("|"):
         return ""
-    number, line = found[0]
+    start = len(above)
+    while start > 0 and above[start - 1].lstrip().startswith("|"):
+        start -= 1
+    header = above[start].strip()
+    cells = len(header.strip("|").split("|"))
+    return (
+        f"the table's rows, one per line, each with {cells} cells written like its header: {header}"
+    )
+
+
+def _not_rows(path: str, text: str, number: int, new_string: str) -> str:
+    """A note when an edit of a Markdown file at line ``number`` puts lines that are not rows
+    right under a table (seen: the totals written under "| region | total |" as 165, 180, 90,
+    with no regions and no cells)."""
+    if PurePosixPath(path).suffix.lower() not in (".md", ".markdown"):
+        return ""
+    rows = table_rows_hint(text, number)
+    added = [line for line in new_string.splitlines() if line.strip()]
+    if not rows or all(line.lstrip().startswith("|") for line in added):
+        return ""
+    return f"\n[note] The lines under the table of {path} are not rows of it: write {rows}."
+
+
+def _placeholder_call(path: str, text: str, new_string: str) -> str:
+    """The ``edit_file`` call that puts ``new_string`` where the one placeholder line of the
+    file is (``placeholder_line``), as a sentence; ``""`` when it has none or several, or
+    ``new_string`` keeps it. Seen on the demo sampled at 0.3: the totals computed, the
+    model sent the refusal it had just read as ``old_string``, then the totals as both."""
+    found = placeholder_line(text)
+    if found is None or not new_string.strip() or found[1] in new_string:
+        return ""
+    number, line = found
     call = json.dumps({"path": path, "old_string": line, "new_string": new_string})
     return (
         f"{path} has one line to fill in, {line!r} (line {number}): to put new_string there, "
@@ -1599,6 +1637,7 @@ class FileTools(Tool):
         self._changed(ctx).add(info.path)
         problem = _parse_problem(info.path, updated)
         after = kept + (f"\n{problem}" if problem else "")
+        after += _not_rows(info.path, text, first_line, new_string) if count == 1 else ""
         if (name := _renamed(old_string, new_string)) is not None:
             after += await self._uses_left(backend, name)
         if twice is not None:

@@ -13,14 +13,22 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from agentica.deep.files import existing_files, judging_tests, task_files, tests_call
+from agentica.deep.files import (
+    existing_files,
+    judging_tests,
+    placeholder_line,
+    table_rows_hint,
+    task_files,
+    tests_call,
+)
 from agentica.errors import AgenticaError
 from agentica.tools.context import RunContext
+from agentica.tools.files import FileBackend
 
 __all__ = ["SEND_BACKS", "Seen", "SendBackCheck", "first_send_back", "note_settings"]
 
@@ -356,9 +364,30 @@ async def _unchanged(ctx: RunContext[Any], seen: Seen, answer: str) -> str | Non
         seen.choice = tool
     names = " and ".join(named)
     state = "is as it was" if len(named) == 1 else "are as they were"
-    return UNCHANGED_PROMPT.format(
+    prompt = UNCHANGED_PROMPT.format(
         task=ctx.input.strip(), names=names, state=state, tool=tool or "a tool"
     )
+    return prompt + (await _to_fill(ctx.files, named) if tool == "edit_file" else "")
+
+
+async def _to_fill(files: FileBackend, named: Sequence[str]) -> str:
+    """Where to make the change in the first of ``named`` with one line to fill in (``TODO``):
+    that line as ``old_string``, and under a Markdown table, how its rows are written (seen on
+    the demo sampled at 0.3: the header again as new_string, then the totals without regions)."""
+    for name in named:
+        try:
+            text = await files.read(name)
+        except AgenticaError:
+            continue
+        if (found := placeholder_line(text)) is None:
+            continue
+        number, line = found
+        what = table_rows_hint(text, number) or "what goes there"
+        return (
+            f" {name} has one line to fill in, {line!r} (line {number}): old_string is "
+            f"{line!r}, new_string {what}."
+        )
+    return ""
 
 
 HALF_CHANGED_PROMPT = (
