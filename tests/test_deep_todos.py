@@ -431,12 +431,7 @@ async def test_the_deep_agent_leaves_the_one_step_of_a_list_to_the_answers_check
     await agent.run(task)
     saved = [r.content for r in tool_results(model.requests[-1]) if r.name == "write_todos"]
     assert "No tool call has done any work since" in saved[0]
-    # (closed, but told that nothing was changed yet: seen on the demo sampled at 0.3, "Every
-    # step is completed" after a read was answered with the totals in text)
-    assert saved[1].startswith(
-        "Todos saved: [x] Fix add in buggy.py\nEvery step is marked completed, but no call of "
-        "yours has changed a file yet, and the task asks for a change: make it now"
-    )
+    assert saved[1].startswith("Todos saved: [x] Fix add in buggy.py\nEvery step is completed")
     sent_back = [m for m in model.requests[4].messages if isinstance(m, UserMessage)][-1]
     assert "changed" in sent_back.text  # (the answer's checks: nothing was changed)
     assert "a + b" in (tmp_path / "buggy.py").read_text()

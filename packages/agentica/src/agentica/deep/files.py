@@ -470,20 +470,6 @@ _MAX_ELSEWHERE = 3  # other files named where an old_string's line is
 _PLACEHOLDER = re.compile(r"(?i)(?:todo|tbd|fixme|to do|fill (?:this )?in|\.\.\.|…)[.:!]?")
 
 
-# A task that asks to change something (not a question about it)
-CHANGING = re.compile(
-    r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"
-    r"turn|remove|delete|replace|move|combine|merge|subtract|convert|edit|append|insert)\b"
-)
-# ... unless it opens with a question ("What port ...? It's set in settings.ini.")
-QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
-
-
-def asks_change(task: str) -> bool:
-    """Whether ``task`` asks to change something, not a question about it."""
-    return CHANGING.search(task) is not None and QUESTION.match(task) is None
-
-
 def placeholder_line(text: str) -> tuple[int, str] | None:
     """The number and text of the one line of ``text`` that is a placeholder to fill in
     (``TODO``, ``TBD``, ``...``), or None when it has none or several."""

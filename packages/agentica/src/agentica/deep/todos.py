@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator, model_validator
 
-from agentica.deep.files import FILE_NAME, asks_change, may_change_files
+from agentica.deep.files import FILE_NAME, may_change_files
 from agentica.errors import ToolError, UsageError
 from agentica.messages import AssistantMessage
 from agentica.run.capability import Capability
@@ -336,14 +336,6 @@ class Todos(Capability):
                 "yet (each completed step needs its own tool call; a step that changes a file "
                 "needs a call that changed it: reading a file, or code that only prints, "
                 "changes nothing)."
-            )
-        if not open_steps and asks_change(ctx.input) and not ctx.state.get(f"{self.name}.changes"):
-            # (seen on the demo sampled at 0.3: its one step closed after a read, and "Every
-            # step is completed" answered with the totals in text, report.md as it was)
-            return (
-                f"Todos saved: {_render(items)}\nEvery step is marked completed, but no call of "
-                "yours has changed a file yet, and the task asks for a change: make it now with "
-                "a tool call, then give your final answer."
             )
         return f"Todos saved: {_render(items)}{refused}\n{_next_step(items)}"
 

@@ -19,8 +19,6 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agentica.deep.files import (
-    CHANGING,
-    QUESTION,
     existing_files,
     judging_tests,
     placeholder_line,
@@ -214,6 +212,13 @@ _EVERYWHERE = re.compile(
 )
 _MAX_LEFT = 200
 _MAX_LEFT_FILES = 6
+# A task that asks to change something (not a question about it)
+CHANGING = re.compile(
+    r"(?i)\b(?:create|write|save|make|generate|add|put|fill|update|change|bump|rename|fix|"
+    r"turn|remove|delete|replace|move|combine|merge|subtract|convert|edit|append|insert)\b"
+)
+# ... unless it opens with a question ("What port ...? It's set in settings.ini.")
+QUESTION = re.compile(r"(?i)^\s*(?:what|which|who|whose|how|where|when|why|is|are|does|do|did)\b")
 
 
 async def _left_to_change(ctx: RunContext[Any], seen: Seen, answer: str) -> str | None:
