@@ -164,6 +164,10 @@ async def test_edit_file_leaves_out_the_lines_new_string_repeats_from_above() ->
     assert "[note] The lines under the table of /report.md are not rows of it: write the " in (
         unrows
     )
+    # a cell changed inside a row is no new line (seen: 120 -> 165 in "| north | 120 |")
+    await backend.write("/report.md", report.replace("TODO", "| north | 120 |"))
+    cell = await tools.edit_file(CTX, "/report.md", "120", "165")
+    assert "not rows" not in cell and "| north | 165 |" in await backend.read("/report.md")
     await backend.write("/report.md", report)
     assert await backend.read("/report.md") == report
     out = await tools.edit_file(CTX, "/report.md", "TODO", header + "| north | 165 |\n")

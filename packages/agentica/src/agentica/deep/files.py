@@ -498,12 +498,16 @@ def table_rows_hint(text: str, number: int) -> str:
     )
 
 
-def _not_rows(path: str, text: str, number: int, new_string: str) -> str:
-    """A note when an edit of a Markdown file at line ``number`` puts lines that are not rows
-    right under a table (seen: the totals written under "| region | total |" as 165, 180, 90,
-    with no regions and no cells)."""
+def _not_rows(path: str, text: str, number: int, old_string: str, new_string: str) -> str:
+    """A note when an edit of a Markdown file replacing the whole lines ``old_string`` at line
+    ``number`` puts lines that are not rows right under a table (seen: the totals written
+    under "| region | total |" as 165, 180, 90, with no regions and no cells)."""
     if PurePosixPath(path).suffix.lower() not in (".md", ".markdown"):
         return ""
+    start = text.find(old_string)
+    end = start + len(old_string)
+    if start < 0 or (start and text[start - 1] != "\n") or text[end : end + 1] not in ("", "\n"):
+        return ""  # (a part of a line changed, a cell of a row: no new lines)
     rows = table_rows_hint(text, number)
     added = [line for line in new_string.splitlines() if line.strip()]
     if not rows or all(line.lstrip().startswith("|") for line in added):
@@ -1637,7 +1641,9 @@ class FileTools(Tool):
         self._changed(ctx).add(info.path)
         problem = _parse_problem(info.path, updated)
         after = kept + (f"\n{problem}" if problem else "")
-        after += _not_rows(info.path, text, first_line, new_string) if count == 1 else ""
+        after += (
+            _not_rows(info.path, text, first_line, old_string, new_string) if count == 1 else ""
+        )
         if (name := _renamed(old_string, new_string)) is not None:
             after += await self._uses_left(backend, name)
         if twice is not None:
