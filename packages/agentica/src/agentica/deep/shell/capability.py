@@ -438,8 +438,7 @@ class Shell(Capability):
         moved: list[str] = []
         if self.root is not None:  # (a backend elsewhere has its own machine to look at)
             code, moved = await asyncio.to_thread(workspace_paths, code, self.root)
-        python = self.backend.python or "python3"
-        command = "exec " + shlex.join([python, "-E", "-s", "-c", code])  # no shell left behind
+        command = self._python_command(code)
         before = {} if self.root is None else await asyncio.to_thread(file_states, code, self.root)
         started = time.time()
         result = source_lines(await self._run(command, timeout), code)
@@ -447,7 +446,7 @@ class Shell(Capability):
         written: list[tuple[str, str | None]] = []
         if self.root is not None and (skip := await self._header_skipped(code, result, before)):
             code = skip.code  # (the first run changed no file: running it again is safe)
-            command = "exec " + shlex.join([python, "-E", "-s", "-c", code])
+            command = self._python_command(code)
             result = source_lines(await self._run(command, timeout), code)
             remarks.append(
                 f"Your code read the header row of {skip.file} as data ({skip.value!r} is a "
@@ -491,6 +490,10 @@ class Shell(Capability):
         if (trace := await self._trace(result)) is not None:
             notes.append(trace)
         return _noted(result, notes, "run_python")
+
+    def _python_command(self, code: str) -> str:
+        """The shell command that runs Python ``code`` (``exec``: no shell left behind)."""
+        return "exec " + shlex.join([self.backend.python or "python3", "-E", "-s", "-c", code])
 
     async def _header_skipped(
         self, code: str, output: str, before: dict[str, tuple[int, int] | None]

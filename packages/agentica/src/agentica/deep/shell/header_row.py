@@ -15,12 +15,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentica.deep.shell.hints import NOT_A_NUMBER
+
 __all__ = ["HeaderSkip", "header_skipped"]
 
-_NOT_A_NUMBER = re.compile(
-    r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
-    r"'([^'\n]{1,80})'"
-)
 _FRAME = re.compile(r'File "<string>", line (\d+)')
 _DATA_FILE = re.compile(r"""['"]([\w./-]{1,200}\.(?:csv|tsv|txt|dat))['"]""")
 _SEPARATOR = re.compile(r"[,;\t|]")
@@ -52,7 +50,7 @@ def header_skipped(code: str, output: str, root: Path) -> HeaderSkip | None:
     the outermost loop or comprehension around the failing line has its iterable sliced
     (``for line in lines[1:]:``, ``list(reader)[1:]``). ``None`` for anything else, and when
     that iterable is already sliced. Blocking (it reads the first line of each named file)."""
-    found = _NOT_A_NUMBER.search(output)
+    found = NOT_A_NUMBER.search(output)
     frames = _FRAME.findall(output)
     if found is None or not frames or len(code) > _MAX_CODE:
         return None

@@ -344,10 +344,11 @@ def _means_workspace(value: str, root: Path) -> bool:
 _DATA_LITERAL = re.compile(r"""['"]([\w./-]{1,200}\.(json|csv))['"]""")
 _SPLIT_BLANK = re.compile(r"\.split\(\s*\)")
 _MAX_CHECKED = 1 << 20  # bytes of a written JSON file parsed to check it
-_NOT_A_NUMBER = re.compile(
+NOT_A_NUMBER = re.compile(
     r"(?:invalid literal for int\(\) with base 10|could not convert string to float): "
     r"'([^'\n]{1,80})'"
 )
+"""Python's error for text taken for a number; its group is that text as Python shows it."""
 
 
 _FILE_LITERAL = re.compile(r"""['"]([\w./-]{1,200}\.[A-Za-z]{1,8})['"]""")
@@ -462,7 +463,7 @@ def data_remarks(code: str, root: Path, since: float, output: str = "") -> list[
         remarks.append(wrong[0])
     named = {m.group(1).lstrip("/"): m.group(2) for m in _DATA_LITERAL.finditer(code)}
     top = root.resolve()
-    not_number = _NOT_A_NUMBER.search(output)
+    not_number = NOT_A_NUMBER.search(output)
     for name, kind in named.items():
         if kind == "csv":
             if _SPLIT_BLANK.search(code):
